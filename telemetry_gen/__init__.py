@@ -1,0 +1,1 @@
+"""servedrill: telemetry_gen."""

@@ -1,0 +1,1 @@
+"""servedrill: tui/screens."""

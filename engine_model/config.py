@@ -1,0 +1,68 @@
+"""Engine configuration: the vLLM-style knobs one replica runs with.
+
+Defaults follow vLLM V1 on an 80 GB-class GPU (OpenAI server context): see
+shared reference `vllm-engine-knobs.md` section 1 (`vllm/engine/arg_utils.py`,
+`vllm/config/cache.py`, `vllm/config/scheduler.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+WEIGHT_DTYPES = ("bf16", "fp8", "int4")
+KV_DTYPES = ("auto", "fp8")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Knobs of one engine replica. Token counts are tokens, memory fractions are 0..1."""
+
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int = 32768
+    weight_dtype: str = "bf16"
+    kv_cache_dtype: str = "auto"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    enforce_eager: bool = False
+    # speculative decoding: k draft tokens per step, acceptance rate a per token
+    num_speculative_tokens: int = 0
+    spec_acceptance_rate: float = 0.0
+    # determinism: batch-invariant kernels make output independent of batch shape
+    batch_invariant: bool = False
+    seed_pinned: bool = True
+    scheduling_policy: str = "fcfs"  # fcfs | priority
+    # 0 = no cap; >0 caps the new prefill tokens one request may take per step
+    long_prefill_token_threshold: int = 0
+
+    def with_changes(self, **changes: Any) -> EngineConfig:
+        """Copy with knobs changed; unknown knob names raise KeyError."""
+        known = {f.name for f in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise KeyError(f"unknown engine knob(s): {', '.join(sorted(unknown))}")
+        return replace(self, **changes)
+
+    def validate(self) -> None:
+        """Raise ValueError on a configuration vLLM itself would refuse."""
+        if self.max_num_seqs > self.max_num_batched_tokens:
+            raise ValueError("max_num_seqs must not exceed max_num_batched_tokens")
+        if self.block_size not in (1, 8, 16, 32, 64, 128):
+            raise ValueError("block_size must be one of 1, 8, 16, 32, 64, 128")
+        if not 0.05 <= self.gpu_memory_utilization <= 1.0:
+            raise ValueError("gpu_memory_utilization must be within 0.05..1.0")
+        if self.weight_dtype not in WEIGHT_DTYPES:
+            raise ValueError(f"weight_dtype must be one of {WEIGHT_DTYPES}")
+        if self.kv_cache_dtype not in KV_DTYPES:
+            raise ValueError(f"kv_cache_dtype must be one of {KV_DTYPES}")
+        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            # vLLM raises the budget to max_model_len when chunking is off; we require it explicitly
+            pass
+
+
+ENGINE_KNOBS: tuple[str, ...] = tuple(f.name for f in fields(EngineConfig))

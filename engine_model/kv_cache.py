@@ -1,0 +1,376 @@
+"""Paged KV cache block manager for one replica: block pool, prefix cache with LRU eviction, fork and CoW.
+
+Modelled on vLLM V1's block pool (`vllm/v1/core/block_pool.py`, `kv_cache_manager.py`): a fixed pool of
+physical blocks of `block_size` token slots, each with a reference count. Full blocks whose content is
+known are registered in a prefix cache keyed by a content hash; when their last user goes away they stay
+resident as "evictable" and are reclaimed least recently used first, only once the free list is empty.
+
+The simulation carries no tokens, so content identity comes from the request's ids (see `block_hash`):
+a block inside the shared prefix is named by `prefix_key`, any other full prompt block by `prompt_hash`.
+This gives the same hits as vLLM's chained block hashes for these two content classes, because either id
+fixes every token before and inside the block.
+
+Simplifications, each deliberate:
+- Blocks holding generated tokens are never cached: a sampled continuation practically never recurs.
+- One block per hash. When a second block fills with content that is already cached (vLLM keeps both),
+  the newcomer stays unregistered and returns to the free list when released.
+- Free blocks are used before any cached block is evicted. vLLM keeps one queue for both, which can
+  evict a cached block while never-used blocks remain; preferring the free list keeps more hits.
+
+Every operation costs O(blocks touched) with plain lists and dicts; nothing loops over tokens or over
+the whole pool, except `check_invariants`, which is for tests.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+BlockHash = tuple[str, int, int]
+"""("p", prefix_key, block_index) or ("q", prompt_hash, block_index)."""
+
+
+def block_hash(
+    index: int, block_size: int, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int
+) -> BlockHash | None:
+    """Content hash of full block `index` (0-based) of a prompt, or None when the block is not cacheable.
+
+    Token counts are tokens. Block i spans tokens [i*block_size, (i+1)*block_size). It is a prefix block
+    ("p", prefix_key, i) when it lies entirely within the first `prefix_tokens` tokens and prefix_key != 0;
+    otherwise a prompt block ("q", prompt_hash, i) when it lies entirely within the prompt and
+    prompt_hash != 0; otherwise None (partial block, generated tokens, or content that never recurs).
+    """
+    end = (index + 1) * block_size
+    if prefix_key and end <= min(prefix_tokens, prompt_tokens):
+        return ("p", prefix_key, index)
+    if prompt_hash and end <= prompt_tokens:
+        return ("q", prompt_hash, index)
+    return None
+
+
+@dataclass(slots=True)
+class _Seq:
+    """One sequence's allocation: its block table and the content ids its prompt blocks hash from."""
+
+    table: list[int]
+    num_tokens: int
+    prompt_tokens: int
+    prefix_key: int
+    prefix_tokens: int
+    prompt_hash: int
+
+
+class KVCache:
+    """Block manager of one replica's KV pool.
+
+    Invariants (checked by `check_invariants`): num_free + num_evictable + num_in_use == num_blocks; a
+    block's refcount equals the number of live block tables holding it, never negative; a block with
+    refcount 0 is either on the free list or evictable, never both; evictable blocks are exactly the
+    cached blocks with refcount 0; a sequence of n tokens holds ceil(n / block_size) blocks.
+    """
+
+    def __init__(self, num_blocks: int, block_size: int = 16, enable_prefix_caching: bool = True) -> None:
+        if num_blocks < 1:
+            raise ValueError("num_blocks must be >= 1")
+        if block_size < 1:
+            raise ValueError("block_size must be >= 1")
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self._ref: list[int] = [0] * num_blocks
+        # Popped from the end, so a fresh pool hands out block 0 first.
+        self._free: list[int] = list(range(num_blocks - 1, -1, -1))
+        self._hash_of: list[BlockHash | None] = [None] * num_blocks
+        self._cached: dict[BlockHash, int] = {}
+        # Cached blocks with refcount 0, least recently released first.
+        self._evictable: OrderedDict[int, None] = OrderedDict()
+        self._seqs: dict[int, _Seq] = {}
+        # Monotone counters, in tokens (vllm:prefix_cache_queries / _hits) and blocks.
+        self.prefix_queries_tokens = 0
+        self.prefix_hits_tokens = 0
+        self.evictions = 0
+
+    # ---- gauges ------------------------------------------------------------------------------------
+
+    @property
+    def num_free(self) -> int:
+        """Blocks on the free list (never cached, or dropped from the cache)."""
+        return len(self._free)
+
+    @property
+    def num_evictable(self) -> int:
+        """Cached blocks no sequence holds: reusable by a prefix hit until evicted."""
+        return len(self._evictable)
+
+    @property
+    def num_in_use(self) -> int:
+        """Blocks held by at least one sequence."""
+        return self.num_blocks - len(self._free) - len(self._evictable)
+
+    @property
+    def usage(self) -> float:
+        """Fraction of blocks in use, 0..1; evictable blocks count as free, as in vllm:kv_cache_usage_perc."""
+        return self.num_in_use / self.num_blocks
+
+    @property
+    def num_cached(self) -> int:
+        """Blocks registered in the prefix cache, in use or evictable."""
+        return len(self._cached)
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self._seqs)
+
+    def __contains__(self, seq_id: object) -> bool:
+        return seq_id in self._seqs
+
+    def block_table(self, seq_id: int) -> list[int]:
+        """Copy of the sequence's physical block ids, in token order. Unknown seq raises KeyError."""
+        return list(self._seqs[seq_id].table)
+
+    def num_tokens(self, seq_id: int) -> int:
+        """Tokens the sequence's blocks hold. Unknown seq raises KeyError."""
+        return self._seqs[seq_id].num_tokens
+
+    def can_allocate(self, n_blocks: int) -> bool:
+        """True when n_blocks new blocks could be had now (free list plus evictable cached blocks)."""
+        return n_blocks <= len(self._free) + len(self._evictable)
+
+    def blocks_needed(self, seq_id: int, num_tokens: int) -> int:
+        """Blocks `grow(seq_id, num_tokens)` would allocate; 0 when the table already holds num_tokens."""
+        return max(0, -(-num_tokens // self.block_size) - len(self._seqs[seq_id].table))
+
+    # ---- prefix cache ------------------------------------------------------------------------------
+
+    def _hit_blocks(
+        self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int
+    ) -> list[int]:
+        if not self.enable_prefix_caching:
+            return []
+        bs = self.block_size
+        p_full = min(prefix_tokens, prompt_tokens) // bs if prefix_key else 0
+        q_full = prompt_tokens // bs if prompt_hash else 0
+        # At least one prompt token is always computed so the step produces logits (vLLM does the same).
+        limit = min(max(p_full, q_full), (prompt_tokens - 1) // bs)
+        cached = self._cached
+        hits: list[int] = []
+        for i in range(limit):
+            b = cached.get(("p", prefix_key, i) if i < p_full else ("q", prompt_hash, i))
+            if b is None:
+                break
+            hits.append(b)
+        return hits
+
+    def lookup_prefix(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> int:
+        """Tokens of this prompt already cached: consecutive hits from block 0, a multiple of block_size,
+        at most prompt_tokens - 1. Changes no state (not even LRU order or counters)."""
+        return len(self._hit_blocks(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)) * self.block_size
+
+    def _register(self, seq: _Seq, first: int, stop: int) -> None:
+        """Put the sequence's full prompt blocks first..stop-1 (block indices) into the prefix cache."""
+        bs = self.block_size
+        p_full = min(seq.prefix_tokens, seq.prompt_tokens) // bs if seq.prefix_key else 0
+        q_full = seq.prompt_tokens // bs if seq.prompt_hash else 0
+        stop = min(stop, max(p_full, q_full))
+        table, hash_of, cached = seq.table, self._hash_of, self._cached
+        for i in range(first, stop):
+            b = table[i]
+            if hash_of[b] is not None:
+                continue
+            h = ("p", seq.prefix_key, i) if i < p_full else ("q", seq.prompt_hash, i)
+            if h not in cached:
+                cached[h] = b
+                hash_of[b] = h
+
+    def reset_prefix_cache(self) -> None:
+        """Cold restart of the cache: every evictable block loses its hash and returns to the free list.
+
+        Blocks still held by a sequence keep their registration: their content stays resident and valid.
+        """
+        hash_of, cached, free = self._hash_of, self._cached, self._free
+        for b in self._evictable:
+            del cached[hash_of[b]]  # type: ignore[arg-type]
+            hash_of[b] = None
+            free.append(b)
+        self._evictable.clear()
+
+    # ---- allocation --------------------------------------------------------------------------------
+
+    def _allocate_into(self, table: list[int], n: int) -> None:
+        """Append n fresh blocks (refcount 1) to table; the caller has checked that n are available."""
+        free, ref = self._free, self._ref
+        take = min(n, len(free))
+        if take:
+            got = free[-take:]
+            del free[-take:]
+            got.reverse()
+            for b in got:
+                ref[b] = 1
+            table.extend(got)
+        if n > take:
+            evictable, hash_of, cached = self._evictable, self._hash_of, self._cached
+            for _ in range(n - take):
+                b, _ = evictable.popitem(last=False)
+                del cached[hash_of[b]]  # type: ignore[arg-type]
+                hash_of[b] = None
+                ref[b] = 1
+                table.append(b)
+            self.evictions += n - take
+
+    def admit(
+        self,
+        seq_id: int,
+        prompt_tokens: int,
+        prefix_key: int,
+        prefix_tokens: int,
+        prompt_hash: int,
+        num_tokens: int,
+    ) -> int | None:
+        """First allocation of a sequence; returns the cached tokens reused, or None if blocks run out.
+
+        Attaches the cached prefix blocks (the ones `lookup_prefix` counts), then allocates new blocks so
+        the sequence holds num_tokens tokens (num_tokens >= cached tokens; with chunked prefill, cached
+        tokens plus the first chunk). Full prompt blocks it now holds enter the prefix cache. On None
+        nothing changed, counters included. A seq_id already live, or num_tokens below the cached
+        tokens, raises ValueError.
+        """
+        if seq_id in self._seqs:
+            raise ValueError(f"sequence {seq_id} already holds blocks")
+        hits = self._hit_blocks(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
+        bs = self.block_size
+        cached_tokens = len(hits) * bs
+        if num_tokens < cached_tokens:
+            raise ValueError(f"num_tokens {num_tokens} is below the {cached_tokens} cached tokens")
+        n_new = -(-num_tokens // bs) - len(hits)
+        ref, evictable = self._ref, self._evictable
+        # Hits that sit in the LRU are taken out of it, so they cannot also serve as fresh blocks.
+        revived = sum(1 for b in hits if ref[b] == 0)
+        if n_new > len(self._free) + len(evictable) - revived:
+            return None
+        for b in hits:
+            if ref[b] == 0:
+                del evictable[b]
+            ref[b] += 1
+        self._allocate_into(hits, n_new)
+        seq = _Seq(hits, num_tokens, prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
+        self._seqs[seq_id] = seq
+        if self.enable_prefix_caching:
+            self._register(seq, cached_tokens // bs, num_tokens // bs)
+            self.prefix_queries_tokens += prompt_tokens
+            self.prefix_hits_tokens += cached_tokens
+        return cached_tokens
+
+    def grow(self, seq_id: int, num_tokens: int) -> bool:
+        """Make the sequence hold num_tokens tokens (a prompt chunk or generated tokens); never shrinks.
+
+        Returns False, changing nothing, when the blocks needed are not available. Prompt blocks that
+        become full enter the prefix cache at once, so a later request can hit them while this one runs.
+        Writing into a block shared by `fork` needs `ensure_writable_last` first. Unknown seq: KeyError.
+        """
+        seq = self._seqs[seq_id]
+        old = seq.num_tokens
+        if num_tokens <= old:
+            return True
+        bs = self.block_size
+        n_new = -(-num_tokens // bs) - len(seq.table)
+        if n_new > 0:
+            if n_new > len(self._free) + len(self._evictable):
+                return False
+            self._allocate_into(seq.table, n_new)
+        seq.num_tokens = num_tokens
+        if self.enable_prefix_caching and old < seq.prompt_tokens:
+            self._register(seq, old // bs, num_tokens // bs)
+        return True
+
+    def free(self, seq_id: int) -> None:
+        """Release the sequence. A block whose refcount reaches 0 becomes evictable if cached (most
+        recently used end of the LRU), else returns to the free list; a partial last block is never
+        cached, so it always returns to the free list. Blocks are released tail first, as vLLM does, so
+        a sequence's tail is evicted before its head. Unknown (or already freed) seq raises KeyError."""
+        seq = self._seqs.pop(seq_id)
+        ref, hash_of, free, evictable = self._ref, self._hash_of, self._free, self._evictable
+        for b in reversed(seq.table):
+            r = ref[b] - 1
+            ref[b] = r
+            if r == 0:
+                if hash_of[b] is None:
+                    free.append(b)
+                else:
+                    evictable[b] = None
+
+    def fork(self, parent_id: int, child_id: int) -> None:
+        """Parallel sampling (n > 1): the child shares every parent block (refcount +1 each), no allocation.
+
+        Unknown parent raises KeyError; a child id already live raises ValueError.
+        """
+        parent = self._seqs[parent_id]
+        if child_id in self._seqs:
+            raise ValueError(f"sequence {child_id} already holds blocks")
+        ref = self._ref
+        for b in parent.table:
+            ref[b] += 1
+        self._seqs[child_id] = _Seq(
+            list(parent.table),
+            parent.num_tokens,
+            parent.prompt_tokens,
+            parent.prefix_key,
+            parent.prefix_tokens,
+            parent.prompt_hash,
+        )
+
+    def ensure_writable_last(self, seq_id: int) -> bool:
+        """Copy-on-write before appending tokens: give the sequence a private copy of its last block when
+        that block is partial and shared (refcount > 1). Returns False, changing nothing, when no block
+        is available for the copy; True otherwise (including when no copy was needed)."""
+        seq = self._seqs[seq_id]
+        if not seq.table or seq.num_tokens % self.block_size == 0:
+            return True
+        last = seq.table[-1]
+        if self._ref[last] <= 1:
+            return True
+        if not self._free and not self._evictable:
+            return False
+        copy: list[int] = []
+        self._allocate_into(copy, 1)
+        self._ref[last] -= 1
+        seq.table[-1] = copy[0]
+        return True
+
+    # ---- checking ----------------------------------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        """Full O(num_blocks) consistency check; raises AssertionError naming the broken invariant."""
+        n, bs = self.num_blocks, self.block_size
+        holders = [0] * n
+        for sid, seq in self._seqs.items():
+            expected = -(-seq.num_tokens // bs)
+            assert len(seq.table) == expected, (
+                f"seq {sid}: {len(seq.table)} blocks for {seq.num_tokens} tokens"
+            )
+            for b in seq.table:
+                assert 0 <= b < n, f"seq {sid}: block id {b} out of range"
+                holders[b] += 1
+        for b in range(n):
+            assert self._ref[b] >= 0, f"block {b}: negative refcount {self._ref[b]}"
+            assert self._ref[b] == holders[b], f"block {b}: refcount {self._ref[b]} but {holders[b]} holders"
+        free_set = set(self._free)
+        assert len(free_set) == len(self._free), "a block is on the free list twice (double free)"
+        evict_set = set(self._evictable)
+        assert not free_set & evict_set, f"blocks both free and evictable: {sorted(free_set & evict_set)}"
+        for b in free_set:
+            assert self._ref[b] == 0, f"free block {b} is in use (refcount {self._ref[b]})"
+            assert self._hash_of[b] is None, f"free block {b} still has a hash"
+        for b in evict_set:
+            assert self._ref[b] == 0, f"evictable block {b} is in use (refcount {self._ref[b]})"
+            assert self._hash_of[b] is not None, f"evictable block {b} has no hash"
+        in_use = sum(1 for r in self._ref if r > 0)
+        total = len(free_set) + len(evict_set) + in_use
+        assert total == n, f"free {len(free_set)} + evictable {len(evict_set)} + in use {in_use} != {n}"
+        for h, b in self._cached.items():
+            assert self._hash_of[b] == h, f"cache maps {h} to block {b}, which has hash {self._hash_of[b]}"
+        n_hashed = sum(1 for h in self._hash_of if h is not None)
+        assert n_hashed == len(self._cached), f"{n_hashed} blocks have a hash but {len(self._cached)} cached"
+        if not self.enable_prefix_caching:
+            assert not self._cached, "prefix caching is off but blocks are cached"
+        assert 0 <= self.prefix_hits_tokens <= self.prefix_queries_tokens, "prefix hit counters inconsistent"
+        assert self.evictions >= 0, "negative eviction count"

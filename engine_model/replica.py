@@ -1,0 +1,377 @@
+"""One engine replica: scheduler + KV cache + step timing + memory + lifecycle.
+
+Lifecycle: up -> (draining ->) down -> up. A replica goes down when it crashes (OOM,
+injected crash) or to apply a redeploy; it comes back after a restart delay with a cold
+prefix cache. Faults change `hw` (hardware condition) or the config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from engine_model.config import EngineConfig
+from engine_model.determinism import output_hash
+from engine_model.kv_cache import KVCache
+from engine_model.memory import MemoryPlan, plan_memory, step_activation_bytes
+from engine_model.profiles import GPUProfile, ModelProfile
+from engine_model.request import Request
+from engine_model.results import EngineEvent
+from engine_model.scheduler import Scheduler, Sequence, StepPlan
+from engine_model.step_cost import HardwareState, StepCostModel
+
+GIB = 1024**3
+
+
+@dataclass
+class Outcome:
+    """A request that left a replica (or never reached one), with its final status."""
+
+    seq: Sequence
+    finish_s: float
+    status: str  # ok | error
+    finish_reason: str  # stop | length | abort | error
+    output_hash: str
+    replica: str
+    model: str
+    model_version: str
+    route: str  # primary | fallback
+
+
+@dataclass(frozen=True)
+class Deploy:
+    """What a replica restarts into."""
+
+    config: EngineConfig
+    model_version: str
+    model: ModelProfile
+    output_scale: float = 1.0
+
+
+class Replica:
+    """An engine instance. All times are simulated seconds."""
+
+    def __init__(
+        self,
+        name: str,
+        index: int,
+        model: ModelProfile,
+        gpu: GPUProfile,
+        config: EngineConfig,
+        *,
+        model_version: str,
+        pool: str = "primary",
+    ) -> None:
+        self.name = name
+        self.index = index
+        self.model = model
+        self.gpu = gpu
+        self.pool = pool
+        self.hw = HardwareState()
+        self.expert_skew = 0.0
+        self.leak_bytes_per_s = 0.0
+        self.leak_since = 0.0
+        self.state = "up"
+        self.noticed_down = False  # the router's health check has seen the crash
+        self.events: list[EngineEvent] = []
+        self.pending: Deploy | None = None
+        self.output_scale = 1.0  # a model version's output length relative to the workload's
+        self.base_acceptance = config.spec_acceptance_rate
+        self.drain_token = 0
+        self._build(config, model_version, model)
+        # cumulative counters (never reset: they are what Prometheus would scrape, restart-aware later)
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.requests_finished_total = 0
+        self.spec_drafts_total = 0
+        self.spec_draft_tokens_total = 0.0
+        self.spec_accepted_tokens_total = 0.0
+        self.busy_s_total = 0.0
+        self.compute_s_total = 0.0
+        self.memory_s_total = 0.0
+        self.steps_total = 0
+        self.preemptions_before = 0
+        self.prefix_queries_before = 0
+        self.prefix_hits_before = 0
+        self._next_seq = 0
+
+    # ----- construction ---------------------------------------------------------------------
+    def _build(self, config: EngineConfig, model_version: str, model: ModelProfile) -> None:
+        config.validate()
+        self.config = config
+        self.model = model
+        self.model_version = model_version
+        self.mem: MemoryPlan = plan_memory(model, self.gpu, config)
+        self.cost = StepCostModel(model, self.gpu, config, expert_skew=self.expert_skew)
+        self.kv = KVCache(self.mem.num_blocks, config.block_size, config.enable_prefix_caching)
+        self.sched = Scheduler(config, self.kv, self.cost.tokens_per_decode_step)
+        self.plan: StepPlan | None = None
+        self.plan_start = 0.0
+        self.plan_end = 0.0
+        self.version = 0  # bumps whenever the pending step-end event is superseded
+
+    def _rebuild_cost(self) -> None:
+        self.cost = StepCostModel(self.model, self.gpu, self.config, expert_skew=self.expert_skew)
+        self.sched.tokens_per_step = self.cost.tokens_per_decode_step
+
+    def log(self, t: float, kind: str, **detail: Any) -> None:
+        self.events.append(EngineEvent(t, self.name, kind, detail))
+
+    # ----- queries --------------------------------------------------------------------------
+    @property
+    def accepting(self) -> bool:
+        return self.state == "up"
+
+    @property
+    def outstanding(self) -> int:
+        return self.sched.num_running + self.sched.num_waiting
+
+    @property
+    def busy(self) -> bool:
+        return self.plan is not None
+
+    def leaked_bytes(self, now: float) -> int:
+        return int(max(0.0, now - self.leak_since) * self.leak_bytes_per_s)
+
+    # ----- requests -------------------------------------------------------------------------
+    def enqueue(self, req: Request, now: float) -> None:
+        self._next_seq += 1
+        seq = Sequence(req=req, seq_id=self._next_seq, prefill_len=req.prompt_tokens)
+        self.sched.add(seq)
+
+    def start_step(self, now: float) -> float | list[Outcome] | None:
+        """Plan and time the next step. Returns its end time, None if idle, or the failed
+        requests when the step's memory does not fit (the replica crashed with an OOM)."""
+        if self.state == "down" or self.plan is not None:
+            return None
+        plan = self.sched.plan()
+        if plan is None:
+            return None
+        for seq in plan.chunks:
+            if seq[0].first_scheduled_s < 0:
+                seq[0].first_scheduled_s = now
+        oom = self._check_memory(plan, now)
+        if oom is not None:
+            return oom
+        hw = self.hw
+        if plan.kind == "decode_run" and plan.n_steps > 1:
+            dur = self.cost.decode_run_time(plan.n_steps, plan.decode_seqs, plan.decode_ctx, hw)
+        else:
+            dur = self.cost.step_time(plan.prefill_tokens, plan.prefill_attn, plan.decode_seqs, plan.decode_ctx, hw)
+        self.plan = plan
+        self.plan_start = now
+        self.plan_end = now + dur
+        self.version += 1
+        return self.plan_end
+
+    def _check_memory(self, plan: StepPlan, now: float) -> list[Outcome] | None:
+        act = step_activation_bytes(self.model, self.config, plan.num_tokens, plan.num_seqs, plan.num_seqs)
+        leaked = self.leaked_bytes(now)
+        limit = self.mem.activation_peak_bytes + self.mem.headroom_bytes
+        if act + leaked <= limit:
+            return None
+        in_use = self.mem.total_bytes - max(0, self.mem.headroom_bytes - leaked) + (
+            self.mem.activation_peak_bytes - min(act, self.mem.activation_peak_bytes)
+        )
+        free = max(0, self.mem.total_bytes - in_use)
+        tried = max(act - self.mem.activation_peak_bytes, act + leaked - limit)
+        return self.crash(
+            now,
+            reason="oom",
+            tried_bytes=int(tried),
+            free_bytes=int(free),
+            total_bytes=int(self.mem.total_bytes),
+            in_use_bytes=int(in_use),
+            leaked_bytes=int(leaked),
+            batch_tokens=plan.num_tokens,
+            batch_seqs=plan.num_seqs,
+        )
+
+    def interrupt(self, now: float) -> float | None:
+        """Cut a multi-step decode run at the step in progress at `now` (an arrival or a fault
+        needs the scheduler). Returns the new end time if it changed."""
+        plan = self.plan
+        if plan is None or plan.kind != "decode_run" or plan.n_steps <= 1 or now >= self.plan_end:
+            return None
+        done = self.cost.decode_steps_within(now - self.plan_start, plan.decode_seqs, plan.decode_ctx, self.hw)
+        keep = min(plan.n_steps, done + 1)
+        if keep >= plan.n_steps:
+            return None
+        plan.n_steps = keep
+        self.plan_end = self.plan_start + self.cost.decode_run_time(keep, plan.decode_seqs, plan.decode_ctx, self.hw)
+        self.version += 1
+        return self.plan_end
+
+    def finish_step(self, now: float) -> list[Outcome]:
+        """Apply the step that ended at `now`; returns requests that completed."""
+        plan = self.plan
+        assert plan is not None
+        self.plan = None
+        n = plan.n_steps
+        dur = now - self.plan_start
+        self.busy_s_total += dur
+        b = self.cost.breakdown(plan.prefill_tokens, plan.prefill_attn, plan.decode_seqs, plan.decode_ctx, self.hw)
+        if b.total_s > 0:
+            self.compute_s_total += dur * b.compute_s / b.total_s
+            self.memory_s_total += dur * b.memory_s / b.total_s
+        self.steps_total += n
+        tps = self.sched.tokens_per_step
+        if plan.kind != "prefill_only" and plan.decode_seqs:
+            self.generation_tokens_total += round(n * plan.decode_seqs * tps)
+            k = self.config.num_speculative_tokens
+            if k > 0:
+                self.spec_drafts_total += n * plan.decode_seqs
+                self.spec_draft_tokens_total += n * plan.decode_seqs * k
+                self.spec_accepted_tokens_total += n * plan.decode_seqs * (tps - 1.0)
+        firsts, finished = self.sched.commit(plan, n, now)
+        for seq in firsts:
+            self.prompt_tokens_total += seq.req.prompt_tokens
+            self.generation_tokens_total += 1
+        out = [self._outcome(seq, now, "ok") for seq in finished]
+        self.requests_finished_total += len(out)
+        return out
+
+    def _outcome(self, seq: Sequence, now: float, status: str) -> Outcome:
+        req = seq.req
+        ok = status == "ok"
+        reason = ("length" if req.output_tokens >= req.max_tokens else "stop") if ok else "error"
+        h = (
+            output_hash(
+                req.prompt_hash,
+                self.model_version,
+                temperature=req.temperature,
+                seed=req.seed,
+                batch_invariant=self.config.batch_invariant,
+                seed_pinned=self.config.seed_pinned,
+                batch_size=seq.batch_at_first_token,
+                request_id=req.request_id,
+                output_tokens=req.output_tokens,
+            )
+            if ok
+            else ""
+        )
+        return Outcome(seq, now, status, reason, h, self.name, self.model.name, self.model_version,
+                       self.pool)
+
+    # ----- lifecycle ------------------------------------------------------------------------
+    def crash(self, now: float, reason: str, **detail: Any) -> list[Outcome]:
+        """The engine process dies: every request on it fails."""
+        seqs = self.sched.drop_all()
+        self._retire_counters()
+        self.plan = None
+        self.version += 1
+        self.state = "down"
+        self.noticed_down = False
+        self.log(now, "crash", reason=reason, in_flight=len(seqs), **detail)
+        return [self._outcome(s, now, "error") for s in seqs]
+
+    def _retire_counters(self) -> None:
+        self.preemptions_before += self.sched.preemptions_total
+        self.prefix_queries_before += self.kv.prefix_queries_tokens
+        self.prefix_hits_before += self.kv.prefix_hits_tokens
+
+    def begin_drain(self, now: float, deploy: Deploy) -> bool:
+        """Stop taking traffic; once empty, restart into `deploy` (a rolling redeploy).
+        Returns False when the replica is down (the deploy applies at its next restart)."""
+        self.pending = deploy
+        if self.state != "up":
+            return False
+        self.state = "draining"
+        self.drain_token += 1
+        self.log(now, "drain_start", reason="redeploy", model_version=deploy.model_version)
+        return True
+
+    def drained(self) -> bool:
+        return self.state == "draining" and self.outstanding == 0 and self.plan is None
+
+    def go_down(self, now: float, kind: str = "shutdown") -> None:
+        self._retire_counters()
+        self.state = "down"
+        self.noticed_down = True
+        self.version += 1
+        self.log(now, kind)
+
+    def restart(self, now: float) -> None:
+        """Come back with weights reloaded and an empty prefix cache."""
+        old = self.config
+        deploy = self.pending or Deploy(self.config, self.model_version, self.model, self.output_scale)
+        self.pending = None
+        config, version, model = deploy.config, deploy.model_version, deploy.model
+        self.output_scale = deploy.output_scale
+        changes = {
+            k: (getattr(old, k), getattr(config, k))
+            for k in old.__dataclass_fields__
+            if getattr(old, k) != getattr(config, k)
+        }
+        old_version = self.model_version
+        self._build(config, version, model)
+        self.state = "up"
+        self.noticed_down = False
+        self.leak_since = now
+        self.log(
+            now,
+            "engine_ready",
+            model=model.name,
+            model_version=version,
+            old_model_version=old_version,
+            changes={k: [a, b] for k, (a, b) in changes.items()},
+            weights_gib=round(self.mem.weight_bytes / GIB, 2),
+            activation_gib=round(self.mem.activation_peak_bytes / GIB, 2),
+            kv_gib=round(self.mem.kv_bytes / GIB, 2),
+            graph_gib=round(self.mem.cuda_graph_bytes / GIB, 2),
+            num_blocks=self.mem.num_blocks,
+            kv_tokens=self.mem.kv_tokens,
+            max_model_len=config.max_model_len,
+        )
+
+    def set_hardware(self, now: float, **factors: float) -> None:
+        self.hw = replace(self.hw, **factors)
+        self.log(now, "hardware", **factors)
+
+    def set_expert_skew(self, skew: float) -> None:
+        self.expert_skew = skew
+        self._rebuild_cost()
+
+    def set_spec_acceptance(self, rate: float) -> None:
+        self.config = self.config.with_changes(spec_acceptance_rate=rate)
+        self.cost = StepCostModel(self.model, self.gpu, self.config, expert_skew=self.expert_skew)
+        self.sched.tokens_per_step = self.cost.tokens_per_decode_step
+
+    # ----- observation ----------------------------------------------------------------------
+    def sample(self, now: float) -> dict[str, Any]:
+        """State as a scrape at `now` would see it (counters cumulative over the replica's life)."""
+        up = self.state != "down"
+        leak = self.leaked_bytes(now) if up else 0
+        mem_used = (
+            self.mem.weight_bytes + self.mem.kv_bytes + self.mem.activation_peak_bytes
+            + self.mem.cuda_graph_bytes + self.mem.non_torch_bytes + leak
+            if up
+            else 0
+        )
+        return {
+            "t": now,
+            "replica": self.name,
+            "up": up,
+            "running": self.sched.num_running if up else 0,
+            "waiting": self.sched.num_waiting if up else 0,
+            "kv_usage": self.kv.usage if up else 0.0,
+            "kv_blocks_total": self.kv.num_blocks,
+            "prompt_tokens_total": self.prompt_tokens_total,
+            "generation_tokens_total": self.generation_tokens_total,
+            "preemptions_total": self.preemptions_before + (self.sched.preemptions_total if up else 0),
+            "prefix_queries_total": self.prefix_queries_before + (self.kv.prefix_queries_tokens if up else 0),
+            "prefix_hits_total": self.prefix_hits_before + (self.kv.prefix_hits_tokens if up else 0),
+            "spec_draft_tokens_total": int(self.spec_draft_tokens_total),
+            "spec_accepted_tokens_total": int(self.spec_accepted_tokens_total),
+            "spec_drafts_total": self.spec_drafts_total,
+            "requests_finished_total": self.requests_finished_total,
+            "busy_s_total": self.busy_s_total,
+            "compute_s_total": self.compute_s_total,
+            "memory_s_total": self.memory_s_total,
+            "steps_total": self.steps_total,
+            "clock_factor": self.hw.clock_factor,
+            "hbm_bw_factor": self.hw.hbm_bw_factor,
+            "link_factor": self.hw.link_factor,
+            "memory_used_bytes": min(mem_used, self.mem.total_bytes),
+            "memory_total_bytes": self.mem.total_bytes,
+        }

@@ -1,0 +1,33 @@
+"""A request as the engine sees it: lengths, shared-prefix identity and sampling parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class Request:
+    """One inference request.
+
+    Invariants: 0 <= prefix_tokens <= prompt_tokens; output_tokens >= 1.
+    `prefix_key` names content shared with other requests (a system prompt or an
+    earlier conversation turn): two requests with the same key share their first
+    `prefix_tokens` tokens exactly, which is what prefix caching can reuse.
+    `prompt_hash` identifies the whole prompt's content (replays share it).
+    """
+
+    request_id: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    app: str = "chat"
+    tenant: str = "default"
+    prefix_key: int = 0
+    prefix_tokens: int = 0
+    session_key: int = 0
+    prompt_hash: int = 0
+    priority: int = 0
+    temperature: float = 0.0
+    seed: int | None = None
+    n: int = 1
+    max_tokens: int = 4096

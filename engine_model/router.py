@@ -1,0 +1,87 @@
+"""The router in front of the replicas: load balancing, health checks, an optional fallback pool."""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+
+from engine_model.replica import Replica
+from engine_model.request import Request
+
+POLICIES = ("round_robin", "least_outstanding", "affinity")
+_VNODES = 64
+
+
+def _hash64(*parts: object) -> int:
+    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "big")
+
+
+class Router:
+    """Chooses a replica per request.
+
+    Health checks remove a crashed replica only once noticed (`Replica.noticed_down`), so a
+    request that lands between the crash and the next check fails. Overflow goes to the
+    fallback pool when its primary choice has at least `fallback_threshold` requests waiting.
+    """
+
+    def __init__(self, primary: list[Replica], fallback: list[Replica], policy: str = "least_outstanding",
+                 fallback_threshold: int | None = None) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown router policy {policy!r}; known: {', '.join(POLICIES)}")
+        self.primary = primary
+        self.fallback = fallback
+        self.policy = policy
+        self.fallback_threshold = fallback_threshold
+        self._rr = 0
+        self._ring = sorted((_hash64(r.name, v), i) for i, r in enumerate(primary) for v in range(_VNODES))
+        self._ring_keys = [k for k, _ in self._ring]
+        self.fallback_routed = 0
+
+    def _routable(self, r: Replica) -> bool:
+        # a crashed replica keeps receiving traffic until the health check notices
+        return r.state == "up" or (r.state == "down" and not r.noticed_down)
+
+    def choose(self, req: Request) -> tuple[Replica | None, str]:
+        """Return (replica, route) with route "primary" or "fallback"; (None, ...) if nothing can serve."""
+        pick = self._pick_primary(req)
+        if (
+            self.fallback
+            and self.fallback_threshold is not None
+            and (pick is None or pick.sched.num_waiting >= self.fallback_threshold)
+        ):
+            alive = [r for r in self.fallback if r.state == "up"]
+            if alive:
+                self.fallback_routed += 1
+                return min(alive, key=lambda r: (r.outstanding, r.index)), "fallback"
+        return pick, "primary"
+
+    def _pick_primary(self, req: Request) -> Replica | None:
+        reps = self.primary
+        n = len(reps)
+        if self.policy == "affinity":
+            key = req.session_key or req.prefix_key or req.request_id
+            i = bisect.bisect(self._ring_keys, _hash64(key)) % len(self._ring)
+            for step in range(len(self._ring)):
+                r = reps[self._ring[(i + step) % len(self._ring)][1]]
+                if self._routable(r):
+                    return r
+            return None
+        if self.policy == "round_robin":
+            for step in range(n):
+                r = reps[(self._rr + step) % n]
+                if self._routable(r):
+                    self._rr = (self._rr + step + 1) % n
+                    return r
+            return None
+        best: Replica | None = None
+        best_load = 1 << 60
+        start = self._rr
+        self._rr = (self._rr + 1) % n  # rotate ties so no replica is favoured
+        for step in range(n):
+            r = reps[(start + step) % n]
+            if not self._routable(r):
+                continue
+            load = r.outstanding
+            if load < best_load:
+                best, best_load = r, load
+        return best

@@ -1,0 +1,372 @@
+"""Iteration-level continuous batching in the manner of vLLM V1.
+
+Each engine step has a token budget (`max_num_batched_tokens`) and a sequence cap
+(`max_num_seqs`). Running decodes are scheduled first, then unfinished chunked prefills,
+then waiting requests in queue order while blocks and budget last. With chunked prefill
+off a prompt is prefilled whole in a step of its own and running decodes stall (the
+pre-V1 behaviour). When a decode cannot get a block the newest running sequence is
+preempted by recompute: its blocks are freed and it goes back to the head of the queue.
+
+Decode progress is tracked with one shared counter: every decoding sequence gains the
+same number of tokens per step, so a sequence's output length is `clock - base`. That
+keeps per-step work independent of the batch size and lets runs of pure decode steps
+be advanced in closed form.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+from engine_model.config import EngineConfig
+from engine_model.kv_cache import KVCache
+from engine_model.request import Request
+
+EPS = 1e-9
+
+
+@dataclass(slots=True)
+class Sequence:
+    """Scheduler state of one request on one replica. Token counts are tokens."""
+
+    req: Request
+    seq_id: int
+    prefill_len: int  # tokens to compute before decoding: prompt, plus earlier output after a preemption
+    computed: int = 0  # of prefill_len, including cached tokens
+    generated: int = 0  # output tokens produced before the current decode stint
+    base: float = 0.0  # decode clock value at which this stint's output count was zero
+    target: float = 0.0  # decode clock value at which the request is done
+    cached_tokens: int = 0
+    preemptions: int = 0
+    admit_order: int = 0
+    epoch: int = 0  # bumps on preemption so stale heap entries are skipped
+    first_scheduled_s: float = -1.0
+    first_token_s: float = -1.0
+    batch_at_first_token: int = 0
+    state: str = "waiting"  # waiting | prefilling | decoding | done
+
+
+@dataclass
+class StepPlan:
+    """What one step (or a run of identical-shape decode steps) holds."""
+
+    kind: str  # "mixed" | "prefill_only" | "decode_run"
+    chunks: list[tuple[Sequence, int]] = field(default_factory=list)  # (sequence, new tokens)
+    prefill_tokens: int = 0
+    prefill_attn: float = 0.0  # sum of chunk * (prior context + chunk / 2), token^2
+    decode_seqs: int = 0
+    decode_ctx: int = 0
+    n_steps: int = 1
+    preempted: list[Sequence] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prefill_tokens + self.decode_seqs
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.chunks) + self.decode_seqs
+
+
+class Scheduler:
+    """Queues and batches for one replica. Owns no clock: the replica times the steps."""
+
+    def __init__(self, config: EngineConfig, kv: KVCache, tokens_per_step: float = 1.0) -> None:
+        self.config = config
+        self.kv = kv
+        self.tokens_per_step = tokens_per_step
+        self._waiting: list[tuple[int, float, int, Sequence]] = []
+        self._front = 0  # decreasing key that puts preempted sequences at the head of the queue
+        self.prefilling: list[Sequence] = []
+        self.decoding: dict[int, Sequence] = {}
+        self.clock = 0.0
+        self._offset_sum = 0.0  # sum over decoding sequences of (context at clock 0) = prompt - base
+        self._finish: list[tuple[float, int, int]] = []
+        self._admits = 0
+        self.preemptions_total = 0
+
+    # ----- queue -----------------------------------------------------------------------------
+    def add(self, seq: Sequence) -> None:
+        prio = seq.req.priority if self.config.scheduling_policy == "priority" else 0
+        heapq.heappush(self._waiting, (prio, seq.req.arrival_s, seq.seq_id, seq))
+
+    def _requeue_front(self, seq: Sequence) -> None:
+        prio = seq.req.priority if self.config.scheduling_policy == "priority" else 0
+        self._front -= 1
+        heapq.heappush(self._waiting, (prio, float(self._front), seq.seq_id, seq))
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.prefilling) + len(self.decoding)
+
+    def all_sequences(self) -> list[Sequence]:
+        return [s for *_, s in self._waiting] + self.prefilling + list(self.decoding.values())
+
+    def decode_ctx(self) -> int:
+        return int(len(self.decoding) * self.clock + self._offset_sum)
+
+    def output_so_far(self, seq: Sequence) -> int:
+        return int(self.clock - seq.base + EPS)
+
+    def has_prefill_work(self) -> bool:
+        return bool(self.prefilling or self._waiting)
+
+    # ----- decode bookkeeping ---------------------------------------------------------------
+    def _start_decoding(self, seq: Sequence) -> None:
+        # The step that finished the prefill also produced one token.
+        seq.generated += 1
+        seq.base = self.clock - seq.generated
+        seq.target = seq.base + seq.req.output_tokens
+        seq.state = "decoding"
+        self.decoding[seq.seq_id] = seq
+        self._offset_sum += seq.req.prompt_tokens - seq.base
+        heapq.heappush(self._finish, (seq.target, seq.seq_id, seq.epoch))
+
+    def _stop_decoding(self, seq: Sequence) -> None:
+        del self.decoding[seq.seq_id]
+        self._offset_sum -= seq.req.prompt_tokens - seq.base
+        if not self.decoding:
+            self._offset_sum = 0.0
+
+    def _kv_tokens(self, seq: Sequence, ahead: int = 0) -> int:
+        if seq.state == "decoding":
+            return seq.req.prompt_tokens + self.output_so_far(seq) + ahead
+        return seq.computed + ahead
+
+    def steps_to_next_finish(self) -> int:
+        """Decode steps until the earliest decoding sequence is done (>= 1), or a large number."""
+        while self._finish:
+            target, sid, epoch = self._finish[0]
+            seq = self.decoding.get(sid)
+            if seq is None or seq.epoch != epoch:
+                heapq.heappop(self._finish)
+                continue
+            return max(1, math.ceil((target - self.clock - EPS) / self.tokens_per_step))
+        return 1 << 30
+
+    # ----- preemption -----------------------------------------------------------------------
+    def _newest_running(self) -> Sequence | None:
+        best: Sequence | None = None
+        for seq in self.prefilling:
+            if best is None or seq.admit_order > best.admit_order:
+                best = seq
+        for seq in self.decoding.values():
+            if best is None or seq.admit_order > best.admit_order:
+                best = seq
+        return best
+
+    def _preempt(self, seq: Sequence) -> None:
+        if seq.state == "decoding":
+            seq.generated = self.output_so_far(seq)
+            self._stop_decoding(seq)
+        else:
+            self.prefilling.remove(seq)
+        self.kv.free(seq.seq_id)
+        seq.epoch += 1
+        seq.preemptions += 1
+        self.preemptions_total += 1
+        # recompute: the prompt and everything generated so far are prefilled again
+        seq.prefill_len = seq.req.prompt_tokens + seq.generated
+        seq.computed = 0
+        seq.state = "waiting"
+        self._requeue_front(seq)
+
+    def _grow_or_preempt(self, seq: Sequence, tokens: int, plan: StepPlan) -> bool:
+        """Make room for `tokens` KV slots of `seq`, preempting newer sequences. False if seq itself went."""
+        while not self.kv.grow(seq.seq_id, tokens):
+            victim = self._newest_running()
+            if victim is None:
+                return False
+            self._preempt(victim)
+            plan.preempted.append(victim)
+            if victim is seq:
+                return False
+        return True
+
+    # ----- planning -------------------------------------------------------------------------
+    def plan(self, max_run_steps: int = 1 << 30) -> StepPlan | None:
+        """Choose the next step. Allocates KV blocks for it. None when there is nothing to run."""
+        cfg = self.config
+        budget = cfg.max_num_batched_tokens
+        if not cfg.enable_chunked_prefill and self._waiting and self._admissible_whole():
+            return self._plan_prefill_only()
+        plan = StepPlan(kind="mixed")
+        ahead = math.ceil(self.tokens_per_step)
+        # running decodes first, oldest first so preemption takes the newest
+        for seq in sorted(self.decoding.values(), key=lambda s: s.admit_order):
+            if seq.state != "decoding":
+                continue  # preempted while making room for an older one
+            self._grow_or_preempt(seq, self._kv_tokens(seq, ahead), plan)
+        plan.decode_seqs = len(self.decoding)
+        plan.decode_ctx = self.decode_ctx()
+        budget -= plan.decode_seqs
+        slots = cfg.max_num_seqs - plan.decode_seqs
+        if cfg.enable_chunked_prefill:
+            for seq in list(self.prefilling):
+                if budget <= 0:
+                    break
+                chunk = self._chunk(seq, budget)
+                if seq.state != "prefilling" or not self._grow_or_preempt(seq, seq.computed + chunk, plan):
+                    continue
+                self._add_chunk(plan, seq, chunk)
+                budget -= chunk
+            slots -= len(self.prefilling)
+            while self._waiting and budget > 0 and slots > 0:
+                seq = self._waiting[0][3]
+                chunk = self._admit(seq, budget)
+                if chunk is None:
+                    break
+                heapq.heappop(self._waiting)
+                self._add_chunk(plan, seq, chunk)
+                budget -= chunk
+                slots -= 1
+        if not plan.chunks:
+            if plan.decode_seqs == 0:
+                return None
+            plan.kind = "decode_run"
+            plan.n_steps = self._decode_run_length(max_run_steps)
+        return plan
+
+    def _chunk(self, seq: Sequence, budget: int) -> int:
+        chunk = min(seq.prefill_len - seq.computed, budget)
+        cap = self.config.long_prefill_token_threshold
+        return min(chunk, cap) if cap > 0 else chunk
+
+    def _admit(self, seq: Sequence, budget: int) -> int | None:
+        """Allocate the first chunk of a waiting sequence; None (nothing changed) if blocks are short."""
+        req = seq.req
+        cached = self.kv.lookup_prefix(seq.prefill_len, req.prefix_key, req.prefix_tokens, req.prompt_hash)
+        chunk = self._chunk_from(seq.prefill_len - cached, budget)
+        hit = self.kv.admit(
+            seq.seq_id, seq.prefill_len, req.prefix_key, req.prefix_tokens, req.prompt_hash, cached + chunk
+        )
+        if hit is None:
+            return None
+        if hit != cached:  # the cache changed between lookup and admit: recompute the chunk
+            chunk = min(self._chunk_from(seq.prefill_len - hit, budget), seq.prefill_len - hit)
+        seq.computed = hit
+        if seq.cached_tokens == 0 and seq.preemptions == 0:
+            seq.cached_tokens = hit
+        self._admits += 1
+        seq.admit_order = self._admits
+        seq.state = "prefilling"
+        self.prefilling.append(seq)
+        return chunk
+
+    def _chunk_from(self, remaining: int, budget: int) -> int:
+        chunk = min(remaining, budget)
+        cap = self.config.long_prefill_token_threshold
+        return min(chunk, cap) if cap > 0 else chunk
+
+    @staticmethod
+    def _add_chunk(plan: StepPlan, seq: Sequence, chunk: int) -> None:
+        plan.chunks.append((seq, chunk))
+        plan.prefill_tokens += chunk
+        plan.prefill_attn += chunk * (seq.computed + chunk / 2.0)
+
+    def _admissible_whole(self) -> bool:
+        return len(self.decoding) < self.config.max_num_seqs
+
+    def _plan_prefill_only(self) -> StepPlan | None:
+        """Chunked prefill off: whole prompts in a step of their own; decodes wait."""
+        plan = StepPlan(kind="prefill_only")
+        budget = max(self.config.max_num_batched_tokens, 1)
+        slots = self.config.max_num_seqs - len(self.decoding)
+        while self._waiting and slots > 0:
+            seq = self._waiting[0][3]
+            need = seq.prefill_len
+            if plan.chunks and need > budget:
+                break
+            req = seq.req
+            cached = self.kv.lookup_prefix(seq.prefill_len, req.prefix_key, req.prefix_tokens, req.prompt_hash)
+            hit = self.kv.admit(
+                seq.seq_id, seq.prefill_len, req.prefix_key, req.prefix_tokens, req.prompt_hash, seq.prefill_len
+            )
+            if hit is None:
+                break
+            del cached
+            heapq.heappop(self._waiting)
+            seq.computed = hit
+            if seq.cached_tokens == 0 and seq.preemptions == 0:
+                seq.cached_tokens = hit
+            self._admits += 1
+            seq.admit_order = self._admits
+            seq.state = "prefilling"
+            self.prefilling.append(seq)
+            self._add_chunk(plan, seq, seq.prefill_len - hit)
+            budget -= seq.prefill_len - hit
+            slots -= 1
+        return plan if plan.chunks else None
+
+    def _decode_run_length(self, max_run_steps: int) -> int:
+        """Steps of pure decode we can run before a completion, bounded by the blocks free now.
+
+        Blocks for the whole run are reserved up front; the bound ignores the room left in
+        each sequence's last block, so it is conservative and the run never overcommits.
+        """
+        n = min(self.steps_to_next_finish(), max_run_steps)
+        b = len(self.decoding)
+        avail = self.kv.num_free + self.kv.num_evictable
+        tps = self.tokens_per_step
+        n_kv = int(((avail // b) * self.kv.block_size) / tps) if b else n
+        n = min(n, n_kv) if n_kv >= 2 else 1
+        if n > 1:
+            adv = math.ceil(n * tps)
+            for seq in self.decoding.values():
+                ok = self.kv.grow(seq.seq_id, seq.req.prompt_tokens + self.output_so_far(seq) + adv)
+                if not ok:  # cannot happen given the bound; fall back to single steps
+                    return 1
+        return n
+
+    # ----- commit ---------------------------------------------------------------------------
+    def commit(self, plan: StepPlan, n_done: int, now: float) -> tuple[list[Sequence], list[Sequence]]:
+        """Apply a finished step (or `n_done` steps of a decode run) at time `now`.
+
+        Returns (sequences that produced their first token, sequences that finished).
+        """
+        firsts: list[Sequence] = []
+        finished: list[Sequence] = []
+        if plan.kind != "prefill_only" and self.decoding and n_done > 0:
+            self.clock += n_done * self.tokens_per_step
+        batch = plan.num_seqs
+        for seq, chunk in plan.chunks:
+            if seq.state != "prefilling":
+                continue
+            seq.computed += chunk
+            if seq.computed >= seq.prefill_len:
+                self.prefilling.remove(seq)
+                if seq.first_token_s < 0:
+                    seq.first_token_s = now
+                    seq.batch_at_first_token = batch
+                    firsts.append(seq)
+                self._start_decoding(seq)
+        while self._finish:
+            target, sid, epoch = self._finish[0]
+            seq = self.decoding.get(sid)
+            if seq is None or seq.epoch != epoch:
+                heapq.heappop(self._finish)
+                continue
+            if target > self.clock + EPS:
+                break
+            heapq.heappop(self._finish)
+            self._stop_decoding(seq)
+            seq.generated = seq.req.output_tokens
+            seq.state = "done"
+            self.kv.free(seq.seq_id)
+            finished.append(seq)
+        return firsts, finished
+
+    def drop_all(self) -> list[Sequence]:
+        """Remove every sequence (engine death). Returns them; KV state is discarded by the caller."""
+        seqs = self.all_sequences()
+        self._waiting.clear()
+        self.prefilling.clear()
+        self.decoding.clear()
+        self._finish.clear()
+        self._offset_sum = 0.0
+        return seqs

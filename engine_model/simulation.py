@@ -1,0 +1,362 @@
+"""Event-driven simulation of a fleet: arrivals, engine steps, faults, scrapes.
+
+Time jumps from event to event. A run of decode steps with nothing else to do is one
+event (timed in closed form by the step cost model) and is cut short only when an
+arrival or a fault needs the scheduler, so the work grows with the number of requests
+rather than with steps times batch size.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from engine_model.config import ENGINE_KNOBS, EngineConfig
+from engine_model.faults import Fault
+from engine_model.profiles import get_gpu, get_model
+from engine_model.replica import Deploy, Outcome, Replica
+from engine_model.request import Request
+from engine_model.results import REQUEST_FIELDS, SAMPLE_FIELDS, EngineEvent, SimResult, empty_columns
+from engine_model.router import Router
+from engine_model.scheduler import Sequence
+
+# event kinds, ordered so that at equal times steps finish before new work is looked at
+_STEP_END, _RESTART, _HEALTH, _DRAIN_DEADLINE, _DEPLOY, _FAULT, _FAULT_END, _SAMPLE = range(8)
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """A group of identical replicas."""
+
+    model: str
+    gpu: str
+    replicas: int
+    config: EngineConfig = field(default_factory=EngineConfig)
+    model_version: str = "v1"
+    name_prefix: str = "vllm"
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    """Replicas behind one router. Times in seconds."""
+
+    primary: PoolSpec
+    fallback: PoolSpec | None = None
+    router_policy: str = "least_outstanding"
+    fallback_threshold: int | None = None
+    health_check_s: float = 5.0  # interval of the router's health check
+    restart_s: float = 45.0  # process start + weight load + graph capture after a crash or deploy
+    deploy_stagger_s: float = 60.0  # a rolling redeploy starts the next replica this much later
+    drain_timeout_s: float = 120.0
+
+
+def replica_names(pool: PoolSpec) -> list[str]:
+    return [f"{pool.name_prefix}-{i}" for i in range(pool.replicas)]
+
+
+class Simulation:
+    """One run. Build it, call `run()`, get a SimResult."""
+
+    def __init__(self, fleet: FleetSpec, requests: list[Request], faults: list[Fault], duration_s: float,
+                 *, sample_interval_s: float = 10.0, drain_s: float = 600.0) -> None:
+        self.fleet = fleet
+        self.requests = requests
+        self.faults = faults
+        self.duration_s = duration_s
+        self.sample_interval_s = sample_interval_s
+        self.drain_s = drain_s
+        self.primary = self._make_pool(fleet.primary, "primary", 0)
+        self.fallback = (
+            self._make_pool(fleet.fallback, "fallback", len(self.primary)) if fleet.fallback else []
+        )
+        self.replicas = self.primary + self.fallback
+        self.router = Router(self.primary, self.fallback, fleet.router_policy, fleet.fallback_threshold)
+        self.router_events: list[EngineEvent] = []
+        self._heap: list[tuple[float, int, int, int, int]] = []
+        self._seq = 0
+        self.req_cols = empty_columns(REQUEST_FIELDS)
+        self.samples = empty_columns(SAMPLE_FIELDS)
+        self.now = 0.0
+        self.n_events = 0
+        self._actions: list[tuple[Replica, Deploy]] = []
+
+    @staticmethod
+    def _make_pool(pool: PoolSpec, role: str, offset: int) -> list[Replica]:
+        model, gpu = get_model(pool.model), get_gpu(pool.gpu)
+        return [
+            Replica(name, offset + i, model, gpu, pool.config, model_version=pool.model_version, pool=role)
+            for i, name in enumerate(replica_names(pool))
+        ]
+
+    def _push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, kind, self._seq, a, b))
+
+    # ----- main loop ------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        wall0 = time.perf_counter()
+        for i, fault in enumerate(self.faults):
+            self._push(fault.start_s, _FAULT, i)
+            if fault.end_s is not None:
+                self._push(fault.end_s, _FAULT_END, i)
+        self._push(0.0, _SAMPLE)
+        reqs = self.requests
+        n_req = len(reqs)
+        i = 0
+        horizon = self.duration_s + self.drain_s
+        heap = self._heap
+        while True:
+            t_arr = reqs[i].arrival_s if i < n_req else math.inf
+            if t_arr >= self.duration_s:
+                t_arr = math.inf
+            t_ev = heap[0][0] if heap else math.inf
+            if t_arr == math.inf and t_ev == math.inf:
+                break
+            self.n_events += 1
+            if t_arr <= t_ev:
+                self.now = t_arr
+                self._arrival(reqs[i])
+                i += 1
+                continue
+            t, kind, _, a, b = heapq.heappop(heap)
+            if t > horizon:
+                break
+            self.now = t
+            if kind == _STEP_END:
+                self._step_end(self.replicas[a], b)
+            elif kind == _SAMPLE:
+                self._sample(t)
+            elif kind == _FAULT:
+                self._apply_fault(self.faults[a], start=True)
+            elif kind == _FAULT_END:
+                self._apply_fault(self.faults[a], start=False)
+            elif kind == _RESTART:
+                rep = self.replicas[a]
+                rep.restart(t)
+                self._kick(rep)
+            elif kind == _DEPLOY:
+                self._start_deploy(a)
+            elif kind == _HEALTH:
+                rep = self.replicas[a]
+                if rep.state == "down":
+                    rep.noticed_down = True
+            elif kind == _DRAIN_DEADLINE:
+                rep = self.replicas[a]
+                if rep.state == "draining" and b == rep.drain_token:
+                    self._record_all(rep.crash(t, reason="drain_timeout"))
+                    rep.noticed_down = True
+                    self._push(t + self.fleet.restart_s, _RESTART, rep.index)
+        events = [e for r in self.replicas for e in r.events] + self.router_events
+        events.sort(key=lambda e: e.t)
+        stats = {
+            "wall_s": time.perf_counter() - wall0,
+            "events": float(self.n_events),
+            "steps": float(sum(r.steps_total for r in self.replicas)),
+            "fallback_routed": float(self.router.fallback_routed),
+        }
+        return SimResult(
+            requests=self.req_cols,
+            samples=self.samples,
+            events=events,
+            replicas=[r.name for r in self.replicas],
+            duration_s=self.duration_s,
+            sample_interval_s=self.sample_interval_s,
+            stats=stats,
+        )
+
+    # ----- handlers -------------------------------------------------------------------------
+    def _arrival(self, req: Request) -> None:
+        rep, route = self.router.choose(req)
+        if rep is None or rep.state == "down":
+            self._record_rejected(req, rep, route)
+            return
+        if rep.output_scale != 1.0:
+            scaled = max(1, min(req.max_tokens, round(req.output_tokens * rep.output_scale)))
+            req = replace(req, output_tokens=scaled)
+        rep.enqueue(req, self.now)
+        if rep.busy:
+            end = rep.interrupt(self.now)
+            if end is not None:
+                self._push(end, _STEP_END, rep.index, rep.version)
+        else:
+            self._kick(rep)
+
+    def _kick(self, rep: Replica) -> None:
+        """Start the replica's next step if it is idle."""
+        if rep.busy or rep.state == "down":
+            return
+        res = rep.start_step(self.now)
+        if res is None:
+            if rep.drained():
+                self._shutdown_for_restart(rep)
+            return
+        if isinstance(res, list):  # OOM: the replica crashed
+            self._record_all(res)
+            self._push(self.now + self.fleet.health_check_s, _HEALTH, rep.index)
+            self._push(self.now + self.fleet.restart_s, _RESTART, rep.index)
+            return
+        self._push(res, _STEP_END, rep.index, rep.version)
+
+    def _step_end(self, rep: Replica, version: int) -> None:
+        if version != rep.version or rep.plan is None:
+            return
+        self._record_all(rep.finish_step(self.now))
+        self._kick(rep)
+
+    def _shutdown_for_restart(self, rep: Replica) -> None:
+        rep.go_down(self.now, "shutdown")
+        self._push(self.now + self.fleet.restart_s, _RESTART, rep.index)
+
+    def _sample(self, t: float) -> None:
+        cols = self.samples
+        for rep in self.replicas:
+            row = rep.sample(t)
+            for k, v in row.items():
+                cols[k].append(v)
+        nxt = t + self.sample_interval_s
+        if nxt <= self.duration_s + 1e-9:
+            self._push(nxt, _SAMPLE)
+
+    # ----- faults ---------------------------------------------------------------------------
+    def _targets(self, fault: Fault) -> list[Replica]:
+        return [r for r in self.primary if fault.applies_to(r.index)]
+
+    def _apply_fault(self, fault: Fault, *, start: bool) -> None:
+        kind, p, now = fault.kind, fault.params, self.now
+        targets = self._targets(fault)
+        if kind in ("gpu_throttle", "hbm_degradation", "link_degradation", "host_contention"):
+            attr, param, default = {
+                "gpu_throttle": ("clock_factor", "clock_factor", 0.5),
+                "hbm_degradation": ("hbm_bw_factor", "bw_factor", 0.5),
+                "link_degradation": ("link_factor", "link_factor", 0.1),
+                "host_contention": ("host_overhead_factor", "overhead_factor", 3.0),
+            }[kind]
+            value = fault.scaled(1.0, float(p.get(param, default))) if start else 1.0
+            for rep in targets:
+                rep.set_hardware(now, **{attr: value})
+                self._interrupt(rep)
+        elif kind == "memory_leak":
+            for rep in targets:
+                rep.leak_bytes_per_s = float(p.get("bytes_per_s", 2**20)) * fault.intensity if start else 0.0
+                rep.leak_since = now
+        elif kind == "replica_crash":
+            if not start:
+                return
+            for rep in targets:
+                if rep.state == "down":
+                    continue
+                self._record_all(rep.crash(now, reason=str(p.get("reason", "xid")), xid=int(p.get("xid", 79))))
+                self._push(now + self.fleet.health_check_s, _HEALTH, rep.index)
+                self._push(now + float(p.get("restart_s", self.fleet.restart_s)), _RESTART, rep.index)
+        elif kind in ("config_change", "model_rollout", "batch_invariance_off", "seeds_unpinned"):
+            for k, rep in enumerate(targets):
+                self._redeploy(rep, fault, start, now + k * self.fleet.deploy_stagger_s)
+        elif kind == "spec_acceptance_drop":
+            for rep in targets:
+                if start:
+                    rep.base_acceptance = rep.config.spec_acceptance_rate
+                    rate = fault.scaled(rep.config.spec_acceptance_rate, float(p.get("acceptance_rate", 0.3)))
+                else:
+                    rate = rep.base_acceptance
+                rep.set_spec_acceptance(rate)
+                rep.log(now, "spec_acceptance", rate=rate)
+                self._interrupt(rep)
+        elif kind == "moe_imbalance":
+            for rep in targets:
+                rep.set_expert_skew(float(p.get("skew", 2.0)) * fault.intensity if start else 0.0)
+                self._interrupt(rep)
+        elif kind == "router_policy":
+            old = self.router.policy
+            self.router.policy = str(p.get("policy", "round_robin")) if start else self.fleet.router_policy
+            self.router_events.append(EngineEvent(now, "router", "router_policy", {"old": old, "new": self.router.policy}))
+        elif kind == "fallback_routing":
+            old = self.router.fallback_threshold
+            self.router.fallback_threshold = int(p.get("queue_threshold", 8)) if start else self.fleet.fallback_threshold
+            self.router_events.append(
+                EngineEvent(now, "router", "fallback_policy", {"old": old, "new": self.router.fallback_threshold})
+            )
+
+    def _interrupt(self, rep: Replica) -> None:
+        end = rep.interrupt(self.now)
+        if end is not None:
+            self._push(end, _STEP_END, rep.index, rep.version)
+
+    def _redeploy(self, rep: Replica, fault: Fault, start: bool, at: float) -> None:
+        """Schedule a rolling restart of `rep` into the fault's config (or back to the original at its end)."""
+        if start:
+            deploy = self._deploy_for(rep, fault)
+        else:
+            pool = self.fleet.primary
+            deploy = Deploy(pool.config, pool.model_version, get_model(pool.model), 1.0)
+        self._actions.append((rep, deploy))
+        self._push(at, _DEPLOY, len(self._actions) - 1)
+
+    def _deploy_for(self, rep: Replica, fault: Fault) -> Deploy:
+        p = fault.params
+        cfg, version, model, scale = rep.config, rep.model_version, rep.model, rep.output_scale
+        if fault.kind == "config_change":
+            cfg = cfg.with_changes(**{k: v for k, v in p.items() if k in ENGINE_KNOBS})
+            version = str(p.get("version", version))
+        elif fault.kind == "model_rollout":
+            changes = {k: p[k] for k in ("weight_dtype", "kv_cache_dtype") if k in p}
+            cfg = cfg.with_changes(**changes)
+            version = str(p.get("version", version + "-next"))
+            if "model" in p:
+                model = get_model(str(p["model"]))
+            scale = 1.0 + (float(p.get("output_scale", 1.0)) - 1.0) * fault.intensity
+        elif fault.kind == "batch_invariance_off":
+            cfg = cfg.with_changes(batch_invariant=False)
+        elif fault.kind == "seeds_unpinned":
+            cfg = cfg.with_changes(seed_pinned=False)
+        return Deploy(cfg, version, model, scale)
+
+    def _start_deploy(self, idx: int) -> None:
+        rep, deploy = self._actions[idx]
+        if rep.begin_drain(self.now, deploy):
+            self._push(self.now + self.fleet.drain_timeout_s, _DRAIN_DEADLINE, rep.index, rep.drain_token)
+            self._kick(rep)
+
+    def _record_all(self, outs: list[Outcome]) -> None:
+        for out in outs:
+            self._record(out)
+
+    def _record(self, out: Outcome) -> None:
+        seq, req = out.seq, out.seq.req
+        cols = self.req_cols
+        cols["request_id"].append(req.request_id)
+        cols["arrival_s"].append(req.arrival_s)
+        cols["first_scheduled_s"].append(seq.first_scheduled_s if seq.first_scheduled_s >= 0 else math.nan)
+        cols["first_token_s"].append(seq.first_token_s if seq.first_token_s >= 0 else math.nan)
+        cols["finish_s"].append(out.finish_s)
+        cols["prompt_tokens"].append(req.prompt_tokens)
+        cols["cached_tokens"].append(seq.cached_tokens)
+        cols["output_tokens"].append(seq.generated)
+        cols["num_preemptions"].append(seq.preemptions)
+        cols["replica"].append(out.replica)
+        cols["route"].append(out.route)
+        cols["model"].append(out.model)
+        cols["model_version"].append(out.model_version)
+        cols["status"].append(out.status)
+        cols["finish_reason"].append(out.finish_reason)
+        cols["output_hash"].append(out.output_hash)
+        cols["batch_at_first_token"].append(seq.batch_at_first_token)
+        cols["app"].append(req.app)
+        cols["tenant"].append(req.tenant)
+        cols["temperature"].append(req.temperature)
+        cols["seed"].append(req.seed)
+
+    def _record_rejected(self, req: Request, rep: Replica | None, route: str) -> None:
+        """The router had no live replica, or sent the request to a crashed one it has not noticed yet."""
+        seq = Sequence(req=req, seq_id=-1, prefill_len=req.prompt_tokens)
+        pool = self.fleet.primary
+        name = rep.name if rep is not None else ""
+        self._record(Outcome(seq, self.now, "error", "error", "", name, pool.model, pool.model_version, route))
+
+
+def simulate(fleet: FleetSpec, requests: list[Request], faults: list[Fault], duration_s: float,
+             **kw: Any) -> SimResult:
+    """Run a fleet over `requests` (sorted by arrival) with `faults`; see Simulation."""
+    return Simulation(fleet, requests, faults, duration_s, **kw).run()

@@ -32,7 +32,10 @@ FAULT_KINDS: dict[str, tuple[str, dict[str, str]]] = {
     "seeds_unpinned": ("per-request sampling seeds no longer honoured", {}),
     "spec_acceptance_drop": ("speculative acceptance rate falls", {"acceptance_rate": "new rate at intensity 1"}),
     "moe_imbalance": ("MoE router sends tokens to a few hot experts", {"skew": "hot-expert load / mean - 1"}),
-    "router_policy": ("the router's load-balancing policy changes", {"policy": "round_robin|least_outstanding|affinity"}),
+    "router_policy": (
+        "the router's load-balancing policy changes",
+        {"policy": "round_robin|least_outstanding|affinity"},
+    ),
     "fallback_routing": (
         "overflow traffic goes to a fallback model",
         {"queue_threshold": "waiting requests above which traffic spills", "model": "fallback model name"},

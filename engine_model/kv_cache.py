@@ -289,7 +289,7 @@ class KVCache:
         a sequence's tail is evicted before its head. Unknown (or already freed) seq raises KeyError."""
         seq = self._seqs.pop(seq_id)
         ref, hash_of, free, evictable = self._ref, self._hash_of, self._free, self._evictable
-        for b in reversed(seq.table):
+        for b in seq.table:
             r = ref[b] - 1
             ref[b] = r
             if r == 0:

@@ -98,10 +98,11 @@ class Replica:
     # ----- construction ---------------------------------------------------------------------
     def _build(self, config: EngineConfig, model_version: str, model: ModelProfile) -> None:
         config.validate()
+        mem = plan_memory(model, self.gpu, config)  # raises before any state changes
+        self.mem: MemoryPlan = mem
         self.config = config
         self.model = model
         self.model_version = model_version
-        self.mem: MemoryPlan = plan_memory(model, self.gpu, config)
         self.cost = StepCostModel(model, self.gpu, config, expert_skew=self.expert_skew)
         self.kv = KVCache(self.mem.num_blocks, config.block_size, config.enable_prefix_caching)
         self.sched = Scheduler(config, self.kv, self.cost.tokens_per_decode_step)

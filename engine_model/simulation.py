@@ -135,8 +135,13 @@ class Simulation:
                 self._apply_fault(self.faults[a], start=False)
             elif kind == _RESTART:
                 rep = self.replicas[a]
-                rep.restart(t)
-                self._kick(rep)
+                try:
+                    rep.restart(t)
+                except ValueError as exc:  # the new config cannot start: vLLM exits, k8s retries
+                    rep.log(t, "startup_failed", error=str(exc))
+                    self._push(t + self.fleet.restart_s, _RESTART, rep.index)
+                else:
+                    self._kick(rep)
             elif kind == _DEPLOY:
                 self._start_deploy(a)
             elif kind == _HEALTH:
@@ -271,10 +276,12 @@ class Simulation:
         elif kind == "router_policy":
             old = self.router.policy
             self.router.policy = str(p.get("policy", "round_robin")) if start else self.fleet.router_policy
-            self.router_events.append(EngineEvent(now, "router", "router_policy", {"old": old, "new": self.router.policy}))
+            detail = {"old": old, "new": self.router.policy}
+            self.router_events.append(EngineEvent(now, "router", "router_policy", detail))
         elif kind == "fallback_routing":
             old = self.router.fallback_threshold
-            self.router.fallback_threshold = int(p.get("queue_threshold", 8)) if start else self.fleet.fallback_threshold
+            new = int(p.get("queue_threshold", 8)) if start else self.fleet.fallback_threshold
+            self.router.fallback_threshold = new
             self.router_events.append(
                 EngineEvent(now, "router", "fallback_policy", {"old": old, "new": self.router.fallback_threshold})
             )

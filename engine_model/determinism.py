@@ -42,14 +42,16 @@ def output_hash(
     return _h("sampled", request_id, prompt_hash, model_version)
 
 
-def logprob_drift(batch_invariant: bool, batch_size: int, reference_batch: int) -> float:
-    """Max absolute difference of a probe's first-token logprob against its reference run (nats).
+def first_token_logprob(prompt_hash: int, model_version: str, *, batch_invariant: bool, batch_size: int) -> float:
+    """Log-probability (nats) of the first generated token as the engine computed it.
 
-    Zero with batch-invariant kernels or an identical batch size; otherwise a small
-    drift that grows with how different the batch shapes were (order 1e-3, as reported
-    for bf16 kernels).
+    The clean value depends on prompt and version only; batch-variant kernels add a
+    perturbation of order 1e-3 that depends on the batch shape, as reported for bf16
+    reductions. Batch-invariant kernels give the same value at every batch size.
     """
-    if batch_invariant or batch_size == reference_batch:
-        return 0.0
-    ratio = max(batch_size, reference_batch) / max(1, min(batch_size, reference_batch))
-    return round(1e-3 * (1.0 + 0.5 * (ratio - 1.0) ** 0.5), 6)
+    digest = hashlib.blake2b(repr((prompt_hash, model_version)).encode(), digest_size=8).digest()
+    clean = -0.05 - 2.0 * int.from_bytes(digest, "big") / 2**64
+    if batch_invariant:
+        return clean
+    noise = hashlib.blake2b(repr((prompt_hash, model_version, batch_size)).encode(), digest_size=8).digest()
+    return clean + 2e-3 * (int.from_bytes(noise, "big") / 2**64 - 0.5)

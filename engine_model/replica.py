@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine_model.config import EngineConfig
-from engine_model.determinism import output_hash
+from engine_model.determinism import first_token_logprob, output_hash
 from engine_model.kv_cache import KVCache
 from engine_model.memory import MemoryPlan, plan_memory, step_activation_bytes
 from engine_model.profiles import GPUProfile, ModelProfile
@@ -36,6 +36,7 @@ class Outcome:
     model: str
     model_version: str
     route: str  # primary | fallback
+    first_logprob: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -251,8 +252,13 @@ class Replica:
             if ok
             else ""
         )
-        return Outcome(seq, now, status, reason, h, self.name, self.model.name, self.model_version,
-                       self.pool)
+        lp = (
+            first_token_logprob(req.prompt_hash, self.model_version, batch_invariant=self.config.batch_invariant,
+                                batch_size=seq.batch_at_first_token)
+            if ok
+            else float("nan")
+        )
+        return Outcome(seq, now, status, reason, h, self.name, self.model.name, self.model_version, self.pool, lp)
 
     # ----- lifecycle ------------------------------------------------------------------------
     def crash(self, now: float, reason: str, **detail: Any) -> list[Outcome]:

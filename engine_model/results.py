@@ -13,7 +13,7 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "request_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
     "prompt_tokens", "cached_tokens", "output_tokens", "num_preemptions", "replica",
     "route", "model", "model_version", "status", "finish_reason", "output_hash",
-    "batch_at_first_token", "app", "tenant", "temperature", "seed",
+    "batch_at_first_token", "app", "tenant", "temperature", "seed", "prompt_hash", "first_logprob",
 )
 
 SAMPLE_FIELDS: tuple[str, ...] = (

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,13 +62,15 @@ class Simulation:
     """One run. Build it, call `run()`, get a SimResult."""
 
     def __init__(self, fleet: FleetSpec, requests: list[Request], faults: list[Fault], duration_s: float,
-                 *, sample_interval_s: float = 10.0, drain_s: float = 600.0) -> None:
+                 *, sample_interval_s: float = 10.0, drain_s: float = 600.0,
+                 progress: Callable[[float], None] | None = None) -> None:
         self.fleet = fleet
         self.requests = requests
         self.faults = faults
         self.duration_s = duration_s
         self.sample_interval_s = sample_interval_s
         self.drain_s = drain_s
+        self.progress = progress
         self.primary = self._make_pool(fleet.primary, "primary", 0)
         self.fallback = (
             self._make_pool(fleet.fallback, "fallback", len(self.primary)) if fleet.fallback else []
@@ -116,6 +119,8 @@ class Simulation:
             if t_arr == math.inf and t_ev == math.inf:
                 break
             self.n_events += 1
+            if self.progress is not None and self.n_events % 20000 == 0:
+                self.progress(min(1.0, self.now / self.duration_s))
             if t_arr <= t_ev:
                 self.now = t_arr
                 self._arrival(reqs[i])
@@ -354,6 +359,8 @@ class Simulation:
         cols["tenant"].append(req.tenant)
         cols["temperature"].append(req.temperature)
         cols["seed"].append(req.seed)
+        cols["prompt_hash"].append(req.prompt_hash)
+        cols["first_logprob"].append(out.first_logprob)
 
     def _record_rejected(self, req: Request, rep: Replica | None, route: str) -> None:
         """The router had no live replica, or sent the request to a crashed one it has not noticed yet."""

@@ -1,0 +1,142 @@
+"""Write telemetry tables to a DuckDB file with a comment on every table and column.
+
+The database is the game board: it holds what a serving team's observability stack would
+hold and nothing about the incident's answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+TABLE_COMMENTS: dict[str, str] = {
+    "requests": "Request log: one row per request, written when it finished or failed (ordered by arrival).",
+    "metrics": "Prometheus samples in long format: vLLM engine series (vllm:*) and dcgm-exporter GPU series "
+               "(DCGM_*), one scrape per interval per replica. Counters (*_total, *_sum, *_count) are cumulative.",
+    "events": "Change log: deploys, config changes with old and new values, restarts, crashes, router changes.",
+    "logs": "Engine and serving-process log lines (vLLM, PyTorch, launcher).",
+    "evals": "Offline evaluation runs per model version and task.",
+    "probes": "Determinism probes: fixed prompts replayed with temperature 0 through the fleet.",
+}
+
+COLUMN_COMMENTS: dict[str, dict[str, str]] = {
+    "requests": {
+        "request_id": "request id, unique",
+        "ts": "arrival time at the router (UTC)",
+        "app": "calling application",
+        "tenant": "customer or team the request belongs to",
+        "replica": "engine replica that served it ('' if none could)",
+        "model": "model that served it",
+        "model_version": "deployed model version that served it",
+        "route": "primary, or fallback when the router spilled it to the fallback pool",
+        "queue_s": "seconds from arrival to the first engine step that scheduled it",
+        "prefill_s": "seconds from first scheduled to the first token (prompt processing)",
+        "decode_s": "seconds from the first token to the last",
+        "ttft_s": "time to first token, seconds = queue_s + prefill_s",
+        "tpot_s": "mean seconds per output token after the first = decode_s / (output_tokens - 1)",
+        "e2e_s": "end-to-end latency, seconds = ttft_s + decode_s",
+        "prompt_tokens": "prompt length, tokens",
+        "cached_tokens": "prompt tokens served from the prefix cache, tokens",
+        "output_tokens": "generated tokens",
+        "num_preemptions": "times the engine preempted the request (KV blocks ran out; recomputed)",
+        "status": "ok or error",
+        "finish_reason": "stop, length, or error",
+        "temperature": "sampling temperature (0 = greedy)",
+        "seed": "sampling seed the client sent (NULL if none)",
+        "output_hash": "hash of the generated text (equal hashes = identical outputs)",
+    },
+    "metrics": {
+        "ts": "scrape time (UTC)",
+        "replica": "engine replica (one GPU group) the series belongs to",
+        "name": "metric name as exported (vllm:* or DCGM_FI_*); units per name: *_seconds* in seconds, "
+                "*_perc a 0..1 fraction, DCGM_FI_DEV_SM_CLOCK MHz, *_UTIL percent, *_POWER_USAGE W, "
+                "*_TEMP C, FB_* MiB, DCGM_FI_PROF_* 0..1 ratios",
+        "value": "sample value",
+    },
+    "events": {
+        "ts": "event time (UTC)",
+        "replica": "replica concerned ('' for fleet-wide or router events)",
+        "kind": "deploy, config_change, restart, crash, alert, ...",
+        "component": "system that recorded it (k8s, vllm, router, ci, ...)",
+        "detail": "what happened; for config_change, the setting that changed",
+        "old_value": "value before a change",
+        "new_value": "value after a change",
+    },
+    "logs": {
+        "ts": "log time (UTC)",
+        "replica": "replica whose process printed it",
+        "level": "INFO, WARNING or ERROR",
+        "component": "source file that logged it",
+        "message": "log message",
+    },
+    "evals": {
+        "ts": "when the evaluation ran (UTC)",
+        "model_version": "model version evaluated",
+        "task": "evaluation task",
+        "score": "accuracy, 0..1",
+        "n": "number of evaluation samples",
+        "ci_low": "95% confidence interval, lower bound",
+        "ci_high": "95% confidence interval, upper bound",
+    },
+    "probes": {
+        "ts": "probe time (UTC)",
+        "replica": "replica that served the probe",
+        "probe_id": "request id of the probe",
+        "prompt_id": "which fixed probe prompt was replayed",
+        "batch_size": "sequences in the engine step that produced the first token",
+        "output_hash": "hash of the generated text",
+        "logprob_drift": "absolute difference of the first token's logprob from this prompt's first probe, nats",
+    },
+}
+
+
+def table_digest(tables: dict[str, pd.DataFrame]) -> str:
+    """sha256 over every table's name, schema and rows, in table-name order (rows in stored order)."""
+    h = hashlib.sha256()
+    for name in sorted(tables):
+        df = tables[name]
+        h.update(name.encode())
+        h.update(repr([(c, str(t)) for c, t in df.dtypes.items()]).encode())
+        h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def write_database(path: Path, tables: dict[str, pd.DataFrame]) -> None:
+    """Create `path` (replacing it) holding `tables`, comments on everything, and a `catalog` view."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    for p in (tmp, Path(str(tmp) + ".wal")):
+        p.unlink(missing_ok=True)
+    con = duckdb.connect(str(tmp))
+    try:
+        for name, df in tables.items():
+            con.register("_frame", df)
+            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _frame')
+            con.unregister("_frame")
+            con.execute(f'COMMENT ON TABLE "{name}" IS {_sql_str(TABLE_COMMENTS.get(name, name))}')
+            for col in df.columns:
+                text = COLUMN_COMMENTS.get(name, {}).get(col)
+                if text:
+                    con.execute(f'COMMENT ON COLUMN "{name}"."{col}" IS {_sql_str(text)}')
+        con.execute(
+            """
+            CREATE VIEW catalog AS
+            SELECT c.table_name AS "table", c.column_name AS "column", c.data_type AS type,
+                   c.comment AS description, t.comment AS table_description
+            FROM duckdb_columns() c JOIN duckdb_tables() t USING (table_name)
+            WHERE c.schema_name = 'main'
+            ORDER BY c.table_name, c.column_index
+            """
+        )
+        con.execute("COMMENT ON VIEW catalog IS 'Every table and column with what it holds and its unit.'")
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    tmp.replace(path)

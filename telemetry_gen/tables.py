@@ -1,0 +1,407 @@
+"""Turn a simulation run into the tables an observability stack would hold.
+
+Every value here is read off the simulation (per-request timestamps, scraped replica
+state, engine events). Nothing is derived from the incident's faults: a GPU clock gauge
+shows the clock the simulated hardware ran at, a log line reports the sizes of the
+allocation that failed in the simulated step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from engine_model.profiles import GPUProfile
+
+from engine_model.results import SimResult
+
+MIB = 1024**2
+
+
+@dataclass(frozen=True)
+class EvalSuite:
+    """Offline evaluation of one model version: task -> true score (0..1) and sample size."""
+
+    model_version: str
+    scores: dict[str, float]
+    n: int = 1000
+    at_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ExternalEvent:
+    """Something outside the engines that a change log records (an unrelated deploy, a traffic note)."""
+
+    t: float
+    kind: str
+    component: str
+    detail: str
+    replica: str = ""
+    old_value: str = ""
+    new_value: str = ""
+
+
+@dataclass
+class TelemetryContext:
+    """What the tables need besides the run itself."""
+
+    t0: datetime
+    gpu: GPUProfile
+    gpus_per_replica: int = 1
+    seed: int = 0
+    evals: list[EvalSuite] = field(default_factory=list)
+    external_events: list[ExternalEvent] = field(default_factory=list)
+    probe_app: str = "probe"
+
+
+def _ts(t0: datetime, seconds: np.ndarray) -> pd.Series:
+    return pd.Series(pd.Timestamp(t0) + pd.to_timedelta(np.asarray(seconds, dtype=float), unit="s")).astype(
+        "datetime64[us]"
+    )
+
+
+# ----- requests ---------------------------------------------------------------------------------
+def requests_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
+    """One row per request that finished (ok) or failed, ordered by arrival.
+
+    ttft_s = queue_s + prefill_s: queue runs from arrival to the first step that scheduled the
+    request, prefill from there to the end of the step that produced the first token (the
+    prefill step emits it). decode_s runs from the first to the last token; e2e_s = ttft_s + decode_s.
+    """
+    r = run.requests
+    arrival = np.asarray(r["arrival_s"], dtype=float)
+    sched = np.asarray(r["first_scheduled_s"], dtype=float)
+    first = np.asarray(r["first_token_s"], dtype=float)
+    finish = np.asarray(r["finish_s"], dtype=float)
+    out_tokens = np.asarray(r["output_tokens"], dtype=np.int64)
+    ok = np.asarray(r["status"]) == "ok"
+    queue = np.where(np.isnan(sched), np.nan, sched - arrival)
+    prefill = first - sched
+    ttft = first - arrival
+    decode = np.where(ok, finish - first, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(ok & (out_tokens > 1), decode / np.maximum(out_tokens - 1, 1), np.nan)
+    e2e = finish - arrival
+    seeds = pd.array([s if s is not None else None for s in r["seed"]], dtype="Int64")
+    df = pd.DataFrame(
+        {
+            "request_id": np.asarray(r["request_id"], dtype=np.int64),
+            "ts": _ts(ctx.t0, arrival),
+            "app": pd.Series(r["app"], dtype="string"),
+            "tenant": pd.Series(r["tenant"], dtype="string"),
+            "replica": pd.Series(r["replica"], dtype="string"),
+            "model": pd.Series(r["model"], dtype="string"),
+            "model_version": pd.Series(r["model_version"], dtype="string"),
+            "route": pd.Series(r["route"], dtype="string"),
+            "queue_s": queue,
+            "prefill_s": prefill,
+            "decode_s": decode,
+            "ttft_s": ttft,
+            "tpot_s": tpot,
+            "e2e_s": e2e,
+            "prompt_tokens": np.asarray(r["prompt_tokens"], dtype=np.int64),
+            "cached_tokens": np.asarray(r["cached_tokens"], dtype=np.int64),
+            "output_tokens": out_tokens,
+            "num_preemptions": np.asarray(r["num_preemptions"], dtype=np.int64),
+            "status": pd.Series(r["status"], dtype="string"),
+            "finish_reason": pd.Series(r["finish_reason"], dtype="string"),
+            "temperature": np.asarray(r["temperature"], dtype=float),
+            "seed": seeds,
+            "output_hash": pd.Series(r["output_hash"], dtype="string"),
+        }
+    )
+    df = df[df["app"] != ctx.probe_app]
+    return df.sort_values(["ts", "request_id"], kind="stable").reset_index(drop=True)
+
+
+# ----- metrics ----------------------------------------------------------------------------------
+ENGINE_COUNTERS = {
+    "vllm:prompt_tokens_total": "prompt_tokens_total",
+    "vllm:generation_tokens_total": "generation_tokens_total",
+    "vllm:num_preemptions_total": "preemptions_total",
+    "vllm:prefix_cache_queries_total": "prefix_queries_total",
+    "vllm:prefix_cache_hits_total": "prefix_hits_total",
+    "vllm:request_success_total": "requests_finished_total",
+}
+SPEC_COUNTERS = {
+    "vllm:spec_decode_num_drafts_total": "spec_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total": "spec_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total": "spec_accepted_tokens_total",
+}
+ENGINE_GAUGES = {
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:kv_cache_usage_perc": "kv_usage",
+}
+# histogram _sum/_count pairs accumulated from finished requests at each scrape
+LATENCY_HISTOGRAMS = {
+    "vllm:time_to_first_token_seconds": ("first_token_s", "ttft"),
+    "vllm:e2e_request_latency_seconds": ("finish_s", "e2e"),
+    "vllm:request_queue_time_seconds": ("first_scheduled_s", "queue"),
+}
+
+
+def metrics_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
+    """Prometheus-style samples in long format (ts, replica, name, value), one scrape per interval."""
+    s = {k: np.asarray(v) for k, v in run.samples.items()}
+    t = s["t"].astype(float)
+    rep = s["replica"]
+    up = s["up"].astype(bool)
+    frames: list[pd.DataFrame] = []
+
+    def add(name: str, values: np.ndarray, mask: np.ndarray | None = None) -> None:
+        m = np.ones(len(t), dtype=bool) if mask is None else mask
+        frames.append(pd.DataFrame({"t": t[m], "replica": rep[m], "name": name, "value": values[m].astype(float)}))
+
+    # a down engine exposes nothing: its engine series have gaps, as in Prometheus
+    for name, col in ENGINE_GAUGES.items():
+        add(name, s[col], up)
+    for name, col in ENGINE_COUNTERS.items():
+        add(name, s[col], up)
+    if np.any(s["spec_draft_tokens_total"] > 0):
+        for name, col in SPEC_COUNTERS.items():
+            add(name, s[col], up)
+    for name, (end_col, _) in LATENCY_HISTOGRAMS.items():
+        sums, counts = _histogram_sums(run, end_col, t, rep)
+        add(f"{name}_sum", sums, up)
+        add(f"{name}_count", counts, up)
+    frames.extend(_dcgm_frames(s, ctx))
+    df = pd.concat(frames, ignore_index=True)
+    df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy()))
+    df["replica"] = df["replica"].astype("string")
+    df["name"] = df["name"].astype("string")
+    return df.sort_values(["ts", "replica", "name"], kind="stable").reset_index(drop=True)
+
+
+def _histogram_sums(run: SimResult, end_col: str, t: np.ndarray, rep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative sum and count of a per-request latency, as scraped at each sample (t, replica)."""
+    r = run.requests
+    ok = np.asarray(r["status"]) == "ok"
+    end = np.asarray(r[end_col], dtype=float)
+    arrival = np.asarray(r["arrival_s"], dtype=float)
+    value = end - arrival
+    names = np.asarray(r["replica"])
+    sums = np.zeros(len(t))
+    counts = np.zeros(len(t))
+    for name in np.unique(rep):
+        sel = ok & (names == name) & ~np.isnan(end)
+        order = np.argsort(end[sel], kind="stable")
+        ends, vals = end[sel][order], value[sel][order]
+        csum = np.concatenate([[0.0], np.cumsum(vals)])
+        rows = np.nonzero(rep == name)[0]
+        idx = np.searchsorted(ends, t[rows], side="right")
+        sums[rows] = csum[idx]
+        counts[rows] = idx
+    return sums, counts
+
+
+def _dcgm_frames(s: dict[str, np.ndarray], ctx: TelemetryContext) -> list[pd.DataFrame]:
+    """GPU series as dcgm-exporter reports them, from the replica's busy, compute and memory time."""
+    gpu = ctx.gpu
+    t = s["t"].astype(float)
+    rep = s["replica"]
+    up = s["up"].astype(bool)
+    rng = np.random.default_rng(np.random.PCG64(ctx.seed + 7919))
+    frames: list[pd.DataFrame] = []
+    busy = np.zeros(len(t))
+    compute = np.zeros(len(t))
+    memory = np.zeros(len(t))
+    for name in np.unique(rep):
+        rows = np.nonzero(rep == name)[0]
+        dt = np.diff(t[rows], prepend=t[rows][0])
+        dt[dt <= 0] = np.nan
+        for arr, col in ((busy, "busy_s_total"), (compute, "compute_s_total"), (memory, "memory_s_total")):
+            arr[rows] = np.nan_to_num(np.diff(s[col][rows].astype(float), prepend=s[col][rows][0]) / dt)
+    busy = np.clip(busy, 0, 1)
+    compute = np.clip(compute, 0, 1)
+    memory = np.clip(memory, 0, 1)
+    clock = gpu.sm_clock_mhz * s["clock_factor"].astype(float)
+    # power follows activity and clock (dynamic power ~ f * V^2; here simply ~ clock)
+    power = gpu.idle_w + (gpu.tdp_w - gpu.idle_w) * busy * (0.55 + 0.45 * compute) * s["clock_factor"]
+    power = power + rng.normal(0, 0.01 * gpu.tdp_w, len(t))
+    temp = 32.0 + 45.0 * (power / gpu.tdp_w) + rng.normal(0, 0.4, len(t))
+    fb_used = s["memory_used_bytes"].astype(float) / MIB
+    fb_total = s["memory_total_bytes"].astype(float) / MIB
+    util = 100.0 * busy
+
+    def frame(name: str, values: np.ndarray) -> pd.DataFrame:
+        return pd.DataFrame({"t": t, "replica": rep, "name": name, "value": np.round(values.astype(float), 3)})
+
+    frames.append(frame("DCGM_FI_DEV_SM_CLOCK", np.round(clock)))
+    frames.append(frame("DCGM_FI_DEV_GPU_UTIL", np.round(util)))
+    frames.append(frame("DCGM_FI_DEV_POWER_USAGE", power))
+    frames.append(frame("DCGM_FI_DEV_GPU_TEMP", np.round(temp)))
+    frames.append(frame("DCGM_FI_DEV_FB_USED", np.round(fb_used)))
+    frames.append(frame("DCGM_FI_DEV_FB_FREE", np.round(np.maximum(fb_total - fb_used, 0))))
+    frames.append(frame("DCGM_FI_PROF_DRAM_ACTIVE", memory * s["hbm_bw_factor"].astype(float)))
+    frames.append(frame("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", compute))
+    frames.append(frame("DCGM_FI_PROF_GR_ENGINE_ACTIVE", busy))
+    del up
+    return frames
+
+
+# ----- events and logs --------------------------------------------------------------------------
+def events_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
+    """Change log: deploys, config changes (old and new values), restarts, crashes, router changes."""
+    rows: list[dict[str, Any]] = []
+    for e in run.events:
+        d = e.detail
+        if e.kind == "drain_start":
+            what = f"rolling restart: draining for version {d.get('model_version')}"
+            rows.append(_ev(e.t, e.replica, "deploy", "k8s", what))
+        elif e.kind == "engine_ready":
+            what = f"engine ready, model {d['model']} {d['model_version']}"
+            rows.append(_ev(e.t, e.replica, "restart", "vllm", what))
+            if d.get("old_model_version") != d.get("model_version"):
+                rows.append(_ev(e.t, e.replica, "config_change", "vllm", "model_version",
+                                str(d.get("old_model_version")), str(d.get("model_version"))))
+            for knob, (old, new) in sorted(d.get("changes", {}).items()):
+                rows.append(_ev(e.t, e.replica, "config_change", "vllm", knob, str(old), str(new)))
+        elif e.kind == "crash":
+            rows.append(_ev(e.t, e.replica, "crash", "vllm", f"engine core died ({d.get('reason')})"))
+        elif e.kind == "startup_failed":
+            rows.append(_ev(e.t, e.replica, "crash", "vllm", "engine failed to start"))
+        elif e.kind in ("router_policy", "fallback_policy"):
+            rows.append(_ev(e.t, "", "config_change", "router", e.kind, str(d.get("old")), str(d.get("new"))))
+    for x in ctx.external_events:
+        rows.append(_ev(x.t, x.replica, x.kind, x.component, x.detail, x.old_value, x.new_value))
+    df = pd.DataFrame(rows, columns=["t", "replica", "kind", "component", "detail", "old_value", "new_value"])
+    df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy(dtype=float)))
+    for c in df.columns[1:]:
+        df[c] = df[c].astype("string")
+    return df.sort_values(["ts", "replica", "kind", "detail"], kind="stable").reset_index(drop=True)
+
+
+def _ev(t: float, replica: str, kind: str, component: str, detail: str, old: str = "", new: str = "") -> dict[str, Any]:
+    return {"t": t, "replica": replica, "kind": kind, "component": component, "detail": detail,
+            "old_value": old or None, "new_value": new or None}
+
+
+def logs_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
+    """Engine log lines in the shapes vLLM and PyTorch print them."""
+    rows: list[tuple[float, str, str, str, str]] = []
+    rows.extend(_stats_lines(run))
+    for e in run.events:
+        d = e.detail
+        if e.kind == "engine_ready":
+            rows.append((e.t - 2.0, e.replica, "INFO", "gpu_worker.py",
+                         f"Available KV cache memory: {d['kv_gib']:.2f} GiB"))
+            conc = d["kv_tokens"] / max(1, d["max_model_len"])
+            rows.append((e.t - 1.9, e.replica, "INFO", "kv_cache_utils.py",
+                         f"GPU KV cache size: {d['kv_tokens']:,} tokens, Maximum concurrency for "
+                         f"{d['max_model_len']:,} tokens per request: {conc:.2f}x"))
+            rows.append((e.t - 1.0, e.replica, "INFO", "gpu_model_runner.py",
+                         f"Graph capturing finished, took {d['graph_gib']:.2f} GiB"))
+            rows.append((e.t, e.replica, "INFO", "api_server.py", "Application startup complete."))
+        elif e.kind == "crash":
+            if d.get("reason") == "oom":
+                gib = 1024**3
+                rows.append((e.t, e.replica, "ERROR", "core.py",
+                             f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                             f"{d['tried_bytes'] / gib:.2f} GiB. GPU 0 has a total capacity of "
+                             f"{d['total_bytes'] / gib:.2f} GiB of which {d['free_bytes'] / gib:.2f} GiB is free. "
+                             f"Including non-PyTorch memory, this process has {d['in_use_bytes'] / gib:.2f} GiB "
+                             f"memory in use."))
+            elif d.get("reason") == "xid":
+                rows.append((e.t, e.replica, "ERROR", "core.py",
+                             f"RuntimeError: CUDA error: unspecified launch failure (Xid {d.get('xid', 79)})"))
+            rows.append((e.t, e.replica, "ERROR", "core.py", "EngineCore encountered a fatal error."))
+            rows.append((e.t + 0.01, e.replica, "ERROR", "core_client.py",
+                         "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."))
+        elif e.kind == "startup_failed":
+            rows.append((e.t, e.replica, "ERROR", "core.py", f"ValueError: {d.get('error', '')}"))
+        elif e.kind in ("drain_start", "shutdown"):
+            msg = "Received SIGTERM, draining requests" if e.kind == "drain_start" else "Shutting down engine"
+            rows.append((e.t, e.replica, "INFO", "launcher.py", msg))
+    df = pd.DataFrame(rows, columns=["t", "replica", "level", "component", "message"])
+    df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy(dtype=float)))
+    for c in df.columns[1:]:
+        df[c] = df[c].astype("string")
+    return df.sort_values(["ts", "replica", "message"], kind="stable").reset_index(drop=True)
+
+
+def _stats_lines(run: SimResult) -> list[tuple[float, str, str, str, str]]:
+    """The periodic `Engine 000: Avg prompt throughput ...` line, one per scrape while busy."""
+    s = run.samples
+    out: list[tuple[float, str, str, str, str]] = []
+    last: dict[str, tuple[float, float, float, float, float, float]] = {}
+    for i in range(len(s["t"])):
+        name, t = s["replica"][i], s["t"][i]
+        cur = (t, s["prompt_tokens_total"][i], s["generation_tokens_total"][i], s["preemptions_total"][i],
+               s["prefix_queries_total"][i], s["prefix_hits_total"][i])
+        prev = last.get(name)
+        last[name] = cur
+        if prev is None or not s["up"][i] or cur[0] <= prev[0]:
+            continue
+        dt = cur[0] - prev[0]
+        running, waiting = s["running"][i], s["waiting"][i]
+        if running == 0 and waiting == 0 and cur[2] == prev[2]:
+            continue  # idle engines log at DEBUG
+        pre = int(cur[3] - prev[3])
+        q, h = cur[4] - prev[4], cur[5] - prev[5]
+        parts = [
+            f"Avg prompt throughput: {(cur[1] - prev[1]) / dt:.1f} tokens/s",
+            f"Avg generation throughput: {(cur[2] - prev[2]) / dt:.1f} tokens/s",
+            f"Running: {running} reqs",
+            f"Waiting: {waiting} reqs",
+        ]
+        if pre > 0:
+            parts.append(f"Preemptions: {pre}")
+        parts.append(f"GPU KV cache usage: {100.0 * s['kv_usage'][i]:.1f}%")
+        parts.append(f"Prefix cache hit rate: {100.0 * h / q if q > 0 else 0.0:.1f}%")
+        out.append((t, name, "INFO", "loggers.py", "Engine 000: " + ", ".join(parts)))
+    return out
+
+
+def evals_table(ctx: TelemetryContext) -> pd.DataFrame:
+    """Offline evaluation runs: observed accuracy of n samples per task, with a 95% Wilson interval."""
+    rng = np.random.default_rng(np.random.PCG64(ctx.seed + 104729))
+    rows = []
+    for suite in ctx.evals:
+        for task in sorted(suite.scores):
+            p = float(np.clip(suite.scores[task], 0.0, 1.0))
+            k = int(rng.binomial(suite.n, p))
+            lo, hi = _wilson(k, suite.n)
+            rows.append((suite.at_s, suite.model_version, task, k / suite.n, suite.n, lo, hi))
+    df = pd.DataFrame(rows, columns=["t", "model_version", "task", "score", "n", "ci_low", "ci_high"])
+    df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy(dtype=float)))
+    df["model_version"] = df["model_version"].astype("string")
+    df["task"] = df["task"].astype("string")
+    df["n"] = df["n"].astype(np.int64)
+    return df
+
+
+def _wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return round(float(centre - half), 4), round(float(centre + half), 4)
+
+
+def probes_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
+    """Determinism probes: fixed prompts replayed through the fleet; drift against each prompt's first run."""
+    r = run.requests
+    app = np.asarray(r["app"])
+    ok = np.asarray(r["status"]) == "ok"
+    sel = np.nonzero((app == ctx.probe_app) & ok)[0]
+    sel = sel[np.argsort(np.asarray(r["arrival_s"], dtype=float)[sel], kind="stable")]
+    ref: dict[int, float] = {}
+    rows = []
+    for i in sel:
+        ph = int(r["prompt_hash"][i])
+        lp = float(r["first_logprob"][i])
+        drift = abs(lp - ref.setdefault(ph, lp))
+        rows.append((r["arrival_s"][i], r["replica"][i], int(r["request_id"][i]), f"p{ph % 100000:05d}",
+                     int(r["batch_at_first_token"][i]), r["output_hash"][i], round(drift, 7)))
+    df = pd.DataFrame(rows, columns=["t", "replica", "probe_id", "prompt_id", "batch_size", "output_hash",
+                                     "logprob_drift"])
+    df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy(dtype=float)))
+    for c in ("replica", "prompt_id", "output_hash"):
+        df[c] = df[c].astype("string")
+    df["probe_id"] = df["probe_id"].astype(np.int64)
+    df["batch_size"] = df["batch_size"].astype(np.int64)
+    return df

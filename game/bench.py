@@ -1,0 +1,100 @@
+"""Benchmarks behind `servedrill bench`: each target runs in a fresh process so its peak memory is its own.
+
+Targets (on the standard fleet: 8 replicas of Llama-3.1-8B on H100-SXM, 1 hour, 30 requests/s):
+- engine: workload generation + simulation;
+- generate: the same, plus building every table and writing the DuckDB file.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TARGETS = ("engine", "generate")
+TARGET_LIMITS = {"engine": {"wall_s": 3.0, "peak_mb": 500.0}, "generate": {"wall_s": 5.0, "peak_mb": 600.0}}
+
+
+def standard_fleet_run(write_db: bool) -> dict[str, Any]:
+    """Run the standard fleet in this process; returns figures (seconds, counts)."""
+    from engine_model.config import EngineConfig
+    from engine_model.simulation import FleetSpec, PoolSpec, Simulation
+    from telemetry_gen.workload import generate_requests, standard_workload
+
+    t0 = time.perf_counter()
+    spec = standard_workload(3600.0, 30.0)
+    reqs = generate_requests(spec, seed=1)
+    t_work = time.perf_counter() - t0
+    fleet = FleetSpec(primary=PoolSpec("Llama-3.1-8B", "H100-SXM", 8, EngineConfig()))
+    run = Simulation(fleet, reqs, [], spec.duration_s).run()
+    t_sim = time.perf_counter() - t0 - t_work
+    out: dict[str, Any] = {
+        "requests": len(reqs),
+        "completed": run.num_requests,
+        "sim_events": int(run.stats["events"]),
+        "engine_steps": int(run.stats["steps"]),
+        "workload_s": round(t_work, 3),
+        "simulate_s": round(t_sim, 3),
+    }
+    if write_db:
+        from datetime import datetime
+
+        from engine_model.profiles import get_gpu
+        from telemetry_gen import tables as T
+        from telemetry_gen.store import table_digest, write_database
+
+        t1 = time.perf_counter()
+        ctx = T.TelemetryContext(t0=datetime(2026, 11, 18, 10, 0, 0), gpu=get_gpu("H100-SXM"), seed=1)
+        tables = {
+            "requests": T.requests_table(run, ctx),
+            "metrics": T.metrics_table(run, ctx),
+            "events": T.events_table(run, ctx),
+            "logs": T.logs_table(run, ctx),
+            "evals": T.evals_table(ctx),
+            "probes": T.probes_table(run, ctx),
+        }
+        out["digest"] = table_digest(tables)
+        t2 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as d:
+            write_database(Path(d) / "bench.duckdb", tables)
+        out["tables_s"] = round(t2 - t1, 3)
+        out["write_s"] = round(time.perf_counter() - t2, 3)
+        out["rows"] = {k: len(v) for k, v in tables.items()}
+    out["wall_s"] = round(time.perf_counter() - t0, 3)
+    return out
+
+
+def _child(target: str) -> None:
+    t_start = time.perf_counter()
+    res = standard_fleet_run(write_db=(target == "generate"))
+    res["process_s"] = round(time.perf_counter() - t_start, 3)
+    res["peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    print(json.dumps(res))
+
+
+def run_target(target: str) -> dict[str, Any]:
+    """Run one target in a child process; adds the limits and whether they were met."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown bench target {target!r}; known: {', '.join(TARGETS)}")
+    proc = subprocess.run(
+        [sys.executable, "-c", f"from game.bench import _child; _child({target!r})"],
+        capture_output=True, text=True, check=False,
+    )
+    if proc.returncode != 0:
+        return {"target": target, "ok": False, "error": proc.stderr.strip().splitlines()[-1:] or ["failed"]}
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    limits = TARGET_LIMITS[target]
+    res.update(
+        target=target,
+        ok=True,
+        limit_wall_s=limits["wall_s"],
+        limit_peak_mb=limits["peak_mb"],
+        meets_target=res["wall_s"] <= limits["wall_s"] and res["peak_mb"] <= limits["peak_mb"],
+        requests_per_wall_s=round(res["requests"] / max(res["wall_s"], 1e-9), 1),
+    )
+    return res

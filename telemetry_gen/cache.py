@@ -1,0 +1,103 @@
+"""Build an incident's database once and reuse it: keyed by incident content, seed and code version."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+
+from incidents.spec import Incident
+from telemetry_gen.runner import Progress, build_telemetry
+from telemetry_gen.store import write_database
+
+_PACKAGES = ("engine_model", "telemetry_gen")
+
+
+def cache_dir() -> Path:
+    """Where built databases live: $SERVEDRILL_CACHE, else $XDG_CACHE_HOME/servedrill, else ~/.cache/servedrill."""
+    env = os.environ.get("SERVEDRILL_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "servedrill"
+
+
+@cache
+def code_version() -> str:
+    """Hash of the simulator's and telemetry builder's source, so a code change invalidates the cache."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for pkg in _PACKAGES:
+        for path in sorted((root / pkg).rglob("*")):
+            if path.suffix in (".py", ".csv", ".json") and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(root)).encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def incident_key(inc: Incident, seed: int) -> str:
+    payload = json.dumps(inc.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(f"{payload}|{seed}|{code_version()}".encode()).hexdigest()[:24]
+
+
+@dataclass
+class BuildInfo:
+    """Where an incident's database is and what it holds. `span` in simulated seconds."""
+
+    incident: str
+    seed: int
+    path: str
+    digest: str
+    rows: dict[str, int]
+    span_s: float
+    start: str
+    cached: bool
+    build_s: float
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def ensure_database(inc: Incident, seed: int = 0, *, progress: Progress | None = None,
+                    out: Path | None = None, force: bool = False) -> BuildInfo:
+    """Return the incident's database, building it if needed (or if `force`). `out` copies it to a path."""
+    key = incident_key(inc, seed)
+    folder = cache_dir()
+    db = folder / f"{inc.id}-{key}.duckdb"
+    meta_path = db.with_suffix(".json")
+    if not force and db.exists() and meta_path.exists():
+        try:
+            meta = json.loads(meta_path.read_text())
+            info = BuildInfo(**{**meta, "cached": True, "path": str(db)})
+        except (OSError, ValueError, TypeError):
+            info = None
+        if info is not None:
+            return _maybe_copy(info, out)
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    tel = build_telemetry(inc, seed, progress=progress)
+    write_database(db, tel.tables)
+    info = BuildInfo(
+        incident=inc.id, seed=seed, path=str(db), digest=tel.digest, rows=tel.row_counts(),
+        span_s=inc.window.duration_s, start=inc.window.start.isoformat(), cached=False,
+        build_s=round(time.perf_counter() - t0, 3),
+    )
+    tmp = meta_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(info.to_dict(), indent=1))
+    tmp.replace(meta_path)
+    return _maybe_copy(info, out)
+
+
+def _maybe_copy(info: BuildInfo, out: Path | None) -> BuildInfo:
+    if out is None:
+        return info
+    out = Path(out)
+    if out.is_dir():
+        out = out / Path(info.path).name
+    out.write_bytes(Path(info.path).read_bytes())
+    info.path = str(out)
+    return info

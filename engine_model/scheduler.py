@@ -41,6 +41,7 @@ class Sequence:
     preemptions: int = 0
     admit_order: int = 0
     epoch: int = 0  # bumps on preemption so stale heap entries are skipped
+    kv_reserved: int = 0  # tokens of KV the sequence holds blocks for
     first_scheduled_s: float = -1.0
     first_token_s: float = -1.0
     batch_at_first_token: int = 0
@@ -83,6 +84,8 @@ class Scheduler:
         self.clock = 0.0
         self._offset_sum = 0.0  # sum over decoding sequences of (context at clock 0) = prompt - base
         self._finish: list[tuple[float, int, int]] = []
+        # decoding sequences by the clock value at which their reserved blocks run out
+        self._resv: list[tuple[float, int, int]] = []
         self._admits = 0
         self.preemptions_total = 0
 
@@ -126,6 +129,8 @@ class Scheduler:
         self.decoding[seq.seq_id] = seq
         self._offset_sum += seq.req.prompt_tokens - seq.base
         heapq.heappush(self._finish, (seq.target, seq.seq_id, seq.epoch))
+        seq.kv_reserved = seq.prefill_len
+        heapq.heappush(self._resv, (seq.kv_reserved - seq.req.prompt_tokens + seq.base, seq.seq_id, seq.epoch))
 
     def _stop_decoding(self, seq: Sequence) -> None:
         del self.decoding[seq.seq_id]
@@ -133,10 +138,27 @@ class Scheduler:
         if not self.decoding:
             self._offset_sum = 0.0
 
-    def _kv_tokens(self, seq: Sequence, ahead: int = 0) -> int:
-        if seq.state == "decoding":
-            return seq.req.prompt_tokens + self.output_so_far(seq) + ahead
-        return seq.computed + ahead
+    def _reserve_decode(self, clock_target: float, plan: StepPlan) -> bool:
+        """Give every decoding sequence blocks up to decode clock `clock_target`, preempting the
+        newest sequences when blocks run out. Touches only sequences whose reservation ends
+        before the target, so a step costs O(sequences crossing a block boundary).
+        Returns False if some sequence was preempted."""
+        bs = self.kv.block_size
+        clean = True
+        resv = self._resv
+        while resv and resv[0][0] < clock_target - EPS:
+            _, sid, epoch = heapq.heappop(resv)
+            seq = self.decoding.get(sid)
+            if seq is None or seq.epoch != epoch:
+                continue
+            need = seq.req.prompt_tokens + math.ceil(clock_target - seq.base - EPS)
+            need = -(-need // bs) * bs  # whole blocks, so the next top-up is a block later
+            if self._grow_or_preempt(seq, need, plan):
+                seq.kv_reserved = need
+                heapq.heappush(resv, (need - seq.req.prompt_tokens + seq.base, sid, seq.epoch))
+            else:
+                clean = False
+        return clean
 
     def steps_to_next_finish(self) -> int:
         """Decode steps until the earliest decoding sequence is done (>= 1), or a large number."""
@@ -196,12 +218,8 @@ class Scheduler:
         if not cfg.enable_chunked_prefill and self._waiting and self._admissible_whole():
             return self._plan_prefill_only()
         plan = StepPlan(kind="mixed")
-        ahead = math.ceil(self.tokens_per_step)
-        # running decodes first, oldest first so preemption takes the newest
-        for seq in sorted(self.decoding.values(), key=lambda s: s.admit_order):
-            if seq.state != "decoding":
-                continue  # preempted while making room for an older one
-            self._grow_or_preempt(seq, self._kv_tokens(seq, ahead), plan)
+        # running decodes first; preemption takes the newest
+        self._reserve_decode(self.clock + math.ceil(self.tokens_per_step), plan)
         plan.decode_seqs = len(self.decoding)
         plan.decode_ctx = self.decode_ctx()
         budget -= plan.decode_seqs
@@ -368,5 +386,6 @@ class Scheduler:
         self.prefilling.clear()
         self.decoding.clear()
         self._finish.clear()
+        self._resv.clear()
         self._offset_sum = 0.0
         return seqs

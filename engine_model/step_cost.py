@@ -1,0 +1,555 @@
+"""The time of one engine step: a calibrated roofline over the kernels one forward pass runs.
+
+Shape of the model (per GPU, one TP rank; all layers, because pipeline stages of one step run one after
+another):
+
+* Linear layers (QKV, O, gate/up, down; experts for MoE): FLOPs = 2 * weights * tokens; bytes = weights
+  (by weight dtype; for MoE only the experts the step's tokens touch, E * (1 - (1 - k/E)**tokens)) plus
+  activations in and out. Compute time and memory time are combined with a smoothed roofline
+  (c**p + m**p)**(1/p): p -> infinity is the textbook max(); the measured kernels bend earlier.
+* MoE expert skew: experts are placed expert-parallel across the TP ranks; a hot expert makes its rank do
+  more expert FLOPs than the mean rank (moe_imbalance_factor), and every rank waits for it. The factor
+  scales the MoE compute time, so it shows in compute-bound (prefill-heavy, large-batch) steps; a
+  memory-bound step still reads the same expert weights per rank, and with one GPU (TP 1) the total work
+  is unchanged, so skew has no effect there.
+* Elementwise kernels (norms, residual add, rotary, SiLU-and-mul) only move activations: memory-bound.
+* Every kernel costs at least KERNEL_FLOOR_S of GPU time (launch tail, small-grid inefficiency).
+* Attention: prefill FLOPs 4 * heads * head_dim * prefill_attn (token**2 units, causal); decode reads the
+  whole KV of every sequence once per step. KV time is charged at 2 bytes per element even with an fp8 KV
+  cache: vLLM dequantises fp8 KV in an unfused step, so fp8 halves capacity but saves no latency.
+* LM head on the sampled rows only, then the sampler over the vocabulary.
+* Tensor parallel: weights, heads and KV heads split over TP ranks; two ring all-reduces per layer of
+  tokens * hidden * 2 bytes over `gpu.link`, each 2(n-1) hops of latency plus 2(n-1)/n * bytes / bandwidth.
+* Pipeline parallel: one step crosses every stage in turn, so its latency is the sum over stages (the
+  bubble: with a single step in flight every stage idles (pp-1)/pp of the time) plus one activation
+  send/recv per stage boundary. PP buys memory, not step latency.
+* Host: a per-step scheduling cost plus a per-sequence cost, never overlapped (v0.11 has no async
+  scheduling), and a kernel-launch cost that runs ahead of the GPU and is only exposed when it is longer
+  than the GPU's work. CUDA graphs (enforce_eager False) cut launch cost to a replay for decode-only steps
+  up to the largest capture size, min(2 * max_num_seqs, 512); mixed steps replay piecewise graphs with
+  attention launched eagerly; larger steps run compiled code without graphs.
+* Speculative decoding (k draft tokens, acceptance a): every decode sequence verifies k + 1 tokens, so
+  linear FLOPs and attention FLOPs grow k + 1 times while weight and KV reads do not; drafting costs k
+  passes of a one-layer EAGLE-style head that shares the LM head. Expected tokens per step is
+  (1 - a**(k+1)) / (1 - a). It wins while the step is memory-bound and loses once it is compute-bound.
+* Weight dtype: fp8 runs at the GPU's fp8 TFLOPS when it has fp8 tensor cores (else W8A16 at the bf16 rate
+  with a dequant overhead); int4 (W4A16) runs at the bf16 rate slowed by DEQUANT_OVERHEAD.
+* HardwareState: clock_factor divides compute (FLOP) time only, hbm_bw_factor divides memory time only,
+  link_factor divides collective bandwidth time, host_overhead_factor multiplies host and launch time.
+  The per-kernel floor is not scaled by the clock.
+
+Calibration (tests/test_calibration.py, data in engine_model/data/vidur/, microsoft/vidur@7d47513, MIT).
+The linear-layer part (everything above except attention, LM head, sampler, comm and host) is compared
+with Vidur's measured per-operator medians, summed over the non-attention ops of one layer (input norm,
+QKV, rotary, O, post-attention norm, gate/up, SiLU, down, add) times the layer count, at num_tokens 1..4096
+and TP 1, 2, 4, 8:
+
+    profile (model here)                   median |rel err|   max |rel err|   median signed
+    H100 Llama-2-7b-hf (Llama-2-7B)        3.5 %              20.7 %          +1.0 %
+    A100 Meta-Llama-3-8B (Llama-3.1-8B)    4.7 %              21.0 %          -2.9 %
+    (1036 token-count x TP points each; per TP degree the median stays within 2.3..6.8 %)
+
+The five factors below were chosen by a grid search minimising median + max/4 of |relative error| over
+both profiles at once; the largest errors sit at tile-quantisation steps of the measured GEMMs (128..1024
+tokens), which a smooth model does not reproduce. Held-out check (not in the tests; data not copied): the
+same factors give median / max errors of 4.4 % / 46 % on Vidur's H100 Llama-2-70b profile, 5.1 % / 25 % on
+A100 Meta-Llama-3-70B and 4.5 % / 22 % on A100 Llama-2-7b.
+
+The ring all-reduce (profiles.LINKS nvlink3/nvlink4 latency and efficiency) was fitted to Vidur's
+{a100,h100}_dgx all_reduce.csv: for 4 and 8 ranks the median error over all sizes is 7-14 %; for messages
+of 4 MiB and more it is 8-18 % at 2, 4 and 8 ranks. Small messages between 2 ranks are poorly described
+(median 22-25 %): NCCL switches protocols there, which a latency-plus-bandwidth ring cannot follow.
+Attention factors are NOT calibrated: Vidur's attention.csv files are too large to copy; ATTN_* are
+stated assumptions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from engine_model.config import EngineConfig
+from engine_model.profiles import GPUProfile, Link, ModelProfile, weight_element_bytes
+
+# ---- calibrated against Vidur (see module docstring) -----------------------------------------------
+GEMM_COMPUTE_EFFICIENCY = 0.78  # achieved / dense peak FLOP/s for large bf16 GEMMs (MFU-like)
+GEMM_BW_EFFICIENCY = 0.85  # achieved / peak HBM bandwidth when a GEMM streams its weights
+ELEMENTWISE_BW_EFFICIENCY = 0.60  # norms, rotary, activation, residual add
+KERNEL_FLOOR_S = 3.5e-6  # minimum GPU time of one kernel
+ROOFLINE_P = 1.25  # smoothing exponent of (c**p + m**p)**(1/p)
+
+# ---- assumptions (not calibrated; stated) ---------------------------------------------------------
+ATTN_COMPUTE_EFFICIENCY = 0.50  # FlashAttention-class prefill kernels reach about half of peak
+ATTN_BW_EFFICIENCY = 0.70  # paged decode attention streaming KV
+DEQUANT_OVERHEAD = 0.20  # W4A16 / W8A16 kernels: dequantisation slows the math by 1 / (1 + x)
+SAMPLER_BYTES_PER_LOGIT = 16.0  # fp32 logits read/written by softmax, top-k/top-p sort and sampling
+SAMPLER_KERNELS = 6
+
+HOST_STEP_S = 0.30e-3  # scheduler, input preparation, output processing: once per step
+HOST_PER_SEQ_S = 3.0e-6  # the same, per sequence in the step
+EAGER_LAYER_CPU_S = 0.25e-3  # Python + dispatch to launch one decoder layer's kernels without graphs
+COMPILED_LAYER_CPU_S = 0.08e-3  # torch.compile'd layer above the largest captured size
+PIECEWISE_LAYER_CPU_S = 0.03e-3  # piecewise graphs: attention launched eagerly each layer
+GRAPH_REPLAY_CPU_S = 0.05e-3  # replaying one full CUDA graph
+MAX_CAPTURE_SIZE = 512  # vLLM: max_cudagraph_capture_size = min(2 * max_num_seqs, 512)
+
+_DENSE_GEMM_KERNELS = 4  # QKV, O, gate_up, down
+_ELEMENTWISE_KERNELS = 5  # input norm, post-attention norm, rotary, SiLU-and-mul, residual add
+_MOE_EXTRA_KERNELS = 4  # router GEMM, top-k, token alignment, expert-output reduction
+_ATTN_KERNELS = 2  # KV-cache write, attention
+
+
+@dataclass(frozen=True)
+class HardwareState:
+    """Live hardware condition of one replica; faults change it. Every factor is actual / nominal."""
+
+    clock_factor: float = 1.0  # SM clock / nominal: scales compute throughput
+    hbm_bw_factor: float = 1.0  # HBM bandwidth / nominal
+    link_factor: float = 1.0  # interconnect bandwidth / nominal
+    host_overhead_factor: float = 1.0
+
+
+NOMINAL = HardwareState()
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Where one step's time goes, in seconds.
+
+    compute_s: time of all the step's FLOPs at calibrated efficiency; memory_s: time of all its bytes at
+    calibrated bandwidth. device_s is the GPU's actual busy time, combined kernel by kernel (plus kernel
+    floors), so max(compute_s, memory_s) <= device_s and device_s <= compute_s + memory_s + floors.
+    total_s = device_s + comm_s + overhead_s, where overhead_s is host time plus any exposed launch time.
+    bound: which roof limits the step's matmul and attention kernels: "compute" when their FLOP time
+    exceeds their byte time, else "memory". Elementwise and sampler kernels stream bytes at every batch
+    size, so they count in memory_s but not in this comparison (otherwise the answer to "when does decode
+    turn compute-bound" would depend on how many norms the model has rather than on the matmuls).
+    """
+
+    total_s: float
+    compute_s: float
+    memory_s: float
+    comm_s: float
+    overhead_s: float
+    bound: str
+    device_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """The parts of a step that do not depend on decode context, plus the per-context slopes."""
+
+    device_s: float  # GPU time excluding decode attention over context
+    compute_s: float
+    memory_s: float  # roofline kernels' byte time plus stream_s
+    stream_s: float  # byte time of purely streaming kernels (elementwise, sampler, KV writes)
+    comm_s: float
+    launch_s: float
+    host_s: float
+    slope_c: float  # decode-attention compute seconds per token of decode context
+    slope_m: float  # decode-attention memory seconds per token of decode context
+
+
+def _combine(c: float, m: float) -> float:
+    """Smoothed roofline of a compute time and a memory time (seconds)."""
+    if c <= 0.0 or m <= 0.0:
+        return c + m
+    hi = max(c, m)
+    lo = min(c, m)
+    return hi * (1.0 + (lo / hi) ** ROOFLINE_P) ** (1.0 / ROOFLINE_P)
+
+
+def ring_allreduce_s(nbytes: float, n: int, link: Link, link_factor: float = 1.0) -> float:
+    """Seconds for a ring all-reduce of `nbytes` over `n` ranks: 2(n-1) hop latencies plus
+    2(n-1)/n * nbytes at the link's achieved per-direction bandwidth. Zero for n <= 1."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    bw = link.bw_gbs * 1e9 * link.efficiency * link_factor
+    return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * nbytes / bw
+
+
+def _gather_s(nbytes_total: float, n: int, link: Link, link_factor: float) -> float:
+    """Seconds for an all-gather whose result is `nbytes_total` (ring: n-1 hops)."""
+    if n <= 1 or nbytes_total <= 0:
+        return 0.0
+    bw = link.bw_gbs * 1e9 * link.efficiency * link_factor
+    return (n - 1) * link.latency_s + (n - 1) / n * nbytes_total / bw
+
+
+def _send_recv_s(nbytes: float, link: Link, link_factor: float) -> float:
+    bw = link.bw_gbs * 1e9 * link.efficiency * link_factor
+    return link.latency_s + nbytes / bw
+
+
+def spec_tokens_per_step(k: int, acceptance: float) -> float:
+    """Expected tokens one sequence gains per verify step with k draft tokens accepted i.i.d. with
+    probability `acceptance`: (1 - a**(k+1)) / (1 - a); k + 1 when a == 1; 1 when k == 0."""
+    if k <= 0:
+        return 1.0
+    a = min(max(acceptance, 0.0), 1.0)
+    if a >= 1.0:
+        return float(k + 1)
+    return (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+def moe_imbalance_factor(num_experts: int, ranks: int, skew: float) -> float:
+    """Hottest rank's expert load / mean rank load when experts are spread evenly over `ranks` GPUs
+    (expert parallel) and one expert carries (1 + skew) x the mean expert load, the rest sharing the
+    remainder equally. 1 with no skew or one rank (a single GPU does the same total work); 1 + skew with
+    one expert per rank."""
+    if num_experts <= 1 or ranks <= 1 or skew <= 0.0:
+        return 1.0
+    e = num_experts / ranks
+    s = min(skew, num_experts - 1.0)
+    hot_rank = (1.0 + s) + (e - 1.0) * (num_experts - 1.0 - s) / (num_experts - 1.0)
+    return max(1.0, hot_rank / e)
+
+
+class StepCostModel:
+    """Time of engine steps of one replica (model on gpu with config). Calls never change later answers
+    (context-independent parts are memoised per step shape and HardwareState).
+
+    `expert_skew` (>= 0) is the hot-expert excess load (hot / mean - 1) of an MoE router; `pp_link` is the
+    link between pipeline stages (defaults to the GPU's scale-up link).
+    """
+
+    def __init__(
+        self,
+        model: ModelProfile,
+        gpu: GPUProfile,
+        config: EngineConfig,
+        *,
+        expert_skew: float = 0.0,
+        pp_link: Link | None = None,
+    ) -> None:
+        self.model = model
+        self.gpu = gpu
+        self.config = config
+        self.expert_skew = max(0.0, expert_skew)
+        self.tp = max(1, config.tensor_parallel_size)
+        self.pp = max(1, config.pipeline_parallel_size)
+        self.pp_link = pp_link or gpu.link
+        self.spec_k = max(0, config.num_speculative_tokens)
+        self.tokens_per_decode_step: float = spec_tokens_per_step(self.spec_k, config.spec_acceptance_rate)
+
+        dtype = config.weight_dtype
+        self._w_el = weight_element_bytes(dtype)
+        bf16 = gpu.bf16_tflops * 1e12
+        if dtype == "fp8" and gpu.fp8_tflops:
+            self._gemm_peak = gpu.fp8_tflops * 1e12
+        elif dtype in ("fp8", "int4"):
+            self._gemm_peak = bf16 / (1.0 + DEQUANT_OVERHEAD)
+        else:
+            self._gemm_peak = bf16
+        self._bf16_peak = bf16
+        self._bw = gpu.hbm_bw_gbs * 1e9
+
+        m = model
+        tp = self.tp
+        self._q_heads = math.ceil(m.num_heads / tp)
+        # vLLM replicates KV heads when there are fewer of them than TP ranks
+        self._kv_heads = math.ceil(m.num_kv_heads / tp)
+        # KV time is charged at 2 bytes per element whatever the cache dtype (unfused fp8 dequant)
+        self._kv_layer_bytes = 2 * self._kv_heads * m.head_dim * 2
+        self._moe_factor = moe_imbalance_factor(m.num_experts, tp, self.expert_skew)
+        self._capture_max = min(2 * config.max_num_seqs, MAX_CAPTURE_SIZE)
+        self._fixed_cached = lru_cache(maxsize=4096)(self._fixed)
+
+    # ---- linear layers (the calibrated part) ------------------------------------------------------
+    def _layer_linear(self, tokens: float, hw: HardwareState) -> tuple[float, float, float, float]:
+        """(time_s, compute_s, matmul memory_s, elementwise memory_s) of one layer's linear and
+        elementwise kernels on one rank."""
+        if tokens <= 0:
+            return 0.0, 0.0, 0.0, 0.0
+        m = self.model
+        tp = self.tp
+        h, q, kv, i = m.hidden, m.q_dim, m.kv_dim, m.intermediate
+        peak = self._gemm_peak * GEMM_COMPUTE_EFFICIENCY * hw.clock_factor
+        bw_g = self._bw * GEMM_BW_EFFICIENCY * hw.hbm_bw_factor
+        bw_e = self._bw * ELEMENTWISE_BW_EFFICIENCY * hw.hbm_bw_factor
+
+        attn_w = m.attn_linear_params / tp
+        attn_io = tokens * 2.0 * ((h + (q + 2 * kv) / tp) + (q / tp + h))
+        mlp_io = tokens * m.experts_per_token * 2.0 * ((h + 2 * i / tp) + (i / tp + h))
+        elem_bytes = tokens * (14.0 * h + 4.0 * (q + kv) / tp + 6.0 * m.experts_per_token * i / tp)
+        elem_m = elem_bytes / bw_e
+
+        if not m.is_moe:
+            w = attn_w + m.expert_params / tp
+            c = 2.0 * tokens * w / peak
+            mem = (w * self._w_el + attn_io + mlp_io) / bw_g
+            time = _combine(c, mem) + elem_m + (_DENSE_GEMM_KERNELS + _ELEMENTWISE_KERNELS) * KERNEL_FLOOR_S
+            return time, c, mem, elem_m
+
+        c_attn = 2.0 * tokens * attn_w / peak
+        m_attn = (attn_w * self._w_el + attn_io) / bw_g
+        e_count, k = m.num_experts, m.experts_per_token
+        touched = e_count * (1.0 - (1.0 - k / e_count) ** tokens)
+        c_moe = 2.0 * tokens * k * m.expert_params / tp / peak * self._moe_factor
+        m_moe = (touched * m.expert_params / tp * self._w_el + m.router_params * 2.0 + mlp_io) / bw_g
+        floors = (2 + 2 + _MOE_EXTRA_KERNELS + _ELEMENTWISE_KERNELS) * KERNEL_FLOOR_S
+        time = _combine(c_attn, m_attn) + _combine(c_moe, m_moe) + elem_m + floors
+        return time, c_attn + c_moe, m_attn + m_moe, elem_m
+
+    def linear_time(self, num_tokens: int, hw: HardwareState = NOMINAL) -> float:
+        """Seconds of the non-attention per-layer kernels over all layers for `num_tokens` tokens on one
+        TP rank: the quantity calibrated against Vidur's mlp.csv. Excludes attention, LM head, sampler,
+        collectives and host time."""
+        return self._layer_linear(float(num_tokens), hw)[0] * self.model.num_layers
+
+    def _lm_head(self, rows: float, hw: HardwareState) -> tuple[float, float, float, float]:
+        """(time_s, compute_s, matmul memory_s, sampler memory_s) of the LM head and sampler over `rows`
+        sampled rows."""
+        if rows <= 0:
+            return 0.0, 0.0, 0.0, 0.0
+        m = self.model
+        vocab_rank = m.vocab / self.tp
+        peak = self._bf16_peak * GEMM_COMPUTE_EFFICIENCY * hw.clock_factor
+        bw_g = self._bw * GEMM_BW_EFFICIENCY * hw.hbm_bw_factor
+        bw_e = self._bw * ELEMENTWISE_BW_EFFICIENCY * hw.hbm_bw_factor
+        c = 2.0 * rows * m.hidden * vocab_rank / peak
+        # the LM head stays bf16 in fp8/int4 checkpoints; fp32 logits are written out
+        mem = (m.hidden * vocab_rank * 2.0 + rows * vocab_rank * 4.0) / bw_g
+        sampler = rows * m.vocab * SAMPLER_BYTES_PER_LOGIT / bw_e
+        time = _combine(c, mem) + sampler + (1 + SAMPLER_KERNELS) * KERNEL_FLOOR_S
+        return time, c, mem, sampler
+
+    # ---- everything that does not grow with decode context ----------------------------------------
+    def _fixed(self, prefill_tokens: int, decode_seqs: int, prefill_seqs: int, hw: HardwareState) -> _Fixed:
+        m = self.model
+        k = self.spec_k if decode_seqs > 0 else 0
+        tokens = prefill_tokens + decode_seqs * (k + 1)
+        seqs = decode_seqs + prefill_seqs
+        host_f = hw.host_overhead_factor
+        host = (HOST_STEP_S + HOST_PER_SEQ_S * seqs) * host_f
+        if tokens <= 0:
+            return _Fixed(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, host, 0.0, 0.0)
+
+        layers = m.num_layers
+        lin_t, lin_c, lin_m, lin_s = self._layer_linear(float(tokens), hw)
+        rows = decode_seqs * (k + 1) + prefill_seqs
+        head_t, head_c, head_m, head_s = self._lm_head(float(rows), hw)
+        bw_e = self._bw * ELEMENTWISE_BW_EFFICIENCY * hw.hbm_bw_factor
+        # embedding gather and KV-cache writes of the new tokens
+        small_m = tokens * (m.hidden * 2.0 + layers * self._kv_layer_bytes) / bw_e
+        device = layers * (lin_t + _ATTN_KERNELS * KERNEL_FLOOR_S) + head_t + small_m
+        compute = layers * lin_c + head_c
+        stream = layers * lin_s + head_s + small_m
+        memory = layers * lin_m + head_m + stream
+
+        # collectives: two all-reduces per layer, a logits gather, pipeline hand-offs
+        link, lf = self.gpu.link, hw.link_factor
+        comm = layers * 2 * ring_allreduce_s(tokens * m.hidden * 2.0, self.tp, link, lf)
+        comm += _gather_s(rows * m.vocab * 2.0, self.tp, link, lf)
+        if self.pp > 1:
+            # hidden states and residual cross each stage boundary
+            comm += (self.pp - 1) * _send_recv_s(2 * tokens * m.hidden * 2.0, self.pp_link, lf)
+
+        if self.config.enforce_eager:
+            launch = layers * EAGER_LAYER_CPU_S
+        elif prefill_tokens == 0 and tokens <= self._capture_max:
+            launch = GRAPH_REPLAY_CPU_S
+        elif tokens <= self._capture_max:
+            launch = layers * PIECEWISE_LAYER_CPU_S
+        else:
+            launch = layers * COMPILED_LAYER_CPU_S
+
+        if k > 0:
+            # k sequential passes of a one-layer draft head over the decode sequences, sharing the LM head
+            d_t, d_c, d_m, d_s = self._layer_linear(float(decode_seqs), hw)
+            h_t, h_c, h_m, h_s = self._lm_head(float(decode_seqs), hw)
+            device += k * (d_t + h_t + _ATTN_KERNELS * KERNEL_FLOOR_S)
+            compute += k * (d_c + h_c)
+            stream += k * (d_s + h_s)
+            memory += k * (d_m + h_m + d_s + h_s)
+            comm += k * 2 * ring_allreduce_s(decode_seqs * m.hidden * 2.0, self.tp, link, lf)
+            launch += k * (EAGER_LAYER_CPU_S if self.config.enforce_eager else GRAPH_REPLAY_CPU_S)
+
+        # decode attention over context: per token of context, k + 1 queries per sequence for the target
+        # model and one query per draft pass over one layer
+        flop_per_ctx = 4.0 * self._q_heads * m.head_dim * (layers * (k + 1) + k)
+        bytes_per_ctx = self._kv_layer_bytes * (layers + k)
+        slope_c = flop_per_ctx / (self._bf16_peak * ATTN_COMPUTE_EFFICIENCY * hw.clock_factor)
+        slope_m = bytes_per_ctx / (self._bw * ATTN_BW_EFFICIENCY * hw.hbm_bw_factor)
+        return _Fixed(device, compute, memory, stream, comm, launch * host_f, host, slope_c, slope_m)
+
+    def _prefill_attention(
+        self, prefill_tokens: int, prefill_attn: float, hw: HardwareState
+    ) -> tuple[float, float]:
+        """(compute_s, memory_s) of prefill attention; the step time charges their max."""
+        if prefill_tokens <= 0 or prefill_attn <= 0:
+            return 0.0, 0.0
+        m = self.model
+        flops = 4.0 * self._q_heads * m.head_dim * m.num_layers * prefill_attn
+        # one chunk of c tokens after p cached ones reads p + c tokens of KV; prefill_attn / c = p + c / 2
+        kv_tokens = prefill_attn / prefill_tokens + prefill_tokens / 2.0
+        nbytes = kv_tokens * self._kv_layer_bytes * m.num_layers
+        c = flops / (self._bf16_peak * ATTN_COMPUTE_EFFICIENCY * hw.clock_factor)
+        mem = nbytes / (self._bw * ATTN_BW_EFFICIENCY * hw.hbm_bw_factor)
+        return c, mem
+
+    # ---- public API --------------------------------------------------------------------------------
+    def breakdown(
+        self,
+        prefill_tokens: int,
+        prefill_attn: float,
+        decode_seqs: int,
+        decode_ctx: int,
+        hw: HardwareState = NOMINAL,
+        *,
+        prefill_seqs: int | None = None,
+    ) -> StepBreakdown:
+        """Time of one step holding prefill chunks and decode sequences (see StepBreakdown; seconds).
+
+        prefill_tokens: new prompt tokens computed this step; prefill_attn: sum over chunks of
+        chunk_len * (prior_context + chunk_len / 2) [token**2]; decode_seqs: decode sequences;
+        decode_ctx: sum of their context lengths [tokens]; prefill_seqs: sequences the prefill tokens
+        belong to (default 1 when prefill_tokens > 0), each sampling one logits row.
+        """
+        if prefill_seqs is None:
+            prefill_seqs = 1 if prefill_tokens > 0 else 0
+        f = self._fixed_cached(int(prefill_tokens), int(decode_seqs), int(prefill_seqs), hw)
+        pc, pm = self._prefill_attention(prefill_tokens, prefill_attn, hw)
+        ctx = float(decode_ctx) if decode_seqs > 0 else 0.0
+        dc, dm = f.slope_c * ctx, f.slope_m * ctx
+        device = f.device_s + max(pc, pm) + max(dc, dm)
+        gpu_busy = device + f.comm_s
+        exposed_launch = max(0.0, f.launch_s - gpu_busy)
+        compute = f.compute_s + pc + dc
+        memory = f.memory_s + pm + dm
+        overhead = f.host_s + exposed_launch
+        return StepBreakdown(
+            total_s=gpu_busy + overhead,
+            compute_s=compute,
+            memory_s=memory,
+            comm_s=f.comm_s,
+            overhead_s=overhead,
+            bound="compute" if compute > memory - f.stream_s else "memory",
+            device_s=device,
+        )
+
+    def step_time(
+        self,
+        prefill_tokens: int,
+        prefill_attn: float,
+        decode_seqs: int,
+        decode_ctx: int,
+        hw: HardwareState = NOMINAL,
+        *,
+        prefill_seqs: int | None = None,
+    ) -> float:
+        """Seconds of one step (arguments as in `breakdown`). Non-decreasing in every token argument."""
+        return self.breakdown(
+            prefill_tokens, prefill_attn, decode_seqs, decode_ctx, hw, prefill_seqs=prefill_seqs
+        ).total_s
+
+    def _decode_affine(self, decode_seqs: int, hw: HardwareState) -> tuple[float, float, float, float]:
+        """(gpu_s at zero context, gpu seconds per context token, launch_s, host_s) of a decode-only step."""
+        f = self._fixed_cached(0, int(decode_seqs), 0, hw)
+        slope = max(f.slope_c, f.slope_m) if decode_seqs > 0 else 0.0
+        return f.device_s + f.comm_s, slope, f.launch_s, f.host_s
+
+    def decode_run_time(
+        self,
+        n_steps: int,
+        decode_seqs: int,
+        decode_ctx: int,
+        hw: HardwareState = NOMINAL,
+        *,
+        growth_per_seq: float = 1.0,
+    ) -> float:
+        """Seconds of `n_steps` consecutive decode-only steps in which every sequence grows by
+        `growth_per_seq` tokens per step (decode_ctx rises by decode_seqs * growth_per_seq per step).
+
+        Exact, not an approximation: a decode step's GPU time is affine in decode_ctx (every context-
+        dependent kernel is proportional to it) and its total is max(gpu, launch) + host, so the run
+        splits into at most two arithmetic series. It equals the sum of n step_time calls up to float
+        rounding (~1e-12 relative) even when the run crosses from launch-bound to GPU-bound.
+        """
+        n = int(n_steps)
+        if n <= 0:
+            return 0.0
+        g0, beta, launch, host = self._decode_affine(decode_seqs, hw)
+        growth = decode_seqs * growth_per_seq
+        start = g0 + beta * decode_ctx
+        if beta * growth <= 0.0:
+            return n * (max(start, launch) + host)
+        j_star = self._launch_bound_steps(start, beta * growth, launch, n)
+        rest = n - j_star
+        total = j_star * (launch + host)
+        if rest > 0:
+            total += rest * (start + host) + beta * growth * (j_star + n - 1) * rest / 2.0
+        return total
+
+    @staticmethod
+    def _launch_bound_steps(start: float, inc: float, launch: float, cap: int) -> int:
+        """Number of leading steps j (0-based, at most cap) whose GPU time start + inc*j is below launch."""
+        if start >= launch:
+            return 0
+        x = (launch - start) / inc
+        return int(min(cap, math.ceil(x)))
+
+    def decode_steps_within(
+        self,
+        budget_s: float,
+        decode_seqs: int,
+        decode_ctx: int,
+        hw: HardwareState = NOMINAL,
+        *,
+        growth_per_seq: float = 1.0,
+    ) -> int:
+        """Largest n >= 0 with decode_run_time(n, ...) <= budget_s, in O(1) (closed form plus at most a
+        couple of rounding corrections)."""
+        if budget_s <= 0.0:
+            return 0
+        g0, beta, launch, host = self._decode_affine(decode_seqs, hw)
+        growth = decode_seqs * growth_per_seq
+        start = g0 + beta * decode_ctx
+        inc = beta * growth
+        if inc <= 0.0:
+            per = max(start, launch) + host
+            n = int(budget_s // per)
+        else:
+            flat = launch + host
+            big = 1 << 62
+            j_star = self._launch_bound_steps(start, inc, launch, big)
+            if j_star > 0 and budget_s <= j_star * flat:
+                n = int(budget_s // flat)
+            else:
+                rem = budget_s - j_star * flat
+                # m steps from index j_star cost m*a0 + inc*(m*j_star + m(m-1)/2) <= rem
+                a0 = start + host + inc * j_star
+                qa = inc / 2.0
+                qb = a0 - inc / 2.0
+                disc = qb * qb + 4.0 * qa * rem
+                m_steps = 2.0 * rem / (qb + math.sqrt(disc)) if qb + math.sqrt(disc) > 0 else 0.0
+                n = j_star + math.floor(m_steps)
+        n = max(0, n)
+        # guard against rounding at the boundary
+        while (
+            n > 0
+            and self.decode_run_time(n, decode_seqs, decode_ctx, hw, growth_per_seq=growth_per_seq) > budget_s
+        ):
+            n -= 1
+        while (
+            self.decode_run_time(n + 1, decode_seqs, decode_ctx, hw, growth_per_seq=growth_per_seq)
+            <= budget_s
+        ):
+            n += 1
+        return n
+
+    # ---- convenience -------------------------------------------------------------------------------
+    def prefill_time(
+        self, prompt_tokens: int, hw: HardwareState = NOMINAL, *, chunk: int | None = None
+    ) -> float:
+        """Seconds to prefill one prompt alone, in chunks of `chunk` tokens (default
+        max_num_batched_tokens), each chunk a step attending to everything before it."""
+        chunk = chunk or self.config.max_num_batched_tokens
+        total = 0.0
+        done = 0
+        while done < prompt_tokens:
+            c = min(chunk, prompt_tokens - done)
+            total += self.step_time(c, c * (done + c / 2.0), 0, 0, hw)
+            done += c
+        return total

@@ -48,6 +48,13 @@ def block_hash(
     return None
 
 
+def _leading_run(entries: list[int]) -> list[int]:
+    """The entries before the first hole (-1): consecutive hits stop at the first missing block."""
+    if -1 in entries:
+        return entries[: entries.index(-1)]
+    return entries
+
+
 @dataclass(slots=True)
 class _Seq:
     """One sequence's allocation: its block table and the content ids its prompt blocks hash from."""
@@ -81,7 +88,12 @@ class KVCache:
         # Popped from the end, so a fresh pool hands out block 0 first.
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))
         self._hash_of: list[BlockHash | None] = [None] * num_blocks
-        self._cached: dict[BlockHash, int] = {}
+        # The prefix cache, hash -> block, stored per content id: index[key][i] is the block holding
+        # block i of that content, or -1. Lookups then slice a list instead of hashing one tuple per
+        # block. Lists never end in -1 and are dropped when empty, so unique prompts leave nothing behind.
+        self._p_index: dict[int, list[int]] = {}
+        self._q_index: dict[int, list[int]] = {}
+        self._n_cached = 0
         # Cached blocks with refcount 0, least recently released first.
         self._evictable: OrderedDict[int, None] = OrderedDict()
         self._seqs: dict[int, _Seq] = {}
@@ -115,7 +127,7 @@ class KVCache:
     @property
     def num_cached(self) -> int:
         """Blocks registered in the prefix cache, in use or evictable."""
-        return len(self._cached)
+        return self._n_cached
 
     @property
     def num_seqs(self) -> int:
@@ -136,15 +148,20 @@ class KVCache:
         """True when n_blocks new blocks could be had now (free list plus evictable cached blocks)."""
         return n_blocks <= len(self._free) + len(self._evictable)
 
+    def _shared_partial_last(self, seq: _Seq) -> bool:
+        return bool(seq.table) and seq.num_tokens % self.block_size != 0 and self._ref[seq.table[-1]] > 1
+
     def blocks_needed(self, seq_id: int, num_tokens: int) -> int:
-        """Blocks `grow(seq_id, num_tokens)` would allocate; 0 when the table already holds num_tokens."""
-        return max(0, -(-num_tokens // self.block_size) - len(self._seqs[seq_id].table))
+        """Blocks `grow(seq_id, num_tokens)` would allocate, including a copy-on-write copy of a shared
+        partial last block; 0 when the sequence already holds num_tokens tokens."""
+        seq = self._seqs[seq_id]
+        if num_tokens <= seq.num_tokens:
+            return 0
+        return -(-num_tokens // self.block_size) - len(seq.table) + self._shared_partial_last(seq)
 
     # ---- prefix cache ------------------------------------------------------------------------------
 
-    def _hit_blocks(
-        self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int
-    ) -> list[int]:
+    def _hit_blocks(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> list[int]:
         if not self.enable_prefix_caching:
             return []
         bs = self.block_size
@@ -152,13 +169,21 @@ class KVCache:
         q_full = prompt_tokens // bs if prompt_hash else 0
         # At least one prompt token is always computed so the step produces logits (vLLM does the same).
         limit = min(max(p_full, q_full), (prompt_tokens - 1) // bs)
-        cached = self._cached
+        if limit <= 0:
+            return []
+        n_p = min(p_full, limit)
         hits: list[int] = []
-        for i in range(limit):
-            b = cached.get(("p", prefix_key, i) if i < p_full else ("q", prompt_hash, i))
-            if b is None:
-                break
-            hits.append(b)
+        if n_p:
+            entries = self._p_index.get(prefix_key)
+            if entries is None:
+                return hits
+            hits = _leading_run(entries[:n_p])
+            if len(hits) < n_p:
+                return hits
+        if limit > n_p:
+            entries = self._q_index.get(prompt_hash)
+            if entries is not None:
+                hits += _leading_run(entries[n_p:limit])
         return hits
 
     def lookup_prefix(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> int:
@@ -167,31 +192,65 @@ class KVCache:
         return len(self._hit_blocks(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)) * self.block_size
 
     def _register(self, seq: _Seq, first: int, stop: int) -> None:
-        """Put the sequence's full prompt blocks first..stop-1 (block indices) into the prefix cache."""
+        """Put the sequence's full prompt blocks first..stop-1 (block indices) into the prefix cache.
+
+        A block that already has a hash (a prefix hit) is skipped, and so is one whose content is
+        already cached in another block: one block per hash.
+        """
         bs = self.block_size
         p_full = min(seq.prefix_tokens, seq.prompt_tokens) // bs if seq.prefix_key else 0
         q_full = seq.prompt_tokens // bs if seq.prompt_hash else 0
         stop = min(stop, max(p_full, q_full))
-        table, hash_of, cached = seq.table, self._hash_of, self._cached
+        if first >= stop:
+            return
+        if first < p_full:
+            self._register_run(seq.table, first, min(stop, p_full), "p", seq.prefix_key, self._p_index)
+        if stop > p_full:
+            self._register_run(seq.table, max(first, p_full), stop, "q", seq.prompt_hash, self._q_index)
+
+    def _register_run(
+        self, table: list[int], first: int, stop: int, kind: str, key: int, index: dict[int, list[int]]
+    ) -> None:
+        entries = index.get(key)
+        if entries is None:
+            entries = index[key] = []
+        if len(entries) < stop:
+            entries.extend([-1] * (stop - len(entries)))
+        hash_of = self._hash_of
+        added = 0
         for i in range(first, stop):
             b = table[i]
-            if hash_of[b] is not None:
-                continue
-            h = ("p", seq.prefix_key, i) if i < p_full else ("q", seq.prompt_hash, i)
-            if h not in cached:
-                cached[h] = b
-                hash_of[b] = h
+            if hash_of[b] is None and entries[i] < 0:
+                entries[i] = b
+                hash_of[b] = (kind, key, i)
+                added += 1
+        self._n_cached += added
+        while entries and entries[-1] < 0:
+            entries.pop()
+        if not entries:
+            del index[key]
+
+    def _uncache(self, b: int) -> None:
+        """Drop block b's hash from the prefix cache (b must have one)."""
+        kind, key, i = self._hash_of[b]  # type: ignore[misc]
+        self._hash_of[b] = None
+        self._n_cached -= 1
+        index = self._p_index if kind == "p" else self._q_index
+        entries = index[key]
+        entries[i] = -1
+        while entries and entries[-1] < 0:
+            entries.pop()
+        if not entries:
+            del index[key]
 
     def reset_prefix_cache(self) -> None:
         """Cold restart of the cache: every evictable block loses its hash and returns to the free list.
 
         Blocks still held by a sequence keep their registration: their content stays resident and valid.
         """
-        hash_of, cached, free = self._hash_of, self._cached, self._free
         for b in self._evictable:
-            del cached[hash_of[b]]  # type: ignore[arg-type]
-            hash_of[b] = None
-            free.append(b)
+            self._uncache(b)
+        self._free.extend(self._evictable)
         self._evictable.clear()
 
     # ---- allocation --------------------------------------------------------------------------------
@@ -208,11 +267,10 @@ class KVCache:
                 ref[b] = 1
             table.extend(got)
         if n > take:
-            evictable, hash_of, cached = self._evictable, self._hash_of, self._cached
+            evictable, uncache = self._evictable, self._uncache
             for _ in range(n - take):
                 b, _ = evictable.popitem(last=False)
-                del cached[hash_of[b]]  # type: ignore[arg-type]
-                hash_of[b] = None
+                uncache(b)
                 ref[b] = 1
                 table.append(b)
             self.evictions += n - take
@@ -265,7 +323,8 @@ class KVCache:
 
         Returns False, changing nothing, when the blocks needed are not available. Prompt blocks that
         become full enter the prefix cache at once, so a later request can hit them while this one runs.
-        Writing into a block shared by `fork` needs `ensure_writable_last` first. Unknown seq: KeyError.
+        A partial last block shared through `fork` is copied first (as `ensure_writable_last` does), so
+        new tokens never land in a sibling's block. Unknown seq raises KeyError.
         """
         seq = self._seqs[seq_id]
         old = seq.num_tokens
@@ -273,9 +332,12 @@ class KVCache:
             return True
         bs = self.block_size
         n_new = -(-num_tokens // bs) - len(seq.table)
-        if n_new > 0:
-            if n_new > len(self._free) + len(self._evictable):
+        cow = self._shared_partial_last(seq)
+        if n_new + cow > 0:
+            if n_new + cow > len(self._free) + len(self._evictable):
                 return False
+            if cow:
+                self._copy_last(seq)
             self._allocate_into(seq.table, n_new)
         seq.num_tokens = num_tokens
         if self.enable_prefix_caching and old < seq.prompt_tokens:
@@ -289,7 +351,7 @@ class KVCache:
         a sequence's tail is evicted before its head. Unknown (or already freed) seq raises KeyError."""
         seq = self._seqs.pop(seq_id)
         ref, hash_of, free, evictable = self._ref, self._hash_of, self._free, self._evictable
-        for b in seq.table:
+        for b in reversed(seq.table):
             r = ref[b] - 1
             ref[b] = r
             if r == 0:
@@ -323,18 +385,19 @@ class KVCache:
         that block is partial and shared (refcount > 1). Returns False, changing nothing, when no block
         is available for the copy; True otherwise (including when no copy was needed)."""
         seq = self._seqs[seq_id]
-        if not seq.table or seq.num_tokens % self.block_size == 0:
-            return True
-        last = seq.table[-1]
-        if self._ref[last] <= 1:
+        if not self._shared_partial_last(seq):
             return True
         if not self._free and not self._evictable:
             return False
+        self._copy_last(seq)
+        return True
+
+    def _copy_last(self, seq: _Seq) -> None:
+        """Replace the shared last block by a fresh private one; the caller has checked one is available."""
         copy: list[int] = []
         self._allocate_into(copy, 1)
-        self._ref[last] -= 1
+        self._ref[seq.table[-1]] -= 1
         seq.table[-1] = copy[0]
-        return True
 
     # ---- checking ----------------------------------------------------------------------------------
 
@@ -344,9 +407,7 @@ class KVCache:
         holders = [0] * n
         for sid, seq in self._seqs.items():
             expected = -(-seq.num_tokens // bs)
-            assert len(seq.table) == expected, (
-                f"seq {sid}: {len(seq.table)} blocks for {seq.num_tokens} tokens"
-            )
+            assert len(seq.table) == expected, f"seq {sid}: {len(seq.table)} blocks for {seq.num_tokens} tokens"
             for b in seq.table:
                 assert 0 <= b < n, f"seq {sid}: block id {b} out of range"
                 holders[b] += 1
@@ -366,11 +427,20 @@ class KVCache:
         in_use = sum(1 for r in self._ref if r > 0)
         total = len(free_set) + len(evict_set) + in_use
         assert total == n, f"free {len(free_set)} + evictable {len(evict_set)} + in use {in_use} != {n}"
-        for h, b in self._cached.items():
-            assert self._hash_of[b] == h, f"cache maps {h} to block {b}, which has hash {self._hash_of[b]}"
+        n_entries = 0
+        for kind, index in (("p", self._p_index), ("q", self._q_index)):
+            for key, entries in index.items():
+                assert entries and entries[-1] >= 0, f"cache list {kind}{key} is empty or ends in a hole"
+                for i, b in enumerate(entries):
+                    if b >= 0:
+                        n_entries += 1
+                        h = (kind, key, i)
+                        assert self._hash_of[b] == h, f"cache maps {h} to block {b} hashed {self._hash_of[b]}"
         n_hashed = sum(1 for h in self._hash_of if h is not None)
-        assert n_hashed == len(self._cached), f"{n_hashed} blocks have a hash but {len(self._cached)} cached"
+        assert n_hashed == n_entries == self._n_cached, (
+            f"{n_hashed} blocks have a hash, {n_entries} cache entries, num_cached {self._n_cached}"
+        )
         if not self.enable_prefix_caching:
-            assert not self._cached, "prefix caching is off but blocks are cached"
+            assert not n_entries, "prefix caching is off but blocks are cached"
         assert 0 <= self.prefix_hits_tokens <= self.prefix_queries_tokens, "prefix hit counters inconsistent"
         assert self.evictions >= 0, "negative eviction count"

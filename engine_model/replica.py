@@ -7,6 +7,7 @@ prefix cache. Faults change `hw` (hardware condition) or the config.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,6 +22,9 @@ from engine_model.scheduler import Scheduler, Sequence, StepPlan
 from engine_model.step_cost import HardwareState, StepCostModel
 
 GIB = 1024**3
+# vLLM's inter-token latency histogram buckets, seconds (vllm/v1/metrics/loggers.py)
+ITL_BUCKETS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+                                  7.5, 10.0, 20.0, 40.0, 80.0)
 
 
 @dataclass
@@ -91,6 +95,9 @@ class Replica:
         self.compute_s_total = 0.0
         self.memory_s_total = 0.0
         self.steps_total = 0
+        self.itl_counts = [0] * (len(ITL_BUCKETS) + 1)  # per bucket (not cumulative); last is +Inf
+        self.itl_sum = 0.0
+        self._stall = 0.0  # time decodes waited in prefill-only steps, added to their next token's gap
         self.preemptions_before = 0
         self.prefix_queries_before = 0
         self.prefix_hits_before = 0
@@ -157,9 +164,11 @@ class Replica:
             return oom
         hw = self.hw
         if plan.kind == "decode_run" and plan.n_steps > 1:
-            dur = self.cost.decode_run_time(plan.n_steps, plan.decode_seqs, plan.decode_ctx, hw)
+            dur = self.cost.decode_run_time(plan.n_steps, plan.decode_seqs, plan.decode_ctx, hw,
+                                            growth_per_seq=self.sched.tokens_per_step)
         else:
-            dur = self.cost.step_time(plan.prefill_tokens, plan.prefill_attn, plan.decode_seqs, plan.decode_ctx, hw)
+            dur = self.cost.step_time(plan.prefill_tokens, plan.prefill_attn, plan.decode_seqs, plan.decode_ctx, hw,
+                                      prefill_seqs=len(plan.chunks))
         self.plan = plan
         self.plan_start = now
         self.plan_end = now + dur
@@ -167,7 +176,8 @@ class Replica:
         return self.plan_end
 
     def _check_memory(self, plan: StepPlan, now: float) -> list[Outcome] | None:
-        act = step_activation_bytes(self.model, self.config, plan.num_tokens, plan.num_seqs, plan.num_seqs)
+        rows = plan.decode_seqs * (self.config.num_speculative_tokens + 1) + len(plan.chunks)
+        act = step_activation_bytes(self.model, self.config, plan.num_tokens, plan.num_seqs, rows)
         leaked = self.leaked_bytes(now)
         limit = self.mem.activation_peak_bytes + self.mem.headroom_bytes
         if act + leaked <= limit:
@@ -195,12 +205,15 @@ class Replica:
         plan = self.plan
         if plan is None or plan.kind != "decode_run" or plan.n_steps <= 1 or now >= self.plan_end:
             return None
-        done = self.cost.decode_steps_within(now - self.plan_start, plan.decode_seqs, plan.decode_ctx, self.hw)
+        growth = self.sched.tokens_per_step
+        done = self.cost.decode_steps_within(now - self.plan_start, plan.decode_seqs, plan.decode_ctx, self.hw,
+                                             growth_per_seq=growth)
         keep = min(plan.n_steps, done + 1)
         if keep >= plan.n_steps:
             return None
         plan.n_steps = keep
-        self.plan_end = self.plan_start + self.cost.decode_run_time(keep, plan.decode_seqs, plan.decode_ctx, self.hw)
+        self.plan_end = self.plan_start + self.cost.decode_run_time(keep, plan.decode_seqs, plan.decode_ctx, self.hw,
+                                                                    growth_per_seq=growth)
         self.version += 1
         return self.plan_end
 
@@ -212,12 +225,25 @@ class Replica:
         n = plan.n_steps
         dur = now - self.plan_start
         self.busy_s_total += dur
-        b = self.cost.breakdown(plan.prefill_tokens, plan.prefill_attn, plan.decode_seqs, plan.decode_ctx, self.hw)
+        b = self.cost.breakdown(plan.prefill_tokens, plan.prefill_attn, plan.decode_seqs, plan.decode_ctx, self.hw,
+                                prefill_seqs=len(plan.chunks))
         if b.total_s > 0:
             self.compute_s_total += dur * b.compute_s / b.total_s
             self.memory_s_total += dur * b.memory_s / b.total_s
         self.steps_total += n
         tps = self.sched.tokens_per_step
+        if plan.kind == "prefill_only":
+            if self.sched.decoding:
+                self._stall += dur
+        elif plan.decode_seqs:
+            per_step = dur / n
+            first_gap = per_step + self._stall
+            self._stall = 0.0
+            counts = self.itl_counts
+            counts[bisect.bisect_left(ITL_BUCKETS, first_gap)] += plan.decode_seqs
+            if n > 1:
+                counts[bisect.bisect_left(ITL_BUCKETS, per_step)] += (n - 1) * plan.decode_seqs
+            self.itl_sum += (dur + first_gap - per_step) * plan.decode_seqs
         if plan.kind != "prefill_only" and plan.decode_seqs:
             self.generation_tokens_total += round(n * plan.decode_seqs * tps)
             k = self.config.num_speculative_tokens
@@ -376,6 +402,8 @@ class Replica:
             "compute_s_total": self.compute_s_total,
             "memory_s_total": self.memory_s_total,
             "steps_total": self.steps_total,
+            "itl_counts": tuple(self.itl_counts),
+            "itl_sum": self.itl_sum,
             "clock_factor": self.hw.clock_factor,
             "hbm_bw_factor": self.hw.hbm_bw_factor,
             "link_factor": self.hw.link_factor,

@@ -351,12 +351,10 @@ class WorkloadColumns:
 
     def to_requests(self) -> list[Request]:
         """Build Request objects (request_id = row index)."""
-        apps = [self.app_names[i] for i in self.app.tolist()]
-        tenants = [self.tenant_names[i] for i in self.tenant.tolist()]
-        seeds = [None if s == _NO_SEED else s for s in self.seed.tolist()]
+        seeds = self.seed.astype(object)
+        seeds[self.seed == _NO_SEED] = None
         collecting = gc.isenabled()
-        # 100k+ fresh objects would otherwise trigger repeated full collections over the whole heap,
-        # which costs more than building them
+        # 100k+ fresh objects would otherwise trigger repeated full collections over the whole heap
         gc.disable()
         try:
             return list(
@@ -366,15 +364,15 @@ class WorkloadColumns:
                     self.arrival_s.tolist(),
                     self.prompt_tokens.tolist(),
                     self.output_tokens.tolist(),
-                    apps,
-                    tenants,
+                    np.array(self.app_names, dtype=object)[self.app].tolist(),
+                    np.array(self.tenant_names, dtype=object)[self.tenant].tolist(),
                     self.prefix_key.tolist(),
                     self.prefix_tokens.tolist(),
                     self.session_key.tolist(),
                     self.prompt_hash.tolist(),
                     self.priority.tolist(),
                     self.temperature.tolist(),
-                    seeds,
+                    seeds.tolist(),
                     self.n.tolist(),
                     self.max_tokens.tolist(),
                 )
@@ -460,9 +458,9 @@ def _sessions(rng: np.random.Generator, app: AppSpec, t: np.ndarray, tenant: np.
     """Group each (tenant, time window) into ~session_requests-sized sessions; return non-zero keys."""
     window = np.floor((t + rng.uniform(0.0, app.session_window_s)) / app.session_window_s).astype(np.int64)
     group = window * (int(tenant.max(initial=0)) + 1) + tenant
-    _, inverse, counts = np.unique(group, return_inverse=True, return_counts=True)
+    counts = np.bincount(group)
     slots = np.maximum(1, np.rint(counts / app.session_requests)).astype(np.int64)
-    slot = (rng.random(t.size) * slots[inverse]).astype(np.int64)
+    slot = (rng.random(t.size) * slots[group]).astype(np.int64)
     key = _mix63(np.uint64(salt) ^ _mix63(group.astype(np.uint64)))
     key = _mix63(key ^ (slot.astype(np.uint64) + np.uint64(1)))
     return (key | np.uint64(1)).astype(np.int64)
@@ -485,9 +483,8 @@ def _repeat_sources(rng: np.random.Generator, fraction: float, size: int) -> np.
         src = nxt
 
 
-def _app_columns(
-    seed: int, app: AppSpec, t: np.ndarray, tenant_base: int, hash_base: int, max_model_len: int
-) -> dict[str, np.ndarray]:
+def _app_columns(seed: int, app: AppSpec, t: np.ndarray, hash_base: int, max_model_len: int) -> dict[str, np.ndarray]:
+    """Per-request columns of one app, aligned with its sorted arrival times t; tenant is local to the app."""
     rng = _rng(seed, app.name, _STREAM_ATTRIBUTES)
     size = t.size
     n_tenants = len(app.tenants)
@@ -532,13 +529,33 @@ def _app_columns(
         "arrival_s": t,
         "prompt_tokens": prompt[src],
         "output_tokens": output[src],
-        "tenant": tenant + tenant_base,
+        "tenant": tenant,
         "prefix_key": prefix_key[src],
         "prefix_tokens": prefix_tokens[src],
         "session_key": sessions,
         "prompt_hash": hashes[src],
         "seed": seeds[src],
     }
+
+
+def _generate_parts(
+    spec: WorkloadSpec, seed: int, max_model_len: int
+) -> list[tuple[int, AppSpec, dict[str, np.ndarray]]]:
+    """(index in spec.apps, app, its columns) for every app with a positive weight."""
+    for app in spec.apps:
+        if app.system_prompts and app.system_prompt_tokens + 2 > max_model_len:
+            raise ValueError(f"app {app.name}: system prompt does not fit max_model_len={max_model_len}")
+    grid = _time_grid(spec.duration_s, spec.rate)
+    # request hashes are the bijective mix of distinct counters, hence unique and non-zero
+    hash_base = int(_mix63(np.array([seed % (1 << 63)]))[0]) & ((1 << 62) - 1)
+    parts = []
+    for index, app in enumerate(spec.apps):
+        if app.weight <= 0:
+            continue
+        t = _arrivals(seed, spec, app, grid)
+        parts.append((index, app, _app_columns(seed, app, t, hash_base, max_model_len)))
+        hash_base += t.size
+    return parts
 
 
 def generate_columns(spec: WorkloadSpec, seed: int, max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> WorkloadColumns:
@@ -549,40 +566,34 @@ def generate_columns(spec: WorkloadSpec, seed: int, max_model_len: int = DEFAULT
     non-zero and unique except for deliberate repeats, which copy the original's lengths, prefix,
     tenant and seed. Identical (spec, seed, max_model_len) give identical columns.
     """
-    for app in spec.apps:
-        if app.system_prompts and app.system_prompt_tokens + 2 > max_model_len:
-            raise ValueError(f"app {app.name}: system prompt does not fit max_model_len={max_model_len}")
-    grid = _time_grid(spec.duration_s, spec.rate)
-    hash_base = int(_mix63(np.array([seed % (1 << 63)]))[0]) & ((1 << 62) - 1)
-    tenant_names: list[str] = []
-    parts: list[dict[str, np.ndarray]] = []
-    for index, app in enumerate(spec.apps):
-        if app.weight <= 0:
-            continue
-        t = _arrivals(seed, spec, app, grid)
-        part = _app_columns(seed, app, t, len(tenant_names), hash_base, max_model_len)
-        hash_base += t.size
-        tenant_names.extend(app.tenants)
-        size = t.size
-        part["app"] = np.full(size, index, dtype=np.int64)
-        part["priority"] = np.full(size, app.priority, dtype=np.int64)
-        part["temperature"] = np.full(size, app.temperature, dtype=float)
-        part["n"] = np.full(size, app.n, dtype=np.int64)
-        part["max_tokens"] = np.full(size, app.max_tokens, dtype=np.int64)
-        parts.append(part)
+    parts = _generate_parts(spec, seed, max_model_len)
+    # each app's times are already sorted, and the stable sort (timsort) merges sorted runs cheaply
+    order = np.argsort(np.concatenate([cols["arrival_s"] for _, _, cols in parts]), kind="stable")
+    tenant_base = np.cumsum([0] + [len(app.tenants) for _, app, _ in parts])[:-1]
+    columns = {
+        name: np.concatenate([cols[name] for _, _, cols in parts])[order] for name in parts[0][2] if name != "tenant"
+    }
+    tenant = np.concatenate([cols["tenant"] + base for (_, _, cols), base in zip(parts, tenant_base, strict=True)])
+    app = np.concatenate([np.full(cols["arrival_s"].size, i, dtype=np.int64) for i, _, cols in parts])[order]
 
-    merged = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
-    order = np.argsort(merged["arrival_s"], kind="stable")
-    columns = {name: values[order] for name, values in merged.items()}
+    def per_app(attr: str, dtype: type) -> np.ndarray:
+        return np.array([getattr(a, attr) for a in spec.apps], dtype=dtype)[app]
+
     return WorkloadColumns(
         **columns,
+        app=app,
+        tenant=tenant[order],
+        priority=per_app("priority", np.int64),
+        temperature=per_app("temperature", float),
+        n=per_app("n", np.int64),
+        max_tokens=per_app("max_tokens", np.int64),
         app_names=tuple(a.name for a in spec.apps),
-        tenant_names=tuple(tenant_names),
+        tenant_names=tuple(name for _, a, _ in parts for name in a.tenants),
     )
 
 
 def generate_requests(spec: WorkloadSpec, seed: int, max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> list[Request]:
-    """Requests sorted by arrival_s with request_id 0..N-1 in arrival order (see generate_columns)."""
+    """Requests sorted by arrival_s, request_id 0..N-1 in arrival order (invariants: see generate_columns)."""
     return generate_columns(spec, seed, max_model_len).to_requests()
 
 

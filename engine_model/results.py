@@ -21,7 +21,8 @@ SAMPLE_FIELDS: tuple[str, ...] = (
     "prompt_tokens_total", "generation_tokens_total", "preemptions_total",
     "prefix_queries_total", "prefix_hits_total", "spec_draft_tokens_total", "spec_accepted_tokens_total",
     "spec_drafts_total", "requests_finished_total", "busy_s_total", "compute_s_total", "memory_s_total",
-    "steps_total", "itl_counts", "itl_sum", "clock_factor", "hbm_bw_factor", "link_factor", "memory_used_bytes", "memory_total_bytes",
+    "steps_total", "itl_counts", "itl_sum", "clock_factor", "hbm_bw_factor", "link_factor",
+    "memory_used_bytes", "memory_total_bytes",
 )
 
 

@@ -114,6 +114,11 @@ class Replica:
         self.cost = StepCostModel(model, self.gpu, config, expert_skew=self.expert_skew)
         self.kv = KVCache(self.mem.num_blocks, config.block_size, config.enable_prefix_caching)
         self.sched = Scheduler(config, self.kv, self.cost.tokens_per_decode_step)
+        k1 = config.num_speculative_tokens + 1
+        worst_tokens = max(config.max_num_batched_tokens, config.max_model_len) + config.max_num_seqs * k1
+        self._act_worst = step_activation_bytes(model, config, worst_tokens, config.max_num_seqs,
+                                                config.max_num_seqs * k1)
+        self._frac = (0.0, 0.0)
         self.plan: StepPlan | None = None
         self.plan_start = 0.0
         self.plan_end = 0.0
@@ -163,12 +168,15 @@ class Replica:
         if oom is not None:
             return oom
         hw = self.hw
+        b = self.cost.breakdown(plan.prefill_tokens, plan.prefill_attn, plan.decode_seqs, plan.decode_ctx, hw,
+                                prefill_seqs=len(plan.chunks))
+        # share of the step the GPU spends on compute / on memory traffic (for DCGM-like gauges)
+        self._frac = (b.compute_s / b.total_s, b.memory_s / b.total_s) if b.total_s > 0 else (0.0, 0.0)
         if plan.kind == "decode_run" and plan.n_steps > 1:
             dur = self.cost.decode_run_time(plan.n_steps, plan.decode_seqs, plan.decode_ctx, hw,
                                             growth_per_seq=self.sched.tokens_per_step)
         else:
-            dur = self.cost.step_time(plan.prefill_tokens, plan.prefill_attn, plan.decode_seqs, plan.decode_ctx, hw,
-                                      prefill_seqs=len(plan.chunks))
+            dur = b.total_s
         self.plan = plan
         self.plan_start = now
         self.plan_end = now + dur
@@ -176,10 +184,12 @@ class Replica:
         return self.plan_end
 
     def _check_memory(self, plan: StepPlan, now: float) -> list[Outcome] | None:
-        rows = plan.decode_seqs * (self.config.num_speculative_tokens + 1) + len(plan.chunks)
-        act = step_activation_bytes(self.model, self.config, plan.num_tokens, plan.num_seqs, rows)
         leaked = self.leaked_bytes(now)
         limit = self.mem.activation_peak_bytes + self.mem.headroom_bytes
+        if self._act_worst + leaked <= limit:
+            return None  # even the largest step this config allows fits
+        rows = plan.decode_seqs * (self.config.num_speculative_tokens + 1) + len(plan.chunks)
+        act = step_activation_bytes(self.model, self.config, plan.num_tokens, plan.num_seqs, rows)
         if act + leaked <= limit:
             return None
         in_use = self.mem.total_bytes - max(0, self.mem.headroom_bytes - leaked) + (
@@ -225,11 +235,8 @@ class Replica:
         n = plan.n_steps
         dur = now - self.plan_start
         self.busy_s_total += dur
-        b = self.cost.breakdown(plan.prefill_tokens, plan.prefill_attn, plan.decode_seqs, plan.decode_ctx, self.hw,
-                                prefill_seqs=len(plan.chunks))
-        if b.total_s > 0:
-            self.compute_s_total += dur * b.compute_s / b.total_s
-            self.memory_s_total += dur * b.memory_s / b.total_s
+        self.compute_s_total += dur * self._frac[0]
+        self.memory_s_total += dur * self._frac[1]
         self.steps_total += n
         tps = self.sched.tokens_per_step
         if plan.kind == "prefill_only":

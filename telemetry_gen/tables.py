@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from engine_model.profiles import GPUProfile
+from engine_model.replica import ITL_BUCKETS
 
 from engine_model.results import SimResult
 
@@ -146,7 +147,7 @@ LATENCY_HISTOGRAMS = {
 
 def metrics_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     """Prometheus-style samples in long format (ts, replica, name, value), one scrape per interval."""
-    s = {k: np.asarray(v) for k, v in run.samples.items()}
+    s = {k: np.asarray(v) for k, v in run.samples.items() if k != "itl_counts"}
     t = s["t"].astype(float)
     rep = s["replica"]
     up = s["up"].astype(bool)
@@ -168,6 +169,12 @@ def metrics_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
         sums, counts = _histogram_sums(run, end_col, t, rep)
         add(f"{name}_sum", sums, up)
         add(f"{name}_count", counts, up)
+    counts = np.cumsum(np.stack([np.asarray(c, dtype=float) for c in run.samples["itl_counts"]]), axis=1)
+    for j, le in enumerate(ITL_BUCKETS):
+        add(f'vllm:inter_token_latency_seconds_bucket{{le="{le:g}"}}', counts[:, j], up)
+    add('vllm:inter_token_latency_seconds_bucket{le="+Inf"}', counts[:, -1], up)
+    add("vllm:inter_token_latency_seconds_sum", s["itl_sum"], up)
+    add("vllm:inter_token_latency_seconds_count", counts[:, -1], up)
     frames.extend(_dcgm_frames(s, ctx))
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy()))

@@ -161,7 +161,7 @@ class KVCache:
 
     # ---- prefix cache ------------------------------------------------------------------------------
 
-    def _hit_blocks(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> list[int]:
+    def _hits(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> list[int]:
         if not self.enable_prefix_caching:
             return []
         bs = self.block_size
@@ -189,7 +189,7 @@ class KVCache:
     def lookup_prefix(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> int:
         """Tokens of this prompt already cached: consecutive hits from block 0, a multiple of block_size,
         at most prompt_tokens - 1. Changes no state (not even LRU order or counters)."""
-        return len(self._hit_blocks(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)) * self.block_size
+        return len(self._hits(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)) * self.block_size
 
     def _register(self, seq: _Seq, first: int, stop: int) -> None:
         """Put the sequence's full prompt blocks first..stop-1 (block indices) into the prefix cache.
@@ -267,12 +267,27 @@ class KVCache:
                 ref[b] = 1
             table.extend(got)
         if n > take:
-            evictable, uncache = self._evictable, self._uncache
+            # _uncache inlined: eviction is the costliest per-block step when prompts rarely recur.
+            evictable, hash_of, p_index, q_index = (
+                self._evictable,
+                self._hash_of,
+                self._p_index,
+                self._q_index,
+            )
             for _ in range(n - take):
                 b, _ = evictable.popitem(last=False)
-                uncache(b)
+                kind, key, i = hash_of[b]  # type: ignore[misc]
+                hash_of[b] = None
+                index = p_index if kind == "p" else q_index
+                entries = index[key]
+                entries[i] = -1
+                while entries and entries[-1] < 0:
+                    entries.pop()
+                if not entries:
+                    del index[key]
                 ref[b] = 1
                 table.append(b)
+            self._n_cached -= n - take
             self.evictions += n - take
 
     def admit(
@@ -294,7 +309,7 @@ class KVCache:
         """
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id} already holds blocks")
-        hits = self._hit_blocks(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
+        hits = self._hits(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
         bs = self.block_size
         cached_tokens = len(hits) * bs
         if num_tokens < cached_tokens:
@@ -407,7 +422,7 @@ class KVCache:
         holders = [0] * n
         for sid, seq in self._seqs.items():
             expected = -(-seq.num_tokens // bs)
-            assert len(seq.table) == expected, f"seq {sid}: {len(seq.table)} blocks for {seq.num_tokens} tokens"
+            assert len(seq.table) == expected, f"seq {sid}: {len(seq.table)} blocks, {seq.num_tokens} tokens"
             for b in seq.table:
                 assert 0 <= b < n, f"seq {sid}: block id {b} out of range"
                 holders[b] += 1

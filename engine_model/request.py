@@ -31,3 +31,7 @@ class Request:
     seed: int | None = None
     n: int = 1
     max_tokens: int = 4096
+    # False for a prompt known never to recur: its blocks could never be hit, so the engine
+    # model returns them to the free pool instead of the prefix cache (saves work, changes
+    # only the eviction order among blocks nothing will ever ask for)
+    cache_prompt: bool = True

@@ -258,11 +258,10 @@ class Scheduler:
     def _admit(self, seq: Sequence, budget: int) -> int | None:
         """Allocate the first chunk of a waiting sequence; None (nothing changed) if blocks are short."""
         req = seq.req
-        cached = self.kv.lookup_prefix(seq.prefill_len, req.prefix_key, req.prefix_tokens, req.prompt_hash)
+        ph = req.prompt_hash if req.cache_prompt else 0
+        cached = self.kv.lookup_prefix(seq.prefill_len, req.prefix_key, req.prefix_tokens, ph)
         chunk = self._chunk_from(seq.prefill_len - cached, budget)
-        hit = self.kv.admit(
-            seq.seq_id, seq.prefill_len, req.prefix_key, req.prefix_tokens, req.prompt_hash, cached + chunk
-        )
+        hit = self.kv.admit(seq.seq_id, seq.prefill_len, req.prefix_key, req.prefix_tokens, ph, cached + chunk)
         if hit is None:
             return None
         if hit != cached:  # the cache changed between lookup and admit: recompute the chunk
@@ -301,13 +300,10 @@ class Scheduler:
             if plan.chunks and need > budget:
                 break
             req = seq.req
-            cached = self.kv.lookup_prefix(seq.prefill_len, req.prefix_key, req.prefix_tokens, req.prompt_hash)
-            hit = self.kv.admit(
-                seq.seq_id, seq.prefill_len, req.prefix_key, req.prefix_tokens, req.prompt_hash, seq.prefill_len
-            )
+            ph = req.prompt_hash if req.cache_prompt else 0
+            hit = self.kv.admit(seq.seq_id, seq.prefill_len, req.prefix_key, req.prefix_tokens, ph, seq.prefill_len)
             if hit is None:
                 break
-            del cached
             heapq.heappop(self._waiting)
             seq.computed = hit
             if seq.cached_tokens == 0 and seq.preemptions == 0:

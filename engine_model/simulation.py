@@ -84,7 +84,7 @@ class Simulation:
         self.samples = empty_columns(SAMPLE_FIELDS)
         self.now = 0.0
         self.n_events = 0
-        self._actions: list[tuple[Replica, Deploy]] = []
+        self._actions: list[tuple[Replica, Fault, bool]] = []
 
     @staticmethod
     def _make_pool(pool: PoolSpec, role: str, offset: int) -> list[Replica]:
@@ -298,17 +298,17 @@ class Simulation:
 
     def _redeploy(self, rep: Replica, fault: Fault, start: bool, at: float) -> None:
         """Schedule a rolling restart of `rep` into the fault's config (or back to the original at its end)."""
-        if start:
-            deploy = self._deploy_for(rep, fault)
-        else:
-            pool = self.fleet.primary
-            deploy = Deploy(pool.config, pool.model_version, get_model(pool.model), 1.0)
-        self._actions.append((rep, deploy))
+        self._actions.append((rep, fault, start))
         self._push(at, _DEPLOY, len(self._actions) - 1)
 
-    def _deploy_for(self, rep: Replica, fault: Fault) -> Deploy:
+    def _deploy_for(self, rep: Replica, fault: Fault, start: bool) -> Deploy:
+        """What `rep` restarts into: the fault applied on top of any deploy it is already waiting for."""
+        base = rep.pending or Deploy(rep.config, rep.model_version, rep.model, rep.output_scale)
+        if not start:
+            pool = self.fleet.primary
+            return Deploy(pool.config, pool.model_version, get_model(pool.model), 1.0)
         p = fault.params
-        cfg, version, model, scale = rep.config, rep.model_version, rep.model, rep.output_scale
+        cfg, version, model, scale = base.config, base.model_version, base.model, base.output_scale
         if fault.kind == "config_change":
             cfg = cfg.with_changes(**{k: v for k, v in p.items() if k in ENGINE_KNOBS})
             version = str(p.get("version", version))
@@ -326,8 +326,8 @@ class Simulation:
         return Deploy(cfg, version, model, scale)
 
     def _start_deploy(self, idx: int) -> None:
-        rep, deploy = self._actions[idx]
-        if rep.begin_drain(self.now, deploy):
+        rep, fault, start = self._actions[idx]
+        if rep.begin_drain(self.now, self._deploy_for(rep, fault, start)):
             self._push(self.now + self.fleet.drain_timeout_s, _DRAIN_DEADLINE, rep.index, rep.drain_token)
             self._kick(rep)
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from engine_model.profiles import GPUProfile
 from engine_model.replica import ITL_BUCKETS
-
 from engine_model.results import SimResult
 
 MIB = 1024**2

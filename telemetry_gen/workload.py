@@ -353,6 +353,8 @@ class WorkloadColumns:
         """Build Request objects (request_id = row index)."""
         seeds = self.seed.astype(object)
         seeds[self.seed == _NO_SEED] = None
+        _, inverse, counts = np.unique(self.prompt_hash, return_inverse=True, return_counts=True)
+        recurs = (counts[inverse] > 1).tolist()
         collecting = gc.isenabled()
         # 100k+ fresh objects would otherwise trigger repeated full collections over the whole heap
         gc.disable()
@@ -375,6 +377,7 @@ class WorkloadColumns:
                     seeds.tolist(),
                     self.n.tolist(),
                     self.max_tokens.tolist(),
+                    recurs,
                 )
             )
         finally:

@@ -206,3 +206,14 @@ def test_speculative_decoding_counters_and_speedup_at_low_batch() -> None:
     last = {k: v[-1] for k, v in spec.samples.items()}
     assert last["spec_accepted_tokens_total"] / last["spec_draft_tokens_total"] == pytest.approx(
         ((1 - 0.8**5) / (1 - 0.8) - 1) / 4, rel=0.02)
+
+
+def test_simultaneous_config_changes_merge_into_one_restart() -> None:
+    reqs = poisson_requests(4, 300, 800, 100, seed=13)
+    spec = FleetSpec(primary=PoolSpec("Llama-3.1-8B", "H100-SXM", 1, EngineConfig()), restart_s=20.0)
+    faults = [Fault("config_change", 60.0, None, None, 1.0, {"enable_prefix_caching": False}),
+              Fault("config_change", 60.0, None, None, 1.0, {"max_num_seqs": 384})]
+    run = Simulation(spec, reqs, faults, 300).run()
+    ready = [e for e in run.events if e.kind == "engine_ready"]
+    assert len(ready) == 1
+    assert ready[0].detail["changes"] == {"enable_prefix_caching": [True, False], "max_num_seqs": [256, 384]}

@@ -1,0 +1,311 @@
+"""Game commands for the `servedrill` CLI: play, resume, score, replay, autoplay.
+
+`register(group)` adds them to the main click group. With --json a command prints exactly one JSON
+object (keys in docs/cli.md). Bad input gets one line on stderr (or {"ok": false, "error"}) and
+exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from game.session import Event, SessionError, SessionWarning, TranscriptError
+
+STRATEGY_CHOICES = ("expert", "lucky", "random", "shotgun")
+
+
+class _Failed(Exception):
+    """A user-facing failure: one line."""
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    click.echo(json.dumps(obj, default=str))
+
+
+def _fail(message: str, as_json: bool) -> NoReturn:
+    if as_json:
+        _emit({"ok": False, "error": message})
+    else:
+        click.echo(f"servedrill: {message}", err=True)
+    sys.exit(1)
+
+
+def _guarded(as_json: bool, body: Any) -> Any:
+    """Run `body()`; turn every expected failure (and, at this boundary, any other) into one line."""
+    from incidents.loader import IncidentError
+
+    try:
+        return body()
+    except (SessionError, TranscriptError, _Failed) as exc:
+        _fail(str(exc), as_json)
+    except IncidentError as exc:
+        first = exc.diagnostics[0] if exc.diagnostics else "invalid incident"
+        _fail(str(first), as_json)
+    except KeyboardInterrupt:
+        _fail("interrupted", as_json)
+    except Exception as exc:  # the CLI boundary: report, never a traceback
+        _fail(f"internal error: {type(exc).__name__}: {exc}", as_json)
+
+
+def _incident(ref: str) -> tuple[Any, Path]:
+    from incidents.loader import find_incident, load_incident
+
+    path = find_incident(ref)
+    return load_incident(path), path.resolve()
+
+
+def _player(name: str | None) -> str:
+    return name or os.environ.get("USER") or "player"
+
+
+def _tui_has(name: str) -> Any:
+    """tui.app.<name> when the TUI is installed, else None."""
+    try:
+        if importlib.util.find_spec("tui.app") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    import tui.app
+
+    return getattr(tui.app, name, None)
+
+
+def _play_plain(path: Path | None, seed: int, player: str, session_path: Path | None = None) -> None:
+    from game.gateway import Gateway
+    from game.plain import PlainGame
+    from game.session import Session
+    from telemetry_gen.cache import ensure_database
+
+    if session_path is not None:
+        with warnings.catch_warnings():
+            # shown below, once and without Python's source-line decoration
+            warnings.simplefilter("ignore", SessionWarning)
+            session = Session.resume(session_path)
+        for warning in session.warnings:
+            click.echo(f"warning: {warning}", err=True)
+    elif path is not None:
+        session = Session.create(path, seed, player)
+    else:
+        raise _Failed("no incident or session to play")
+    try:
+        incident = session.incident
+        click.echo(f"Preparing telemetry for {incident.id} (seed {session.header.seed}); the first build "
+                   "takes a while...", err=True)
+        info = ensure_database(incident, session.header.seed)
+        with Gateway(Path(info.path)) as gateway:
+            PlainGame(session, gateway, sys.stdin, sys.stdout, telemetry_digest=info.digest).run()
+    finally:
+        session.close()
+
+
+def _pick_incident() -> Path:
+    """Line-mode picker: list the library, read a number or id from stdin."""
+    from incidents.loader import find_incident, iter_library
+
+    library = iter_library()
+    if not library:
+        raise _Failed("the incident library is empty; give an incident file: servedrill play --plain FILE")
+    click.echo("Incidents:")
+    for i, p in enumerate(library, start=1):
+        click.echo(f"  {i:>2}. {p.stem}")
+    choice = input("Pick a number or id: ").strip()
+    if choice.isdigit() and 1 <= int(choice) <= len(library):
+        return library[int(choice) - 1]
+    return find_incident(choice)
+
+
+def _compare(recorded: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
+    """What differs between a recorded query result and a re-run (rows: the first ones kept)."""
+    out = []
+    for key in ("ok", "error", "columns", "row_count", "truncated"):
+        if recorded.get(key) != fresh.get(key):
+            out.append(f"{key}: {recorded.get(key)!r} -> {fresh.get(key)!r}")
+    rows_a, rows_b = recorded.get("rows") or [], fresh.get("rows") or []
+    if not _same(rows_a, rows_b[: len(rows_a)] if len(rows_b) >= len(rows_a) else rows_b):
+        out.append("rows differ")
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def register(group: click.Group) -> None:
+    """Add play, resume, score, replay and autoplay to `group`."""
+
+    @group.command("play")
+    @click.argument("incident", required=False)
+    @click.option("--seed", default=0, show_default=True, help="Telemetry seed.")
+    @click.option("--player", default=None, help="Your name in the session and transcript (default $USER).")
+    @click.option("--plain", is_flag=True, help="Line mode on stdin/stdout instead of the TUI.")
+    def play_cmd(incident: str | None, seed: int, player: str | None, plain: bool) -> None:
+        """Play an incident (library id or file)."""
+        def body() -> None:
+            path = _incident(incident)[1] if incident else None
+            if not plain:
+                run = _tui_has("run")
+                if run is not None:
+                    run(path, seed)
+                    return
+                click.echo("note: the terminal UI is not available; playing in line mode", err=True)
+            _play_plain(path or _pick_incident(), seed, _player(player))
+
+        _guarded(False, body)
+
+    @group.command("resume")
+    @click.argument("session_id", required=False)
+    @click.option("--plain", is_flag=True, help="Line mode on stdin/stdout instead of the TUI.")
+    @click.option("--json", "as_json", is_flag=True, help="With no SESSION_ID: list as one JSON object.")
+    def resume_cmd(session_id: str | None, plain: bool, as_json: bool) -> None:
+        """Continue an unfinished session; without an id, list them."""
+        from game.session import find_session, list_unfinished
+
+        def body() -> None:
+            if session_id is None:
+                sessions = list_unfinished()
+                if as_json:
+                    _emit({"ok": True, "sessions": [s.to_dict() for s in sessions]})
+                    return
+                if not sessions:
+                    click.echo("No unfinished sessions.")
+                    return
+                for s in sessions:
+                    click.echo(f"{s.session_id:<48} {s.state:<13} {s.queries:>3} queries  {s.player}")
+                click.echo("Resume one with: servedrill resume SESSION_ID")
+                return
+            path = find_session(session_id)
+            if not plain:
+                resume = _tui_has("resume")
+                if resume is not None:
+                    resume(path)
+                    return
+                click.echo("note: the terminal UI is not available; resuming in line mode", err=True)
+            _play_plain(None, 0, "", session_path=path)
+
+        _guarded(as_json, body)
+
+    @group.command("score")
+    @click.argument("transcript", type=click.Path(path_type=Path))
+    @click.option("--incident", "incident_file", type=click.Path(path_type=Path), default=None,
+                  help="Incident file to score against (default: the one the transcript names).")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+    def score_cmd(transcript: Path, incident_file: Path | None, as_json: bool) -> None:
+        """Score a transcript."""
+        from game.scoring import format_report, score
+        from game.session import load_transcript
+
+        def body() -> None:
+            t = load_transcript(transcript, incident_path=incident_file)
+            report = score(t.incident, t.events)
+            if as_json:
+                _emit({"ok": True, "session_id": t.header.session_id, "incident": t.incident.id,
+                       "player": t.header.player, "seed": t.header.seed, "total": report.total,
+                       "score": report.to_dict()})
+            else:
+                click.echo(f"{t.header.player} on {t.incident.id} (seed {t.header.seed})")
+                click.echo(format_report(report))
+
+        _guarded(as_json, body)
+
+    @group.command("replay")
+    @click.argument("transcript", type=click.Path(path_type=Path))
+    @click.option("--incident", "incident_file", type=click.Path(path_type=Path), default=None,
+                  help="Incident file (default: the one the transcript names).")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+    def replay_cmd(transcript: Path, incident_file: Path | None, as_json: bool) -> None:
+        """Re-run a transcript's queries on the incident database and re-score it."""
+        def body() -> None:
+            result = replay(transcript, incident_file)
+            if as_json:
+                _emit({"ok": True, **result})
+                return
+            click.echo(f"{result['queries']} queries re-run against {result['incident']} "
+                       f"(seed {result['seed']})")
+            if result["telemetry_matches"] is False:
+                click.echo(f"telemetry differs: recorded {result['telemetry_digest_recorded']}, "
+                           f"now {result['telemetry_digest_now']}")
+            for d in result["differences"]:
+                click.echo(f"  Q{d['query']}: {'; '.join(d['changes'])}")
+            click.echo("results match the transcript" if result["results_match"] else "results DIFFER")
+            click.echo(f"score: recorded run {result['recorded_total']:.1f}, replayed {result['total']:.1f}")
+
+        _guarded(as_json, body)
+
+    @group.command("autoplay")
+    @click.argument("incident")
+    @click.option("--strategy", required=True, type=click.Choice(STRATEGY_CHOICES))
+    @click.option("--seed", default=0, show_default=True, help="Telemetry seed.")
+    @click.option("--player-seed", type=int, default=None, help="Random player's seed (default: --seed).")
+    @click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write a transcript.")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+    def autoplay_cmd(incident: str, strategy: str, seed: int, player_seed: int | None, out: Path | None,
+                     as_json: bool) -> None:
+        """Let a scripted player (expert, lucky, random, shotgun) play an incident, and score it."""
+        from game.autoplay import autoplay_session
+        from game.scoring import format_report
+
+        def body() -> None:
+            inc, path = _incident(incident)
+            session, report = autoplay_session(inc, seed, strategy, incident_path=path,
+                                               player_seed=player_seed)
+            written = str(session.export_transcript(out)) if out else None
+            if as_json:
+                _emit({"ok": True, "incident": inc.id, "seed": seed, "strategy": strategy,
+                       "queries": len(session.queries), "total": report.total, "score": report.to_dict(),
+                       "events": [e.to_dict() for e in session.events], "transcript": written})
+                return
+            click.echo(f"{strategy} on {inc.id} (seed {seed}): {len(session.queries)} queries")
+            click.echo(format_report(report))
+            if written:
+                click.echo(f"Transcript: {written}")
+
+        _guarded(as_json, body)
+
+
+def replay(transcript: Path, incident_file: Path | None = None) -> dict[str, Any]:
+    """Re-run every query of a transcript on a fresh gateway over the incident's database and re-score.
+
+    Returns the keys documented for `servedrill replay --json` (without "ok")."""
+    from game.gateway import Gateway
+    from game.scoring import score
+    from game.session import QUERY, load_transcript, query_event_data
+    from telemetry_gen.cache import ensure_database
+
+    t = load_transcript(transcript, incident_path=incident_file)
+    info = ensure_database(t.incident, t.header.seed)
+    differences = []
+    events: list[Event] = []
+    with Gateway(Path(info.path)) as gateway:
+        for e in t.events:
+            if e.kind != QUERY:
+                events.append(e)
+                continue
+            fresh = query_event_data(gateway.run(str(e.data.get("sql", ""))), int(e.data["index"]))
+            fresh = json.loads(json.dumps(fresh, default=str))
+            changes = _compare(e.data, fresh)
+            if changes:
+                differences.append({"query": e.data["index"], "sql": e.data.get("sql"), "changes": changes})
+            events.append(Event(e.seq, e.time, e.kind, fresh))
+    recorded = score(t.incident, t.events)
+    report = score(t.incident, events)
+    return {
+        "session_id": t.header.session_id, "incident": t.incident.id, "seed": t.header.seed,
+        "player": t.header.player, "queries": sum(1 for e in events if e.kind == QUERY),
+        "telemetry_digest_recorded": t.telemetry_digest, "telemetry_digest_now": info.digest,
+        "telemetry_matches": None if t.telemetry_digest is None else t.telemetry_digest == info.digest,
+        "results_match": not differences, "differences": differences,
+        "recorded_total": recorded.total, "total": report.total, "score": report.to_dict(),
+    }

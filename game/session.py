@@ -1,0 +1,847 @@
+"""A play session: a state machine over the player's actions, journalled so that it survives a crash.
+
+States: briefing -> investigating -> submitted -> debriefed. Every action is an event with a sequence
+number (strictly increasing) and a wall-clock time (epoch seconds, UTC). An event is appended to
+``<data dir>/sessions/<session_id>.jsonl`` as one JSON line and flushed and fsync'ed before the call
+returns, so whatever the UI acknowledged is on disk. An illegal action raises `SessionError` and
+writes nothing. The first line of the file is a header (format version, incident id and the sha256
+of the incident file's bytes, seed, player, creation time).
+
+`Session.resume` reads the journal back through the same checks; a line that cannot be read (a
+torn last line after a kill, garbage in the middle) becomes a warning naming the file and line, and
+the rest resumes. A torn last line was never acknowledged, so resume cuts it off before appending.
+
+A transcript (`export_transcript`, `load_transcript`) is the finished session as one JSON document.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import math
+import os
+import secrets
+import threading
+import time
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from game.gateway import QueryResult, json_safe
+from incidents.spec import Incident
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX: sessions are not locked against a second process
+    fcntl = None  # type: ignore[assignment]
+
+FORMAT_VERSION = 1
+SESSION_FORMAT = "servedrill-session"
+TRANSCRIPT_FORMAT = "servedrill-transcript"
+
+BRIEFING, INVESTIGATING, SUBMITTED, DEBRIEFED = "briefing", "investigating", "submitted", "debriefed"
+STATES = (BRIEFING, INVESTIGATING, SUBMITTED, DEBRIEFED)
+UNFINISHED = (BRIEFING, INVESTIGATING, SUBMITTED)
+
+START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED = (
+    "start", "query", "pin", "rank", "note", "hint", "submit", "debrief_viewed",
+)
+KINDS = (START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED)
+STANCES = ("supports", "refutes")
+
+ROWS_KEPT = 20
+"""Result rows kept per query event, for review and replay checks."""
+CONFIDENCE_TOLERANCE = 0.5
+"""Percent: a ranking's confidences must sum to 100 within this."""
+MAX_NOTE_CHARS = 4000
+
+
+class SessionError(Exception):
+    """An action that is not allowed now, or a session file that cannot be used. One line for the player."""
+
+
+class TranscriptError(Exception):
+    """A transcript that cannot be used; the message names the file and the problem on one line."""
+
+
+class SessionWarning(UserWarning):
+    """A damaged journal line that resume skipped."""
+
+
+class _Runs(Protocol):
+    def run(self, sql: str) -> QueryResult: ...
+
+
+def data_dir() -> Path:
+    """The user's data directory: $SERVEDRILL_DATA, else $XDG_DATA_HOME/servedrill, else
+    ~/.local/share/servedrill."""
+    env = os.environ.get("SERVEDRILL_DATA")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "servedrill"
+
+
+def sessions_dir(root: Path | None = None) -> Path:
+    return (root or data_dir()) / "sessions"
+
+
+def transcripts_dir(root: Path | None = None) -> Path:
+    return (root or data_dir()) / "transcripts"
+
+
+def file_digest(path: Path | str) -> str:
+    """sha256 of a file's bytes, hex."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One journalled action. `time` is wall-clock epoch seconds (UTC); `seq` increases strictly."""
+
+    seq: int
+    time: float
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "time": self.time, "kind": self.kind, "data": self.data}
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> Event:
+        """Parse one event; raises ValueError naming the first problem."""
+        if isinstance(raw, Event):
+            return raw
+        if not isinstance(raw, Mapping):
+            raise ValueError("an event must be a JSON object")
+        for key in ("seq", "time", "kind", "data"):
+            if key not in raw:
+                raise ValueError(f"event has no '{key}'")
+        seq, when, kind, data = raw["seq"], raw["time"], raw["kind"], raw["data"]
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise ValueError(f"'seq' must be an integer, got {seq!r}")
+        if isinstance(when, bool) or not isinstance(when, int | float) or not math.isfinite(when):
+            raise ValueError(f"'time' must be epoch seconds, got {when!r}")
+        if kind not in KINDS:
+            raise ValueError(f"unknown event kind {kind!r}")
+        if not isinstance(data, dict):
+            raise ValueError("'data' must be a JSON object")
+        return cls(seq, float(when), str(kind), data)
+
+
+@dataclass(frozen=True)
+class Header:
+    """First line of a session file and the identity part of a transcript."""
+
+    session_id: str
+    incident_id: str
+    incident_digest: str
+    incident_path: str
+    seed: int
+    player: str
+    created: str
+    format_version: int = FORMAT_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": SESSION_FORMAT, "format_version": self.format_version, "session_id": self.session_id,
+            "incident_id": self.incident_id, "incident_digest": self.incident_digest,
+            "incident_path": self.incident_path, "seed": self.seed, "player": self.player,
+            "created": self.created,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> Header:
+        if not isinstance(raw, Mapping):
+            raise ValueError("the header is not a JSON object")
+        version = raw.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ValueError(f"format version {version!r} is not supported "
+                             f"(this servedrill reads {FORMAT_VERSION})")
+        missing = [k for k in ("session_id", "incident_id", "incident_digest", "seed", "player", "created")
+                   if k not in raw]
+        if missing:
+            raise ValueError(f"missing field '{missing[0]}'")
+        seed = raw["seed"]
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"'seed' must be an integer, got {seed!r}")
+        return cls(str(raw["session_id"]), str(raw["incident_id"]), str(raw["incident_digest"]),
+                   str(raw.get("incident_path") or ""), seed, str(raw["player"]), str(raw["created"]))
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One session file as the picker lists it. `updated` is epoch seconds of the last event."""
+
+    session_id: str
+    path: Path
+    incident_id: str
+    player: str
+    created: str
+    state: str
+    queries: int
+    updated: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "path": str(self.path), "incident_id": self.incident_id,
+                "player": self.player, "created": self.created, "state": self.state,
+                "queries": self.queries, "updated": self.updated}
+
+
+def _load_incident(path: Path) -> Incident:
+    from incidents.loader import IncidentError, load_incident
+
+    try:
+        return load_incident(path)
+    except IncidentError as exc:
+        first = exc.diagnostics[0] if exc.diagnostics else f"{path}: could not load"
+        raise SessionError(f"incident {path} does not load: {first}") from None
+    except OSError as exc:
+        raise SessionError(f"incident {path} cannot be read: {exc.strerror or exc}") from None
+
+
+def _locate_incident(incident_id: str, stored_path: str) -> Path:
+    """The stored path when it still exists, else the library file with that id."""
+    if stored_path and Path(stored_path).is_file():
+        return Path(stored_path)
+    from incidents.loader import IncidentError, find_incident
+
+    try:
+        return find_incident(incident_id)
+    except IncidentError:
+        raise SessionError(f"incident '{incident_id}' is no longer at {stored_path or '?'} "
+                           "nor in the library") from None
+
+
+class Session:
+    """One player's investigation of one incident. Thread-safe: one action at a time.
+
+    Use `create`, `resume` or `in_memory`; the constructor is for those."""
+
+    def __init__(self, header: Header, incident: Incident, path: Path | None) -> None:
+        self.header = header
+        self.incident = incident
+        self.path = path
+        self.warnings: list[str] = []
+        self._events: list[Event] = []
+        self._state = BRIEFING
+        self._ranking: list[dict[str, Any]] | None = None
+        self._hints_taken = 0
+        self._lock = threading.RLock()
+        self._fh: Any = None
+        self._names = incident.hypothesis_ids()
+
+    # ---------------------------------------------------------------- opening
+
+    @classmethod
+    def create(cls, incident_path: Path | str, seed: int, player: str, *,
+               root: Path | None = None) -> Session:
+        """Start a new journalled session for the incident file at `incident_path`.
+
+        The journal goes to `root`/sessions (default: `data_dir()`). Raises SessionError when the
+        incident does not load or the file cannot be created."""
+        path = Path(incident_path).resolve()
+        incident = _load_incident(path)
+        header = cls._new_header(incident, file_digest(path), str(path), seed, player)
+        folder = sessions_dir(root)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            target = folder / f"{header.session_id}.jsonl"
+            fh = open(target, "xb")  # noqa: SIM115 - kept open for the session's life
+        except OSError as exc:
+            raise SessionError(f"cannot create a session file in {folder}: {exc.strerror or exc}") from None
+        session = cls(header, incident, target)
+        session._fh = fh
+        session._lock_file()
+        session._write_line(json.dumps(header.to_dict(), separators=(",", ":")))
+        _fsync_dir(folder)
+        return session
+
+    @classmethod
+    def in_memory(cls, incident: Incident, seed: int, player: str, *, incident_digest: str = "",
+                  incident_path: str = "") -> Session:
+        """A session that journals nothing (scripted players, replays). Same rules as a file session.
+
+        Without `incident_digest`, the digest is the sha256 of the incident's canonical JSON."""
+        digest = incident_digest or hashlib.sha256(
+            json.dumps(incident.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+        return cls(cls._new_header(incident, digest, incident_path, seed, player), incident, None)
+
+    @staticmethod
+    def _new_header(incident: Incident, digest: str, path: str, seed: int, player: str) -> Header:
+        now = time.time()
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%d-%H%M%S")
+        session_id = f"{incident.id}-{stamp}-{secrets.token_hex(3)}"
+        return Header(session_id, incident.id, digest, path, int(seed), player or "player", _iso(now))
+
+    @classmethod
+    def resume(cls, path: Path | str) -> Session:
+        """Reopen a journalled session to continue it. Damaged lines become `warnings` (and
+        SessionWarning); a damaged header, a missing or changed incident raise SessionError."""
+        path = Path(path)
+        try:
+            fh = open(path, "rb+")  # noqa: SIM115 - kept open for the session's life
+        except OSError as exc:
+            raise SessionError(f"cannot open session {path}: {exc.strerror or exc}") from None
+        try:
+            session = cls._from_journal(path, fh)
+        except BaseException:
+            fh.close()
+            raise
+        for message in session.warnings:
+            warnings.warn(message, SessionWarning, stacklevel=2)
+        return session
+
+    @classmethod
+    def _from_journal(cls, path: Path, fh: Any) -> Session:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise SessionError(f"session {path.name} is open in another servedrill process") from None
+        raw = fh.read()
+        lines = raw.split(b"\n")
+        torn = lines.pop() if lines else b""  # bytes after the last newline: a write cut short
+        if not lines:
+            raise SessionError(f"{path}:1: the session file has no complete header line")
+        try:
+            header = Header.from_dict(json.loads(lines[0]))
+        except (ValueError, TypeError) as exc:
+            raise SessionError(f"{path}:1: bad session header: {exc}") from None
+        incident_path = _locate_incident(header.incident_id, header.incident_path)
+        if file_digest(incident_path) != header.incident_digest:
+            raise SessionError(f"{path}: incident {header.incident_id} changed since this session started "
+                               f"({incident_path}); it cannot be resumed")
+        session = cls(header, _load_incident(incident_path), path)
+        session._fh = fh
+        for number, line in enumerate(lines[1:], start=2):
+            if not line.strip():
+                continue
+            try:
+                session._replay(Event.from_dict(json.loads(line)))
+            except (ValueError, SessionError) as exc:
+                session.warnings.append(f"{path}:{number}: skipped a damaged line ({exc})")
+        if torn.strip():
+            number = len(lines) + 1
+            try:
+                session._replay(Event.from_dict(json.loads(torn)))
+                fh.seek(0, os.SEEK_END)
+                fh.write(b"\n")
+            except (ValueError, SessionError):
+                session.warnings.append(f"{path}:{number}: dropped an incomplete last line "
+                                        "(a write cut short)")
+                fh.truncate(len(raw) - len(torn))
+            fh.flush()
+            os.fsync(fh.fileno())
+        fh.seek(0, os.SEEK_END)
+        return session
+
+    def _lock_file(self) -> None:
+        if fcntl is not None and self._fh is not None:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def close(self) -> None:
+        """Release the journal file. The session stays resumable. Idempotent."""
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- reading
+
+    @property
+    def session_id(self) -> str:
+        return self.header.session_id
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @property
+    def events(self) -> list[Event]:
+        """A copy of the events so far, in order."""
+        with self._lock:
+            return list(self._events)
+
+    @property
+    def queries(self) -> list[Event]:
+        """Query events; the player's Qn is ``queries[n - 1]`` (``data["index"] == n``)."""
+        return [e for e in self.events if e.kind == QUERY]
+
+    @property
+    def ranking(self) -> list[dict[str, Any]] | None:
+        """The latest ranking: [{"id", "confidence" (percent)}], best first; None before the first."""
+        with self._lock:
+            return None if self._ranking is None else [dict(r) for r in self._ranking]
+
+    @property
+    def hints_taken(self) -> int:
+        return self._hints_taken
+
+    @property
+    def submission(self) -> Event | None:
+        return next((e for e in self.events if e.kind == SUBMIT), None)
+
+    # ---------------------------------------------------------------- actions
+
+    def start(self, telemetry_digest: str | None = None) -> Event:
+        """Leave the briefing. `telemetry_digest` (the incident database's) goes into the transcript."""
+        return self._record(START, {"telemetry_digest": telemetry_digest})
+
+    def run_query(self, gateway: _Runs, sql: str) -> tuple[Event, QueryResult]:
+        """Run `sql` through the gateway and record it. Refused before the gateway runs anything when
+        the session is not investigating. Blocks while the query runs (call from a worker thread)."""
+        with self._lock:
+            self._require(INVESTIGATING, "run a query")
+        # not under the lock: the board stays usable while a slow query runs
+        result = gateway.run(sql)
+        return self.record_query(result), result
+
+    def record_query(self, result: QueryResult) -> Event:
+        """Record a query the caller ran through the gateway itself."""
+        with self._lock:
+            return self._record(QUERY, query_event_data(result, self._count(QUERY) + 1))
+
+    def pin(self, query_index: int, hypothesis: str, stance: str) -> Event:
+        """Pin query Q`query_index` (1-based) to a hypothesis as evidence that supports or refutes it."""
+        return self._record(PIN, {"query": query_index, "hypothesis": hypothesis, "stance": stance})
+
+    def rank(self, ranking: Sequence[tuple[str, float]] | Mapping[str, float]) -> Event:
+        """Set the board: hypothesis ids (or aliases), best first, with confidences in percent that
+        sum to 100 (within 0.5) and do not increase down the list."""
+        return self._record(RANK, {"ranking": _ranking_rows(ranking)})
+
+    def note(self, hypothesis: str, text: str) -> Event:
+        return self._record(NOTE, {"hypothesis": hypothesis, "text": text})
+
+    def take_hint(self) -> Event:
+        """Reveal the next hint; its text and cost (score points) are in the event's data."""
+        with self._lock:
+            return self._record(HINT, {"index": self._hints_taken})
+
+    def submit(self, ranking: Sequence[tuple[str, float]] | Mapping[str, float] | None = None,
+               discriminator: int | None = None) -> Event:
+        """Submit the final ranking (default: the current board) and the index of the query that
+        separates the top two hypotheses (None: none named)."""
+        with self._lock:
+            if ranking is None:
+                if self._ranking is None and self._state == INVESTIGATING:
+                    raise SessionError("rank the hypotheses before submitting (e.g. rank h1=70 h2=30)")
+                rows = self._ranking or []
+            else:
+                rows = _ranking_rows(ranking)
+            return self._record(SUBMIT, {"ranking": rows, "discriminator": discriminator})
+
+    def view_debrief(self) -> Event:
+        return self._record(DEBRIEF_VIEWED, {})
+
+    # ---------------------------------------------------------------- transcript
+
+    def transcript(self, telemetry_digest: str | None = None) -> dict[str, Any]:
+        """The session as one JSON-ready document (see docs/cli.md for the keys)."""
+        events = self.events
+        if telemetry_digest is None:
+            telemetry_digest = next((e.data.get("telemetry_digest") for e in events if e.kind == START), None)
+        submit = next((e for e in events if e.kind == SUBMIT), None)
+        doc = {k: v for k, v in self.header.to_dict().items() if k != "format"}
+        doc.update({
+            "format": TRANSCRIPT_FORMAT,
+            "format_version": FORMAT_VERSION,
+            "telemetry_digest": telemetry_digest,
+            "state": self._state,
+            "exported": _iso(time.time()),
+            "events": [e.to_dict() for e in events],
+            "submission": None if submit is None else {
+                "seq": submit.seq, "time": submit.time, **submit.data,
+            },
+        })
+        return doc
+
+    def export_transcript(self, path: Path | str, telemetry_digest: str | None = None) -> Path:
+        """Write the transcript atomically (a temporary file, then rename). Returns the path."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(json.dumps(self.transcript(telemetry_digest), indent=1, allow_nan=False) + "\n",
+                       encoding="utf-8")
+        tmp.replace(target)
+        return target
+
+    # ---------------------------------------------------------------- machinery
+
+    def _count(self, kind: str) -> int:
+        return sum(1 for e in self._events if e.kind == kind)
+
+    def _require(self, state: str, what: str) -> None:
+        if self._state != state:
+            why = {
+                BRIEFING: "the investigation has not started",
+                INVESTIGATING: "the investigation is still open",
+                SUBMITTED: "the diagnosis was already submitted",
+                DEBRIEFED: "the session is over",
+            }[self._state]
+            raise SessionError(f"cannot {what}: {why}")
+
+    def _canonical(self, name: Any) -> str:
+        if not isinstance(name, str) or name not in self._names:
+            known = ", ".join(h.id for h in self.incident.hypotheses)
+            raise SessionError(f"unknown hypothesis {name!r}; hypotheses: {known}")
+        return self._names[name]
+
+    def _check(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Validate an action against the current state; returns the data to record (ids canonical)."""
+        if kind == START:
+            self._require(BRIEFING, "start")
+            return data
+        if kind == DEBRIEF_VIEWED:
+            self._require(SUBMITTED, "view the debrief")
+            return data
+        verb = {QUERY: "run a query", PIN: "pin evidence", RANK: "rank hypotheses", NOTE: "write a note",
+                HINT: "take a hint", SUBMIT: "submit"}[kind]
+        self._require(INVESTIGATING, verb)
+        if kind == QUERY:
+            return _check_query(data, self._count(QUERY) + 1)
+        if kind == PIN:
+            return self._check_pin(data)
+        if kind in (RANK, SUBMIT):
+            out = dict(data)
+            out["ranking"] = self._check_ranking(data.get("ranking"))
+            if kind == SUBMIT:
+                out["discriminator"] = self._check_discriminator(data.get("discriminator"))
+            return out
+        if kind == NOTE:
+            text = data.get("text")
+            if not isinstance(text, str) or not text.strip():
+                raise SessionError("a note needs some text")
+            if len(text) > MAX_NOTE_CHARS:
+                raise SessionError(f"a note holds at most {MAX_NOTE_CHARS} characters")
+            return {"hypothesis": self._canonical(data.get("hypothesis")), "text": text}
+        # HINT
+        index = data.get("index")
+        if not self.incident.hints:
+            raise SessionError("this incident has no hints")
+        if self._hints_taken >= len(self.incident.hints):
+            raise SessionError("no hints left")
+        if index != self._hints_taken:
+            raise SessionError(f"hint {index!r} is out of order (next is {self._hints_taken})")
+        hint = self.incident.hints[index]
+        return {"index": index, "cost": hint.cost, "text": hint.text}
+
+    def _check_pin(self, data: dict[str, Any]) -> dict[str, Any]:
+        index = data.get("query")
+        queries = [e for e in self._events if e.kind == QUERY]
+        if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= len(queries):
+            raise SessionError(f"no query Q{index}; queries so far: Q1..Q{len(queries)}" if queries
+                               else "no queries yet to pin")
+        if not queries[index - 1].data.get("ok"):
+            raise SessionError(f"Q{index} failed; pin a query that ran")
+        stance = data.get("stance")
+        if stance not in STANCES:
+            raise SessionError(f"stance must be 'supports' or 'refutes', got {stance!r}")
+        return {"query": index, "hypothesis": self._canonical(data.get("hypothesis")), "stance": stance}
+
+    def _check_ranking(self, rows: Any) -> list[dict[str, Any]]:
+        if not isinstance(rows, list) or not rows:
+            raise SessionError("a ranking needs at least one hypothesis with a confidence")
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for row in rows:
+            if not isinstance(row, Mapping):
+                raise SessionError("each ranking entry needs an id and a confidence")
+            hid = self._canonical(row.get("id"))
+            if hid in seen:
+                raise SessionError(f"hypothesis {hid!r} is ranked twice")
+            seen.add(hid)
+            conf = row.get("confidence")
+            if isinstance(conf, bool) or not isinstance(conf, int | float) or not math.isfinite(conf):
+                raise SessionError(f"confidence for {hid!r} must be a number of percent, got {conf!r}")
+            if not 0 <= conf <= 100:
+                raise SessionError(f"confidence for {hid!r} must be within 0..100 percent, got {conf:g}")
+            out.append({"id": hid, "confidence": float(conf)})
+        total = sum(r["confidence"] for r in out)
+        if abs(total - 100.0) > CONFIDENCE_TOLERANCE:
+            raise SessionError(f"confidences must sum to 100 percent; these sum to {total:g}")
+        for a, b in itertools.pairwise(out):
+            if b["confidence"] > a["confidence"]:
+                raise SessionError(f"ranking order: {b['id']} ({b['confidence']:g}%) is listed below "
+                                   f"{a['id']} ({a['confidence']:g}%); list the most likely first")
+        return out
+
+    def _check_discriminator(self, index: Any) -> int | None:
+        if index is None:
+            return None
+        n = self._count(QUERY)
+        if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= n:
+            raise SessionError(f"discriminator Q{index} is not one of your queries (Q1..Q{n})" if n
+                               else "no queries yet to name as the discriminator")
+        return index
+
+    def _apply(self, event: Event) -> None:
+        self._events.append(event)
+        if event.kind == START:
+            self._state = INVESTIGATING
+        elif event.kind == RANK:
+            self._ranking = [dict(r) for r in event.data["ranking"]]
+        elif event.kind == HINT:
+            self._hints_taken += 1
+        elif event.kind == SUBMIT:
+            self._ranking = [dict(r) for r in event.data["ranking"]]
+            self._state = SUBMITTED
+        elif event.kind == DEBRIEF_VIEWED:
+            self._state = DEBRIEFED
+
+    def _record(self, kind: str, data: dict[str, Any]) -> Event:
+        with self._lock:
+            checked = self._check(kind, data)
+            last = self._events[-1] if self._events else None
+            seq = last.seq + 1 if last else 1
+            # wall clocks can step back; the journal's times must not
+            now = max(time.time(), last.time if last else 0.0)
+            event = Event(seq, now, kind, checked)
+            if self.path is not None:
+                self._write_line(json.dumps(event.to_dict(), separators=(",", ":"), allow_nan=False))
+            self._apply(event)
+            return event
+
+    def _replay(self, event: Event) -> None:
+        last = self._events[-1] if self._events else None
+        if last is not None and event.seq <= last.seq:
+            raise SessionError(f"sequence number {event.seq} does not follow {last.seq}")
+        checked = self._check(event.kind, event.data)
+        self._apply(Event(event.seq, event.time, event.kind, checked))
+
+    def _write_line(self, line: str) -> None:
+        if self._fh is None:
+            raise SessionError("the session is closed; resume it to continue")
+        fh = self._fh
+        start = fh.seek(0, os.SEEK_END)
+        try:
+            fh.write((line + "\n").encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        except OSError as exc:
+            # leave no half line behind: the next append would glue onto it
+            with contextlib.suppress(OSError):
+                fh.truncate(start)
+            raise SessionError(f"could not save to {self.path}: {exc.strerror or exc}") from None
+
+
+def _ranking_rows(ranking: Sequence[tuple[str, float]] | Mapping[str, float]) -> list[dict[str, Any]]:
+    pairs: Iterable[Any] = ranking.items() if isinstance(ranking, Mapping) else ranking
+    rows = []
+    for pair in pairs:
+        if isinstance(pair, Mapping):
+            rows.append({"id": pair.get("id"), "confidence": pair.get("confidence")})
+            continue
+        try:
+            hid, conf = pair
+        except (TypeError, ValueError):
+            raise SessionError(f"ranking entries are (hypothesis, confidence) pairs, got {pair!r}") from None
+        rows.append({"id": hid, "confidence": conf})
+    return rows
+
+
+def query_event_data(result: QueryResult, index: int) -> dict[str, Any]:
+    """The data of a query event for query Q`index`: the result's outcome, reads and first ROWS_KEPT rows."""
+    return {
+        "index": index,
+        "sql": result.sql,
+        "ok": bool(result.ok),
+        "error": result.error,
+        "error_kind": result.error_kind,
+        "row_count": int(result.row_count),
+        "columns": list(result.columns),
+        "truncated": bool(result.truncated),
+        "duration_s": round(float(result.duration_s), 6),
+        "reads": [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in result.reads],
+        "rows": [[json_safe(v) for v in row] for row in result.rows[:ROWS_KEPT]],
+    }
+
+
+def _check_query(data: dict[str, Any], index: int) -> dict[str, Any]:
+    sql = data.get("sql")
+    if not isinstance(sql, str):
+        raise SessionError("a query event needs its SQL text")
+    if data.get("index") not in (None, index):
+        raise SessionError(f"query index {data.get('index')!r} should be {index}")
+    reads = data.get("reads") or []
+    if not isinstance(reads, list) or not all(isinstance(r, Mapping) and "table" in r for r in reads):
+        raise SessionError("a query's reads must be a list of {table, columns, filters}")
+    return {**data, "index": index, "ok": bool(data.get("ok")), "reads": reads}
+
+
+def _fsync_dir(folder: Path) -> None:
+    # a new file's directory entry is durable only once the directory itself is synced
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# -------------------------------------------------------------------- finding sessions
+
+
+def find_session(ref: str, root: Path | None = None) -> Path:
+    """Path of a session given its id (or a unique prefix of it) or a path to its file."""
+    candidate = Path(ref)
+    if candidate.is_file():
+        return candidate
+    folder = sessions_dir(root)
+    exact = folder / f"{ref}.jsonl"
+    if exact.is_file():
+        return exact
+    matches = sorted(folder.glob(f"{ref}*.jsonl")) if folder.is_dir() else []
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise SessionError(f"'{ref}' matches {len(matches)} sessions; give more of the id")
+    raise SessionError(f"no session '{ref}' in {folder}")
+
+
+def summarize(path: Path) -> SessionSummary | None:
+    """State of one session file without locking it or checking its incident; None if unreadable."""
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+        header = Header.from_dict(json.loads(lines[0]))
+    except (OSError, ValueError, TypeError, IndexError):
+        return None
+    state, queries, updated = BRIEFING, 0, 0.0
+    for line in lines[1:]:
+        try:
+            event = Event.from_dict(json.loads(line))
+        except (ValueError, TypeError):
+            continue
+        updated = max(updated, event.time)
+        if event.kind == QUERY:
+            queries += 1
+        state = {START: INVESTIGATING, SUBMIT: SUBMITTED, DEBRIEF_VIEWED: DEBRIEFED}.get(event.kind, state)
+    return SessionSummary(header.session_id, path, header.incident_id, header.player, header.created,
+                          state, queries, updated)
+
+
+def list_sessions(root: Path | None = None) -> list[SessionSummary]:
+    """Every readable session, most recently active first."""
+    folder = sessions_dir(root)
+    found = [summarize(p) for p in folder.glob("*.jsonl")] if folder.is_dir() else []
+    return sorted((s for s in found if s is not None), key=lambda s: (s.updated, s.created), reverse=True)
+
+
+def list_unfinished(root: Path | None = None) -> list[SessionSummary]:
+    """Sessions not yet debriefed (briefing, investigating or submitted), most recent first."""
+    return [s for s in list_sessions(root) if s.state in UNFINISHED]
+
+
+# -------------------------------------------------------------------- transcripts
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A loaded, checked transcript. `events` passed the session rules again on load."""
+
+    path: Path
+    header: Header
+    telemetry_digest: str | None
+    events: list[Event]
+    submission: dict[str, Any] | None
+    incident: Incident
+    incident_path: Path
+
+
+_TRANSCRIPT_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "session_id": str, "incident_id": str, "incident_digest": str, "seed": int, "player": str,
+    "created": str, "events": list,
+}
+
+
+def load_transcript(path: Path | str, *, incident_path: Path | str | None = None) -> Transcript:
+    """Read and check a transcript. The incident is `incident_path`, else the path stored in the
+    transcript, else the library incident with its id; its file must still have the recorded digest.
+
+    Raises TranscriptError with one line naming the file and the problem."""
+    path = Path(path)
+
+    def bad(problem: str) -> TranscriptError:
+        return TranscriptError(f"{path}: {problem}")
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise bad("not a transcript (not UTF-8 text)") from None
+    except OSError as exc:
+        raise bad(f"cannot read it ({exc.strerror or exc})") from None
+    if not text.strip():
+        raise bad("the file is empty")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated"):
+            raise bad("the JSON ends early: the file is truncated") from None
+        raise bad(f"not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(doc, dict):
+        raise bad("not a transcript (expected a JSON object)")
+    if doc.get("format") not in (None, TRANSCRIPT_FORMAT):
+        raise bad(f"not a transcript (format {doc.get('format')!r})")
+    if "format_version" not in doc:
+        raise bad("missing field 'format_version'")
+    if doc["format_version"] != FORMAT_VERSION:
+        raise bad(f"format version {doc['format_version']!r} is not supported (this servedrill reads "
+                  f"{FORMAT_VERSION})")
+    for key, kind in _TRANSCRIPT_FIELDS.items():
+        if key not in doc:
+            raise bad(f"missing field '{key}'")
+        value = doc[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise bad(f"field '{key}' has the wrong type ({type(value).__name__})")
+    header = Header(doc["session_id"], doc["incident_id"], doc["incident_digest"],
+                    str(doc.get("incident_path") or ""), doc["seed"], doc["player"], doc["created"])
+    events: list[Event] = []
+    for i, raw in enumerate(doc["events"]):
+        try:
+            events.append(Event.from_dict(raw))
+        except ValueError as exc:
+            raise bad(f"events[{i}]: {exc}") from None
+    try:
+        where = Path(incident_path) if incident_path is not None else _locate_incident(
+            header.incident_id, header.incident_path)
+    except SessionError as exc:
+        raise bad(str(exc)) from None
+    try:
+        digest = file_digest(where)
+    except OSError as exc:
+        raise bad(f"cannot read incident {where} ({exc.strerror or exc})") from None
+    if digest != header.incident_digest:
+        raise bad(f"incident '{header.incident_id}' changed since this transcript was recorded "
+                  f"({where} has a different content digest)")
+    try:
+        incident = _load_incident(where)
+    except SessionError as exc:
+        raise bad(str(exc)) from None
+    check = Session(header, incident, None)
+    for i, event in enumerate(events):
+        try:
+            check._replay(event)
+        except SessionError as exc:
+            raise bad(f"events[{i}] ({event.kind}): {exc}") from None
+    submission = doc.get("submission")
+    if submission is not None and not isinstance(submission, dict):
+        raise bad("field 'submission' has the wrong type")
+    telemetry = doc.get("telemetry_digest")
+    return Transcript(path, header, telemetry if isinstance(telemetry, str) else None, check.events,
+                      submission, incident, where)

@@ -220,16 +220,5 @@ def format_table(columns: list[str], rows: list[tuple[Any, ...]], max_rows: int 
     return "\n".join(out)
 
 
-def _register_commands() -> None:
-    """Commands defined next to the code they drive (sessions, incidents)."""
-    from game.cli_game import register as register_game
-    from game.cli_incidents import register as register_incidents
-
-    register_game(main)
-    register_incidents(main)
-
-
-_register_commands()
-
 if __name__ == "__main__":
     main()

@@ -192,11 +192,11 @@ class Replica:
         act = step_activation_bytes(self.model, self.config, plan.num_tokens, plan.num_seqs, rows)
         if act + leaked <= limit:
             return None
-        in_use = self.mem.total_bytes - max(0, self.mem.headroom_bytes - leaked) + (
-            self.mem.activation_peak_bytes - min(act, self.mem.activation_peak_bytes)
-        )
-        free = max(0, self.mem.total_bytes - in_use)
-        tried = max(act - self.mem.activation_peak_bytes, act + leaked - limit)
+        # what PyTorch would report: the step's workspace could not be allocated from what is left
+        # after weights, KV pool, graphs, non-torch memory and the leak
+        free = max(0, limit - leaked)
+        in_use = self.mem.total_bytes - free
+        tried = act
         return self.crash(
             now,
             reason="oom",

@@ -312,6 +312,10 @@ def logs_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
                              f"{d['total_bytes'] / gib:.2f} GiB of which {d['free_bytes'] / gib:.2f} GiB is free. "
                              f"Including non-PyTorch memory, this process has {d['in_use_bytes'] / gib:.2f} GiB "
                              f"memory in use."))
+            elif d.get("reason") == "drain_timeout":
+                rows.append((e.t, e.replica, "WARNING", "launcher.py",
+                             f"Graceful shutdown timed out; aborting {d.get('in_flight', 0)} requests"))
+                continue
             elif d.get("reason") == "xid":
                 rows.append((e.t, e.replica, "ERROR", "core.py",
                              f"RuntimeError: CUDA error: unspecified launch failure (Xid {d.get('xid', 79)})"))

@@ -18,7 +18,7 @@ play: $(STAMP)
 	$(BIN)/servedrill play
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

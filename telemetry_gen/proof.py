@@ -1,0 +1,520 @@
+"""Deep validation: does an incident's fault really produce what the incident claims?
+
+`prove` simulates the incident twice with the same seed: as written, and with its faults
+removed (the ablation; noise stays). Then, on the two databases:
+
+1. every symptom must hold with the faults and must not hold without them: otherwise the
+   briefing is either false or true for reasons other than the fault;
+2. every signal's expectation must hold on the fault run;
+3. every signal must discriminate: its reference query's result changes materially when the
+   faults are removed, or its likelihoods separate a true hypothesis from a distractor by at
+   least MIN_LIKELIHOOD_RATIO. A signal that does neither cannot move the player's belief.
+
+Both databases are written with `telemetry_gen.store.write_database` (so queries see exactly
+the player's tables and the `catalog` view) into a temporary directory that is deleted as soon
+as the checks are done. Nothing reaches the build cache. Queries run read-only with file
+access disabled, each under a time limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from incidents.claims import ClaimResult, evaluate_expectation, evaluate_symptom
+from incidents.spec import Incident, Signal
+from telemetry_gen.runner import Progress, build_telemetry
+from telemetry_gen.store import write_database
+
+MATERIAL_CHANGE = 0.10
+"""Relative change of a numeric cell (|a - b| / max(|a|, |b|)) that counts as material."""
+MIN_LIKELIHOOD_RATIO = 3.0
+"""L(true) / L(distractor), either way round, that makes a signal discriminating on its own."""
+MAX_COMPARED_ROWS = 10_000
+"""Rows of each reference query result compared between the two runs."""
+QUERY_TIMEOUT_S = 60.0
+"""Wall-clock seconds one check query may run before it is interrupted."""
+
+_RATIO_SLACK = 1e-9  # 0.3 / 0.1 is 2.9999999999999996 in floating point
+
+
+# ---------------------------------------------------------------- results
+
+
+def claim_margin(result: ClaimResult, compare: str) -> float | None:
+    """How far the observed quantity is on the passing side of the threshold (negative: short by that much).
+
+    Same unit as the claim's value (a ratio, a difference, or the aggregate itself). None when
+    the claim could not be evaluated.
+    """
+    observed, required = result.observed, result.required
+    if not isinstance(observed, int | float) or not isinstance(required, int | float):
+        return None
+    if isinstance(observed, bool) or isinstance(required, bool):
+        return None
+    gap = float(observed) - float(required)
+    return gap if compare.endswith("at_least") else -gap
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}" if math.isfinite(x) else str(x)
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    """One symptom evaluated on the fault run and on the ablation."""
+
+    symptom_id: str
+    claim: str
+    compare: str
+    with_faults: ClaimResult
+    without_faults: ClaimResult
+
+    @property
+    def ok(self) -> bool:
+        return self.with_faults.holds and not self.without_faults.holds
+
+    @property
+    def problem(self) -> str | None:
+        """Why the check fails, with observed against required; None when it passes."""
+        if not self.with_faults.holds:
+            margin = claim_margin(self.with_faults, self.compare)
+            short = f" (short by {_num(-margin)})" if margin is not None else ""
+            head = f"symptom {self.symptom_id} does not hold with the faults{short}"
+            return f"{head}: {self.with_faults.message}"
+        if self.without_faults.holds:
+            return (
+                f"symptom {self.symptom_id} also holds without the faults, so the fault is not what makes it "
+                f"true: {self.without_faults.message}"
+            )
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        def side(r: ClaimResult) -> dict[str, Any]:
+            return {
+                "holds": r.holds,
+                "observed": r.observed,
+                "required": r.required,
+                "margin": claim_margin(r, self.compare),
+                "a_value": r.a_value,
+                "b_value": r.b_value,
+                "message": r.message,
+            }
+
+        return {
+            "symptom": self.symptom_id,
+            "claim": self.claim,
+            "ok": self.ok,
+            "problem": self.problem,
+            "with_faults": side(self.with_faults),
+            "without_faults": side(self.without_faults),
+        }
+
+
+@dataclass(frozen=True)
+class ExpectationCheck:
+    """A signal's `expect` evaluated on its reference query in the fault run."""
+
+    signal_id: str
+    result: ClaimResult
+
+    @property
+    def ok(self) -> bool:
+        return self.result.holds
+
+    @property
+    def problem(self) -> str | None:
+        if self.ok:
+            return None
+        detail = self.result.message.removeprefix(f"signal {self.signal_id}: ")
+        return f"signal {self.signal_id} expectation fails: {detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "signal": self.signal_id,
+            "ok": self.ok,
+            "observed": self.result.observed,
+            "required": self.result.required,
+            "message": self.result.message,
+        }
+
+
+@dataclass(frozen=True)
+class DiscriminationCheck:
+    """Whether a signal can tell the true cause from the distractors.
+
+    data_change: the first material difference between the reference query's results with and
+    without the faults, None when they agree (or the query failed: see query_error).
+    separation: max over (true, distractor) pairs of |ln(L_true / L_distractor)|, nats; inf
+    when exactly one of a pair is 0. pair: the (true, distractor) ids reaching it.
+    """
+
+    signal_id: str
+    data_change: str | None
+    separation: float
+    pair: tuple[str, str] | None
+    query_error: str | None = None
+
+    @property
+    def by_likelihood(self) -> bool:
+        return self.separation >= math.log(MIN_LIKELIHOOD_RATIO) - _RATIO_SLACK
+
+    @property
+    def ok(self) -> bool:
+        return self.data_change is not None or self.by_likelihood
+
+    @property
+    def problem(self) -> str | None:
+        if self.ok:
+            return None
+        data = "same result with and without the faults"
+        if self.query_error:
+            data = f"query failed ({self.query_error})"
+        return f"signal {self.signal_id} does not discriminate: {data}, and {self._likelihood_text()}"
+
+    def _likelihood_text(self) -> str:
+        if self.pair is None:
+            return "no true/distractor pair of hypotheses to compare"
+        ratio = math.exp(self.separation)
+        return (
+            f"its likelihoods separate {self.pair[0]} from {self.pair[1]} by {_num(ratio)}x at best "
+            f"(need {_num(MIN_LIKELIHOOD_RATIO)}x)"
+        )
+
+    def reason(self) -> str:
+        """Why the signal discriminates (or why not), one phrase."""
+        if self.data_change is not None:
+            return f"data changes without the faults: {self.data_change}"
+        if self.by_likelihood:
+            return self._likelihood_text()
+        return self.problem or ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "signal": self.signal_id,
+            "ok": self.ok,
+            "data_change": self.data_change,
+            "query_error": self.query_error,
+            "likelihood_ratio": math.exp(self.separation) if math.isfinite(self.separation) else None,
+            "pair": list(self.pair) if self.pair else None,
+            "reason": self.reason(),
+        }
+
+
+@dataclass
+class ProofReport:
+    """Everything `prove` found for one incident and seed. Times are wall-clock seconds.
+
+    ok is True only when error is None and every claim, expectation and discrimination
+    check passes.
+    """
+
+    incident_id: str
+    seed: int
+    claims: list[ClaimCheck] = field(default_factory=list)
+    expectations: list[ExpectationCheck] = field(default_factory=list)
+    discrimination: list[DiscriminationCheck] = field(default_factory=list)
+    fault_wall_s: float | None = None
+    ablation_wall_s: float | None = None
+    check_wall_s: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        checks = [*self.claims, *self.expectations, *self.discrimination]
+        return self.error is None and all(c.ok for c in checks)
+
+    def problems(self) -> list[str]:
+        """One line per failed check (or the error that stopped the proof)."""
+        out = [self.error] if self.error else []
+        checks = [*self.claims, *self.expectations, *self.discrimination]
+        return out + [c.problem for c in checks if c.problem]
+
+    def lines(self) -> list[str]:
+        """A human-readable report: header, timings, one line per check (failures marked FAIL)."""
+        problems = self.problems()
+        verdict = "ok" if self.ok else f"FAILED ({len(problems)} problem{'s' * (len(problems) != 1)})"
+        out = [f"{self.incident_id} seed {self.seed}: {verdict}"]
+        timing = []
+        if self.fault_wall_s is not None:
+            timing.append(f"simulation with faults {self.fault_wall_s:.1f} s")
+        if self.ablation_wall_s is not None:
+            timing.append(f"without faults {self.ablation_wall_s:.1f} s")
+        if self.check_wall_s is not None:
+            timing.append(f"checks {self.check_wall_s:.1f} s")
+        if timing:
+            out.append("  wall time: " + ", ".join(timing))
+        if self.error:
+            out.append(f"  FAIL {self.error}")
+        for c in self.claims:
+            if c.ok:
+                out.append(f"  ok   symptom {c.symptom_id}: holds with the faults, not without")
+                out.append(f"         with:    {c.with_faults.message}")
+                out.append(f"         without: {c.without_faults.message}")
+            else:
+                out.append(f"  FAIL {c.problem}")
+        for e in self.expectations:
+            out.append(f"  ok   {e.result.message}" if e.ok else f"  FAIL {e.problem}")
+        for d in self.discrimination:
+            ok_line = f"  ok   signal {d.signal_id} discriminates: {d.reason()}"
+            out.append(ok_line if d.ok else f"  FAIL {d.problem}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "incident": self.incident_id,
+            "seed": self.seed,
+            "ok": self.ok,
+            "error": self.error,
+            "problems": self.problems(),
+            "wall_s": {
+                "faults": self.fault_wall_s,
+                "ablation": self.ablation_wall_s,
+                "checks": self.check_wall_s,
+            },
+            "claims": [c.to_dict() for c in self.claims],
+            "expectations": [e.to_dict() for e in self.expectations],
+            "discrimination": [d.to_dict() for d in self.discrimination],
+        }
+
+
+# ---------------------------------------------------------------- pure comparisons
+
+
+def likelihood_separation(signal: Signal, incident: Incident) -> tuple[float, tuple[str, str] | None]:
+    """(max |ln(L_true / L_distractor)| over true x distractor hypotheses, the pair reaching it).
+
+    Unlisted hypotheses get the spec's default likelihood. 0 against a positive likelihood is
+    infinitely separating; two zeros do not separate. (0.0, None) when there is no pair.
+    """
+    trues = [h.id for h in incident.hypotheses if h.true]
+    others = [h.id for h in incident.hypotheses if not h.true]
+    best, pair = 0.0, None
+    for t in trues:
+        for d in others:
+            lt, ld = signal.likelihood(t), signal.likelihood(d)
+            if lt == ld:
+                sep = 0.0
+            elif lt == 0 or ld == 0:
+                sep = math.inf
+            else:
+                sep = abs(math.log(lt / ld))
+            if pair is None or sep > best:
+                best, pair = sep, (t, d)
+    return best, pair
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float | Decimal) and not isinstance(v, bool)
+
+
+def _numeric_columns(n_cols: int, *tables: Sequence[tuple[Any, ...]]) -> list[bool]:
+    numeric = [True] * n_cols
+    seen = [False] * n_cols
+    for rows in tables:
+        for row in rows:
+            for i, v in enumerate(row):
+                if v is None:
+                    continue
+                seen[i] = True
+                if not _is_number(v):
+                    numeric[i] = False
+    # an all-NULL column compares as a key: NULL against NULL is no change
+    return [n and s for n, s in zip(numeric, seen, strict=True)]
+
+
+def _cell_text(v: Any) -> str:
+    return "NULL" if v is None else str(v)
+
+
+def _shown(v: Any) -> str:
+    return "NULL" if v is None else f"{float(v):.4g}"
+
+
+def _sort_value(v: Any) -> float:
+    if v is None:
+        return -math.inf
+    x = float(v)
+    return -math.inf if math.isnan(x) else x
+
+
+def _material(a: Any, b: Any, rel: float) -> bool:
+    if a is None or b is None:
+        return (a is None) != (b is None)
+    x, y = float(a), float(b)
+    if math.isnan(x) or math.isnan(y):
+        return math.isnan(x) != math.isnan(y)
+    if x == y:
+        return False
+    return abs(x - y) / max(abs(x), abs(y)) > rel
+
+
+def result_difference(
+    columns: Sequence[str],
+    with_faults: Sequence[tuple[Any, ...]],
+    other_columns: Sequence[str],
+    without_faults: Sequence[tuple[Any, ...]],
+    rel: float = MATERIAL_CHANGE,
+) -> str | None:
+    """The first material difference between two query results, or None when they agree.
+
+    Material: different columns, a different number of rows, a row whose non-numeric cells
+    (strings, timestamps, ...) appear in only one result, or a numeric cell that changed by
+    more than `rel` relative to the larger magnitude. Row order is ignored (rows are matched
+    by their non-numeric cells, then by their numbers), so an unordered GROUP BY that comes
+    back in another order is not a change.
+    """
+    if list(columns) != list(other_columns):
+        return f"columns ({', '.join(columns)}) vs ({', '.join(other_columns)})"
+    if len(with_faults) != len(without_faults):
+        return f"{len(with_faults)} rows with the faults, {len(without_faults)} without"
+    numeric = _numeric_columns(len(columns), with_faults, without_faults)
+    key_idx = [i for i, n in enumerate(numeric) if not n]
+    num_idx = [i for i, n in enumerate(numeric) if n]
+
+    def split(row: tuple[Any, ...]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+        return tuple(_cell_text(row[i]) for i in key_idx), tuple(row[i] for i in num_idx)
+
+    def order(item: tuple[tuple[str, ...], tuple[Any, ...]]) -> tuple[Any, ...]:
+        return item[0], tuple(_sort_value(v) for v in item[1])
+
+    a = sorted((split(r) for r in with_faults), key=order)
+    b = sorted((split(r) for r in without_faults), key=order)
+
+    def where(key: tuple[str, ...]) -> str:
+        text = ", ".join(f"{columns[i]}={k}" for i, k in zip(key_idx, key, strict=True))
+        return text or "an all-numeric row"
+
+    keys_a, keys_b = [k for k, _ in a], [k for k, _ in b]
+    if keys_a != keys_b:
+        set_a, set_b = set(keys_a), set(keys_b)
+        only_a = [k for k in keys_a if k not in set_b]
+        if only_a:
+            return f"row with {where(only_a[0])} only with the faults"
+        only_b = [k for k in keys_b if k not in set_a]
+        if only_b:
+            return f"row with {where(only_b[0])} only without the faults"
+        return "the same rows occur a different number of times"
+    for (key, xs), (_, ys) in zip(a, b, strict=True):
+        for j, (x, y) in enumerate(zip(xs, ys, strict=True)):
+            if _material(x, y, rel):
+                name = columns[num_idx[j]]
+                change = ""
+                if x is not None and y is not None and float(y) != 0:
+                    change = f" ({(float(x) - float(y)) / abs(float(y)):+.0%})"
+                at = f" in row {where(key)}" if key_idx else ""
+                return f"{name} {_shown(x)} with the faults vs {_shown(y)} without{change}{at}"
+    return None
+
+
+# ---------------------------------------------------------------- running the checks
+
+
+@contextlib.contextmanager
+def _deadline(con: duckdb.DuckDBPyConnection, seconds: float) -> Iterator[None]:
+    """Interrupt whatever `con` runs after `seconds` (the query then fails with an interrupt error)."""
+    timer = threading.Timer(seconds, con.interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    with _deadline(con, QUERY_TIMEOUT_S):
+        con.execute(sql)
+        columns = [d[0] for d in con.description or []]
+        rows = con.fetchmany(MAX_COMPARED_ROWS)
+    return columns, rows
+
+
+def _discrimination(
+    signal: Signal, incident: Incident, con: duckdb.DuckDBPyConnection, ablation: duckdb.DuckDBPyConnection
+) -> DiscriminationCheck:
+    separation, pair = likelihood_separation(signal, incident)
+    try:
+        cols_a, rows_a = _fetch(con, signal.query)
+        cols_b, rows_b = _fetch(ablation, signal.query)
+    except duckdb.Error as exc:
+        error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return DiscriminationCheck(signal.id, None, separation, pair, query_error=error)
+    change = result_difference(cols_a, rows_a, cols_b, rows_b)
+    return DiscriminationCheck(signal.id, change, separation, pair)
+
+
+def _open(path: Path) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(str(path), read_only=True, config={"enable_external_access": False})
+
+
+def check_databases(
+    incident: Incident, con: duckdb.DuckDBPyConnection, ablation: duckdb.DuckDBPyConnection
+) -> tuple[list[ClaimCheck], list[ExpectationCheck], list[DiscriminationCheck]]:
+    """Run every check on two open databases: `con` built with the faults, `ablation` without."""
+    t0 = incident.window.start
+    claims = []
+    for s in incident.symptoms:
+        with _deadline(con, QUERY_TIMEOUT_S):
+            fault_result = evaluate_symptom(con, s, t0)
+        with _deadline(ablation, QUERY_TIMEOUT_S):
+            ablation_result = evaluate_symptom(ablation, s, t0)
+        claims.append(ClaimCheck(s.id, s.claim, s.compare, fault_result, ablation_result))
+    expectations = []
+    for sig in incident.signals:
+        with _deadline(con, QUERY_TIMEOUT_S):
+            expectations.append(ExpectationCheck(sig.id, evaluate_expectation(con, sig)))
+    discrimination = [_discrimination(sig, incident, con, ablation) for sig in incident.signals]
+    return claims, expectations, discrimination
+
+
+def prove(incident: Incident, seed: int = 0, *, progress: Progress | None = None) -> ProofReport:
+    """Simulate `incident` with and without its faults (same seed) and check its claims; never raises
+    for a problem in the incident (a failing simulation becomes `error`).
+
+    progress(fraction 0..1, stage) is called as the two simulations and the checks advance.
+    """
+    say = progress or (lambda f, s: None)
+    report = ProofReport(incident.id, seed)
+    stage = "simulation with the faults"
+    try:
+        with tempfile.TemporaryDirectory(prefix="servedrill-proof-") as tmp:
+            fault_db, ablation_db = Path(tmp) / "faults.duckdb", Path(tmp) / "ablation.duckdb"
+            run = build_telemetry(incident, seed, progress=lambda f, s: say(0.45 * f, f"faults: {s}"))
+            report.fault_wall_s = run.wall_s
+            stage = "writing the fault database"
+            write_database(fault_db, run.tables)
+            del run  # the ablation needs the memory more
+            stage = "simulation without the faults"
+            run = build_telemetry(
+                incident, seed, ablate=True, progress=lambda f, s: say(0.45 + 0.45 * f, f"ablation: {s}")
+            )
+            report.ablation_wall_s = run.wall_s
+            stage = "writing the ablation database"
+            write_database(ablation_db, run.tables)
+            del run
+            stage = "checking the claims"
+            say(0.9, "checking")
+            started = time.perf_counter()
+            con, ablation = _open(fault_db), _open(ablation_db)
+            try:
+                checked = check_databases(incident, con, ablation)
+                report.claims, report.expectations, report.discrimination = checked
+            finally:
+                con.close()
+                ablation.close()
+            report.check_wall_s = time.perf_counter() - started
+    except Exception as exc:
+        report.error = f"{stage} failed: {exc!r}"
+    say(1.0, "done")
+    return report

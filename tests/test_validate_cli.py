@@ -1,0 +1,250 @@
+"""The author commands through click: validate [--deep], schema, new, list."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from game import cli_incidents
+from game.commands import main
+from incidents.loader import check_incident_file, iter_library, load_incident
+from incidents.spec import SCHEMA_PATH, incident_json_schema
+
+DATA = Path(__file__).parent / "data" / "incidents"
+GOOD = DATA / "good.yaml"
+BAD = [
+    "alias_bomb",
+    "comments_only",
+    "duplicate_keys",
+    "empty",
+    "merge_key",
+    "python_tag",
+    "recursive_alias",
+    "syntax_error",
+    "tabs",
+    "top_level_list",
+]
+
+def run(*args: str) -> Result:
+    result = CliRunner().invoke(main, list(args))
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+# ---------------------------------------------------------------- validate
+
+
+def test_the_servedrill_group_has_the_author_commands() -> None:
+    assert {"validate", "schema", "new", "list"} <= set(main.commands)
+
+
+def test_good_fixture_validates() -> None:
+    result = run("validate", str(GOOD))
+    assert result.exit_code == 0, result.output
+    assert f"{GOOD}: ok" in result.output
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_bad_fixture_fails_with_file_line_column(name: str) -> None:
+    path = DATA / f"{name}.yaml"
+    result = run("validate", str(path))
+    assert result.exit_code == 1, result.output
+    assert re.search(rf"^{re.escape(str(path))}:\d+:\d+: \S", result.output, re.MULTILINE), result.output
+
+
+def test_every_diagnostic_of_every_file_in_one_run() -> None:
+    paths = [DATA / "duplicate_keys.yaml", GOOD, DATA / "merge_key.yaml"]
+    result = run("validate", *map(str, paths))
+    assert result.exit_code == 1
+    for path in paths:
+        for diagnostic in check_incident_file(path):
+            assert str(diagnostic) in result.output
+    assert f"{GOOD}: ok" in result.output
+    assert "3 files checked: 1 ok, 2 with errors" in result.output
+
+
+def test_folder_expands_to_its_yaml_files(tmp_path: Path) -> None:
+    shutil.copy(GOOD, tmp_path / "throttled-gpu.yaml")
+    shutil.copy(DATA / "tabs.yaml", tmp_path / "tabs.yaml")
+    (tmp_path / "notes.txt").write_text("not an incident")
+    result = run("validate", "--json", str(tmp_path))
+    assert result.exit_code == 1
+    files = {Path(f["path"]).name: f["ok"] for f in json.loads(result.output)["files"]}
+    assert files == {"throttled-gpu.yaml": True, "tabs.yaml": False}
+    empty = tmp_path / "empty-folder"
+    empty.mkdir()
+    result = run("validate", str(empty))
+    assert result.exit_code == 1 and "no incident files" in result.output
+
+
+def test_binary_garbage_and_missing_paths(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.yaml"
+    garbage.write_bytes(random.Random(7).randbytes(4096))
+    missing = tmp_path / "missing.yaml"
+    result = run("validate", str(garbage), str(missing))
+    assert result.exit_code == 1
+    assert str(garbage) in result.output
+    assert f"{missing}: no such file" in result.output
+
+
+def test_an_unexpected_exception_becomes_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def explode(path: object) -> list[object]:
+        raise RuntimeError("loader bug")
+
+    monkeypatch.setattr(cli_incidents, "check_incident_file", explode)
+    result = run("validate", str(GOOD))
+    assert result.exit_code == 1
+    [line] = [ln for ln in result.output.splitlines() if "loader bug" in ln]
+    assert line.startswith(f"{GOOD}: internal error")
+
+
+def test_json_shape() -> None:
+    result = run("validate", "--json", str(GOOD), str(DATA / "tabs.yaml"))
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    assert set(data) == {"ok", "files"} and data["ok"] is False
+    good, bad = data["files"]
+    assert good == {"path": str(GOOD), "ok": True, "diagnostics": [], "deep": None}
+    assert bad["ok"] is False and bad["deep"] is None
+    assert bad["diagnostics"] and set(bad["diagnostics"][0]) == {"line", "column", "message", "hint"}
+    assert bad["diagnostics"][0]["line"] == 4
+
+
+def test_deep_json_proves_every_seed() -> None:
+    path = DATA / "proof-throttle.yaml"
+    result = run("validate", "--deep", "--json", "--seed", "0", "--seed", "1", str(path))
+    assert result.exit_code == 0, result.output
+    [entry] = json.loads(result.output)["files"]
+    assert entry["ok"] is True and entry["deep"]["ok"] is True
+    runs = entry["deep"]["runs"]
+    assert [r["seed"] for r in runs] == [0, 1]
+    for r in runs:
+        assert r["claims"][0]["with_faults"]["holds"] and not r["claims"][0]["without_faults"]["holds"]
+        assert r["wall_s"]["faults"] > 0 and r["wall_s"]["ablation"] > 0
+
+
+def test_deep_text_reports_the_failing_claim() -> None:
+    path = DATA / "proof-false-claims.yaml"
+    result = run("validate", "--deep", str(path))
+    assert result.exit_code == 1
+    [line] = [ln for ln in result.output.splitlines() if "FAIL symptom prefill-ten-times" in ln]
+    assert "required >= 10x" in line
+    assert "FAIL signal deploy-seen does not discriminate" in result.output
+    assert re.search(r"wall time: simulation with faults \d+\.\d s", result.output)
+
+
+def test_deep_skips_simulation_of_a_broken_file() -> None:
+    result = run("validate", "--deep", "--json", str(DATA / "tabs.yaml"))
+    assert result.exit_code == 1
+    [entry] = json.loads(result.output)["files"]
+    assert entry["deep"] is None and entry["diagnostics"]
+
+
+def test_no_path_validates_the_whole_library() -> None:
+    library = iter_library()
+    result = run("validate", "--json")
+    files = json.loads(result.output)["files"]
+    assert [f["path"] for f in files] == [str(p) for p in library]
+    assert result.exit_code == (0 if all(not check_incident_file(p) for p in library) else 1)
+
+
+# ---------------------------------------------------------------- schema
+
+
+def test_schema_check_on_the_committed_schema() -> None:
+    result = run("schema", "--check")
+    assert result.exit_code == 0, result.output
+    assert "up to date" in result.output
+
+
+def test_schema_check_on_a_stale_or_missing_copy(tmp_path: Path) -> None:
+    stale = json.loads(SCHEMA_PATH.read_text())
+    stale["$defs"]["FaultSpec"]["properties"].pop("intensity")
+    target = tmp_path / "schema.json"
+    target.write_text(json.dumps(stale, indent=2))
+    assert run("schema", "--check", "--out", str(target)).exit_code == 1
+    assert run("schema", "--check", "--out", str(tmp_path / "absent.json")).exit_code == 1
+
+
+def test_schema_writes_what_check_accepts(tmp_path: Path) -> None:
+    target = tmp_path / "out" / "schema.json"
+    assert run("schema", "--out", str(target)).exit_code == 0
+    assert json.loads(target.read_text()) == incident_json_schema()
+    assert run("schema", "--check", "--out", str(target)).exit_code == 0
+
+
+# ---------------------------------------------------------------- new
+
+
+def test_new_creates_an_incident_that_validates(tmp_path: Path) -> None:
+    result = run("new", "disk-full", "--dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    created = tmp_path / "disk-full.yaml"
+    assert str(created) in result.output and f"servedrill validate {created}" in result.output
+    assert load_incident(created).id == "disk-full"
+    assert run("validate", str(created)).exit_code == 0
+
+
+def test_new_refuses_to_overwrite(tmp_path: Path) -> None:
+    target = tmp_path / "disk-full.yaml"
+    target.write_text("mine: keep\n")
+    result = run("new", "disk-full", "--dir", str(tmp_path))
+    assert result.exit_code == 1 and "already exists" in result.output
+    assert target.read_text() == "mine: keep\n"
+
+
+@pytest.mark.parametrize("bad_id", ["Disk_Full", "disk--full", "-disk", "disk full", "../escape"])
+def test_new_refuses_an_invalid_slug(tmp_path: Path, bad_id: str) -> None:
+    result = run("new", "--dir", str(tmp_path), "--", bad_id)
+    assert result.exit_code == 1
+    assert "not a slug" in result.output
+    assert list(tmp_path.iterdir()) == []
+    assert not (tmp_path.parent / "escape.yaml").exists()
+
+
+# ---------------------------------------------------------------- list
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> Path:
+    shutil.copy(GOOD, tmp_path / "throttled-gpu.yaml")
+    (tmp_path / "broken.yaml").write_text("id: broken\ntitle: [unclosed\n")
+    (tmp_path / "template.yaml").write_text("not: listed\n")
+    return tmp_path
+
+
+def test_list_json_with_a_broken_incident(library: Path) -> None:
+    result = run("list", "--library", str(library), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [i["id"] for i in data["incidents"]] == ["throttled-gpu"]
+    [entry] = data["incidents"]
+    assert entry["difficulty"] == 3 and entry["tags"] == ["latency", "hardware"]
+    assert entry["path"] == str(library / "throttled-gpu.yaml")
+    [bad] = data["invalid"]
+    assert bad["path"] == str(library / "broken.yaml")
+    assert re.match(rf"{re.escape(str(library / 'broken.yaml'))}:\d+:\d+: ", bad["error"])
+
+
+def test_list_table_coverage_and_filters(library: Path) -> None:
+    result = run("list", "--library", str(library))
+    assert result.exit_code == 0
+    assert "throttled-gpu" in result.output and "One replica decodes slowly" in result.output
+    assert "coverage: hardware 1, latency 1" in result.output
+    assert "invalid: " in result.output and "broken.yaml" in result.output
+
+    def ids(*args: str) -> list[str]:
+        data = json.loads(run("list", "--library", str(library), "--json", *args).output)
+        return [i["id"] for i in data["incidents"]]
+
+    assert ids("--tag", "hardware") == ["throttled-gpu"]
+    assert ids("--tag", "numerics") == []
+    assert ids("--difficulty", "3") == ["throttled-gpu"]
+    assert ids("--difficulty", "2") == []

@@ -149,6 +149,9 @@ def _as_float(value: Any) -> float | None:
     return None
 
 
+_ZERO_WHEN_EMPTY = frozenset({"count", "sum", "rate"})
+
+
 def evaluate_symptom(con: duckdb.DuckDBPyConnection, symptom: Symptom, t0: datetime) -> ClaimResult:
     """Evaluate one symptom on the database behind `con`; see the module docstring for semantics."""
     label = f"{symptom.aggregate} of {symptom.metric.table}.{symptom.metric.column}"
@@ -166,6 +169,13 @@ def evaluate_symptom(con: duckdb.DuckDBPyConnection, symptom: Symptom, t0: datet
         return fail("query returned nothing")
     a_raw, a_rows, b_raw, b_rows = row
     a_value, b_value = _as_float(a_raw), _as_float(b_raw)
+    # counting aggregates have a value over no rows: nothing happened, so 0
+    if symptom.aggregate in _ZERO_WHEN_EMPTY:
+        a_value = a_value if a_rows and a_value is not None else 0.0
+        a_rows = 1
+        if symptom.b is not None:
+            b_value = b_value if b_rows and b_value is not None else 0.0
+            b_rows = 1
     if not a_rows:
         return fail("side a selects no rows")
     if symptom.b is not None and not b_rows:

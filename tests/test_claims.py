@@ -251,7 +251,10 @@ def test_windows_are_half_open(con: duckdb.DuckDBPyConnection) -> None:
     fractional = symptom(aggregate="count", a={"window": [3629.9995, 3630.0005]}, b=None, compare="at_least", value=0)
     assert evaluate_symptom(con, fractional, T0).a_value == 1
     just_after = symptom(aggregate="count", a={"window": [3630.000001, 3690]}, b=None, compare="at_least", value=0)
-    assert evaluate_symptom(con, just_after, T0).holds is False  # no rows at all in that side
+    # no rows at all in that side: a count of nothing is 0, not an error
+    assert evaluate_symptom(con, just_after, T0).a_value == 0
+    at_least_one = symptom(aggregate="count", a={"window": [3630.000001, 3690]}, b=None, compare="at_least", value=1)
+    assert evaluate_symptom(con, at_least_one, T0).holds is False
 
 
 def test_empty_side_fails_with_a_message_not_an_exception(con: duckdb.DuckDBPyConnection) -> None:

@@ -19,12 +19,12 @@ LIBRARY_INCIDENT = Path(__file__).parent.parent / "incidents" / "nondeterministi
 
 
 @pytest.fixture(scope="module")
-def steady():  # noqa: ANN201
+def steady():
     inc = load_incident(FIXTURE)
     return inc, build_telemetry(inc, seed=3)
 
 
-def test_latency_identities(steady) -> None:  # noqa: ANN001
+def test_latency_identities(steady) -> None:
     _, tel = steady
     r = tel.tables["requests"]
     ok = r[r.status == "ok"]
@@ -37,7 +37,7 @@ def test_latency_identities(steady) -> None:  # noqa: ANN001
     assert (ok.cached_tokens <= ok.prompt_tokens).all()
 
 
-def test_counters_monotone_and_gauges_in_range(steady) -> None:  # noqa: ANN001
+def test_counters_monotone_and_gauges_in_range(steady) -> None:
     _, tel = steady
     m = tel.tables["metrics"]
     counters = m[m.name.str.endswith("_total") | m.name.str.endswith("_sum") | m.name.str.endswith("_count")
@@ -49,7 +49,7 @@ def test_counters_monotone_and_gauges_in_range(steady) -> None:  # noqa: ANN001
     assert kv.between(0, 1).all() and kv.max() > 0
 
 
-def test_counter_deltas_match_request_rows(steady) -> None:  # noqa: ANN001
+def test_counter_deltas_match_request_rows(steady) -> None:
     """Over the run, counters grow by what the finished requests add up to (minus those still in flight)."""
     _, tel = steady
     r, m = tel.tables["requests"], tel.tables["metrics"]
@@ -59,7 +59,7 @@ def test_counter_deltas_match_request_rows(steady) -> None:  # noqa: ANN001
         last_ts = g.ts.max()
         done = ok[(ok.replica == replica) & (ok.finish <= last_ts)]
 
-        def last(name: str, g=g) -> float:  # noqa: ANN001
+        def last(name: str, g=g) -> float:
             return float(g[g.name == name].sort_values("ts").value.iloc[-1])
 
         # the engines also served the SRE determinism probes, which the request log keeps apart
@@ -74,7 +74,7 @@ def test_counter_deltas_match_request_rows(steady) -> None:  # noqa: ANN001
         assert done.output_tokens.sum() <= gen <= done.output_tokens.sum() * 1.05
 
 
-def test_littles_law_per_replica(steady) -> None:  # noqa: ANN001
+def test_littles_law_per_replica(steady) -> None:
     inc, tel = steady
     r, m = tel.tables["requests"], tel.tables["metrics"]
     duration = inc.window.duration_s
@@ -87,7 +87,7 @@ def test_littles_law_per_replica(steady) -> None:  # noqa: ANN001
         assert n == pytest.approx(lam * w, rel=0.15)
 
 
-def test_p99_ttft_is_stable_without_faults(steady) -> None:  # noqa: ANN001
+def test_p99_ttft_is_stable_without_faults(steady) -> None:
     _, tel = steady
     r = tel.tables["requests"]
     ok = r[r.status == "ok"]
@@ -107,7 +107,7 @@ def test_same_seed_same_digest_other_seed_differs() -> None:
     assert a.digest != c.digest
 
 
-def test_database_has_catalog_and_no_answer(steady, tmp_path: Path) -> None:  # noqa: ANN001
+def test_database_has_catalog_and_no_answer(steady, tmp_path: Path) -> None:
     inc, tel = steady
     db = tmp_path / "t.duckdb"
     write_database(db, tel.tables)

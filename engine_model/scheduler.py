@@ -24,6 +24,7 @@ from engine_model.kv_cache import KVCache
 from engine_model.request import Request
 
 EPS = 1e-9
+RESERVE_BLOCKS = 4  # blocks a decoding sequence reserves per top-up while the pool is roomy
 
 
 @dataclass(slots=True)
@@ -152,7 +153,10 @@ class Scheduler:
             if seq is None or seq.epoch != epoch:
                 continue
             need = seq.req.prompt_tokens + math.ceil(clock_target - seq.base - EPS)
-            need = -(-need // bs) * bs  # whole blocks, so the next top-up is a block later
+            # whole blocks, several at a time while the pool is roomy, so top-ups are rare;
+            # one at a time under pressure, so reservations never cause a preemption
+            ahead = RESERVE_BLOCKS if self.kv.num_free > self.kv.num_blocks // 4 else 1
+            need = (-(-need // bs) + ahead - 1) * bs
             if self._grow_or_preempt(seq, need, plan):
                 seq.kv_reserved = need
                 heapq.heappush(resv, (need - seq.req.prompt_tokens + seq.base, sid, seq.epoch))

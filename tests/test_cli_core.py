@@ -1,0 +1,88 @@
+"""The simulation-side commands through the CLI: calc, generate (cache and digest), export, query."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from game.commands import main
+
+FIXTURE = Path(__file__).parent / "data" / "incidents" / "proof-throttle.yaml"
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("SERVEDRILL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SERVEDRILL_DATA", str(tmp_path / "data"))
+    return CliRunner()
+
+
+def run_json(runner: CliRunner, *args: str) -> tuple[int, dict]:
+    res = runner.invoke(main, [*args, "--json"])
+    assert "Traceback" not in res.output
+    return res.exit_code, json.loads(res.output)
+
+
+def test_calc_reports_figures_consistent_with_the_config(runner: CliRunner) -> None:
+    code, out = run_json(runner, "calc", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--context", "4096")
+    assert code == 0
+    assert out["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2  # 2 x layers x kv_heads x head_dim x bf16
+    assert out["decode_step_floor_bound"] == "memory"
+    assert out["max_concurrent_requests"] == out["kv_capacity_tokens"] // 4096
+    code, fp8 = run_json(runner, "calc", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--kv-dtype", "fp8")
+    assert fp8["kv_bytes_per_token"] == out["kv_bytes_per_token"] // 2
+    assert fp8["kv_capacity_tokens"] > 1.9 * out["kv_capacity_tokens"]
+
+
+def test_calc_unknown_model_is_one_clear_line(runner: CliRunner) -> None:
+    code, out = run_json(runner, "calc", "--model", "Llama-9", "--gpu", "H100-SXM")
+    assert code == 1 and out["ok"] is False and "Llama-9" in out["error"]
+
+
+def test_generate_is_deterministic_and_cached(runner: CliRunner, tmp_path: Path) -> None:
+    code, first = run_json(runner, "generate", str(FIXTURE), "--seed", "4")
+    assert code == 0 and first["cached"] is False
+    code, second = run_json(runner, "generate", str(FIXTURE), "--seed", "4")
+    assert second["cached"] is True and second["digest"] == first["digest"]
+    code, rebuilt = run_json(runner, "generate", str(FIXTURE), "--seed", "4", "--force")
+    assert rebuilt["cached"] is False and rebuilt["digest"] == first["digest"]
+    code, other = run_json(runner, "generate", str(FIXTURE), "--seed", "5")
+    assert other["digest"] != first["digest"]
+    con = duckdb.connect(first["path"], read_only=True)
+    try:
+        for table, n in first["rows"].items():
+            assert con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] == n
+    finally:
+        con.close()
+
+
+def test_export_writes_every_table_as_parquet(runner: CliRunner, tmp_path: Path) -> None:
+    code, gen = run_json(runner, "generate", str(FIXTURE))
+    code, out = run_json(runner, "export", str(FIXTURE), "--parquet", str(tmp_path / "pq"))
+    assert code == 0 and set(out["files"]) == set(gen["rows"])
+    for table, path in out["files"].items():
+        assert duckdb.execute(f"SELECT count(*) FROM '{path}'").fetchone()[0] == gen["rows"][table]
+
+
+def test_query_runs_through_the_gateway_and_refuses_writes(runner: CliRunner) -> None:
+    sql = "SELECT replica, count(*) AS n FROM requests GROUP BY 1 ORDER BY 1"
+    code, ok = run_json(runner, "query", str(FIXTURE), sql)
+    assert code == 0 and ok["columns"] == ["replica", "n"] and len(ok["rows"]) == 2
+    assert ok["reads"][0]["table"] == "requests"
+    code, bad = run_json(runner, "query", str(FIXTURE), "DROP TABLE requests")
+    assert code == 1 and bad["ok"] is False and bad["error_kind"] == "refused"
+    code, sneaky = run_json(runner, "query", str(FIXTURE), "SELECT * FROM read_text('/etc/passwd')")
+    assert code == 1 and sneaky["ok"] is False
+
+
+def test_broken_incident_gets_file_line_not_traceback(runner: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("id: x\ntitle: [unclosed\n")
+    res = runner.invoke(main, ["generate", str(bad)])
+    assert res.exit_code == 1
+    assert "Traceback" not in res.output
+    assert f"{bad}:" in res.output

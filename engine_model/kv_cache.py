@@ -18,7 +18,10 @@ Simplifications, each deliberate:
   evict a cached block while never-used blocks remain; preferring the free list keeps more hits.
 
 Every operation costs O(blocks touched) with plain lists and dicts; nothing loops over tokens or over
-the whole pool, except `check_invariants`, which is for tests.
+the whole pool, except `check_invariants`, which is for tests. The simulator calls grow/free once per
+sequence per block boundary, so Python-level work per block is kept off the common path: a free block's
+refcount slot already holds 1 (the count it is handed out with), and only the blocks of a sequence that
+can be cached or shared are visited one by one on free; the rest move to the free list as one slice.
 """
 
 from __future__ import annotations
@@ -57,7 +60,13 @@ def _leading_run(entries: list[int]) -> list[int]:
 
 @dataclass(slots=True)
 class _Seq:
-    """One sequence's allocation: its block table and the content ids its prompt blocks hash from."""
+    """One sequence's allocation: its block table and the content ids its prompt blocks hash from.
+
+    p_full / reg_bound (blocks): block i is a cacheable prefix block when i < p_full, a cacheable prompt
+    block when p_full <= i < reg_bound; blocks at i >= reg_bound never carry a hash (0 with caching off).
+    shared: set by fork on parent and child; while False, every unhashed block of the table is held by
+    this sequence alone (only a prefix hit, which needs a hash, or a fork can share a block).
+    """
 
     table: list[int]
     num_tokens: int
@@ -65,6 +74,9 @@ class _Seq:
     prefix_key: int
     prefix_tokens: int
     prompt_hash: int
+    p_full: int = 0
+    reg_bound: int = 0
+    shared: bool = False
 
 
 class KVCache:
@@ -74,6 +86,9 @@ class KVCache:
     block's refcount equals the number of live block tables holding it, never negative; a block with
     refcount 0 is either on the free list or evictable, never both; evictable blocks are exactly the
     cached blocks with refcount 0; a sequence of n tokens holds ceil(n / block_size) blocks.
+
+    Storage: `_ref[b]` is block b's refcount unless b is on the free list, where the slot holds 1, the
+    count b gets when handed out; so neither allocating from nor releasing to the free list writes it.
     """
 
     def __init__(self, num_blocks: int, block_size: int = 16, enable_prefix_caching: bool = True) -> None:
@@ -84,7 +99,7 @@ class KVCache:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
-        self._ref: list[int] = [0] * num_blocks
+        self._ref: list[int] = [1] * num_blocks  # all blocks start on the free list (see class docstring)
         # Popped from the end, so a fresh pool hands out block 0 first.
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))
         self._hash_of: list[BlockHash | None] = [None] * num_blocks
@@ -197,10 +212,8 @@ class KVCache:
         A block that already has a hash (a prefix hit) is skipped, and so is one whose content is
         already cached in another block: one block per hash.
         """
-        bs = self.block_size
-        p_full = min(seq.prefix_tokens, seq.prompt_tokens) // bs if seq.prefix_key else 0
-        q_full = seq.prompt_tokens // bs if seq.prompt_hash else 0
-        stop = min(stop, max(p_full, q_full))
+        p_full = seq.p_full
+        stop = min(stop, seq.reg_bound)
         if first >= stop:
             return
         if first < p_full:
@@ -248,8 +261,10 @@ class KVCache:
 
         Blocks still held by a sequence keep their registration: their content stays resident and valid.
         """
+        ref = self._ref
         for b in self._evictable:
             self._uncache(b)
+            ref[b] = 1  # the free-list convention
         self._free.extend(self._evictable)
         self._evictable.clear()
 
@@ -257,16 +272,16 @@ class KVCache:
 
     def _allocate_into(self, table: list[int], n: int) -> None:
         """Append n fresh blocks (refcount 1) to table; the caller has checked that n are available."""
-        free, ref = self._free, self._ref
+        free = self._free
         take = min(n, len(free))
         if take:
+            # free-list blocks already read refcount 1
             got = free[-take:]
             del free[-take:]
             got.reverse()
-            for b in got:
-                ref[b] = 1
-            table.extend(got)
+            table += got
         if n > take:
+            ref = self._ref
             # _uncache inlined: eviction is the costliest per-block step when prompts rarely recur.
             evictable, hash_of, p_index, q_index = (
                 self._evictable,
@@ -317,15 +332,24 @@ class KVCache:
         n_new = -(-num_tokens // bs) - len(hits)
         ref, evictable = self._ref, self._evictable
         # Hits that sit in the LRU are taken out of it, so they cannot also serve as fresh blocks.
-        revived = sum(1 for b in hits if ref[b] == 0)
+        revived = [ref[b] for b in hits].count(0)
         if n_new > len(self._free) + len(evictable) - revived:
             return None
-        for b in hits:
-            if ref[b] == 0:
-                del evictable[b]
-            ref[b] += 1
+        if revived:
+            for b in hits:
+                if ref[b] == 0:
+                    del evictable[b]
+                ref[b] += 1
+        else:
+            for b in hits:
+                ref[b] += 1
         self._allocate_into(hits, n_new)
-        seq = _Seq(hits, num_tokens, prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
+        if self.enable_prefix_caching:
+            p_full = min(prefix_tokens, prompt_tokens) // bs if prefix_key else 0
+            reg_bound = max(p_full, prompt_tokens // bs if prompt_hash else 0)
+        else:
+            p_full = reg_bound = 0
+        seq = _Seq(hits, num_tokens, prompt_tokens, prefix_key, prefix_tokens, prompt_hash, p_full, reg_bound)
         self._seqs[seq_id] = seq
         if self.enable_prefix_caching:
             self._register(seq, cached_tokens // bs, num_tokens // bs)
@@ -346,17 +370,29 @@ class KVCache:
         if num_tokens <= old:
             return True
         bs = self.block_size
-        n_new = -(-num_tokens // bs) - len(seq.table)
-        cow = self._shared_partial_last(seq)
-        if n_new + cow > 0:
-            if n_new + cow > len(self._free) + len(self._evictable):
+        table = seq.table
+        n_new = -(-num_tokens // bs) - len(table)
+        # only a fork shares a partial block (partial blocks carry no hash, so no prefix hit shares one)
+        if seq.shared and self._shared_partial_last(seq):
+            if n_new + 1 > len(self._free) + len(self._evictable):
                 return False
-            if cow:
-                self._copy_last(seq)
-            self._allocate_into(seq.table, n_new)
+            self._copy_last(seq)
+            self._allocate_into(table, n_new)
+        elif n_new > 0:
+            free = self._free
+            if n_new <= len(free):
+                got = free[-n_new:]
+                del free[-n_new:]
+                got.reverse()
+                table += got
+            elif n_new <= len(free) + len(self._evictable):
+                self._allocate_into(table, n_new)
+            else:
+                return False
         seq.num_tokens = num_tokens
-        if self.enable_prefix_caching and old < seq.prompt_tokens:
-            self._register(seq, old // bs, num_tokens // bs)
+        first = old // bs
+        if first < seq.reg_bound:
+            self._register(seq, first, num_tokens // bs)
         return True
 
     def free(self, seq_id: int) -> None:
@@ -365,15 +401,24 @@ class KVCache:
         cached, so it always returns to the free list. Blocks are released tail first, as vLLM does, so
         a sequence's tail is evicted before its head. Unknown (or already freed) seq raises KeyError."""
         seq = self._seqs.pop(seq_id)
-        ref, hash_of, free, evictable = self._ref, self._hash_of, self._free, self._evictable
-        for b in reversed(seq.table):
+        table, free = seq.table, self._free
+        head = len(table) if seq.shared else min(seq.reg_bound, len(table))
+        if head < len(table):
+            # Past reg_bound an unforked sequence's blocks have no hash and no other holder: each drops
+            # to refcount 0 and goes to the free list, whose slot convention leaves _ref untouched.
+            tail = table[head:]
+            tail.reverse()
+            free += tail
+        ref, hash_of, evictable = self._ref, self._hash_of, self._evictable
+        for b in reversed(table[:head]):
             r = ref[b] - 1
-            ref[b] = r
-            if r == 0:
-                if hash_of[b] is None:
-                    free.append(b)
-                else:
-                    evictable[b] = None
+            if r:
+                ref[b] = r
+            elif hash_of[b] is None:
+                free.append(b)
+            else:
+                ref[b] = 0
+                evictable[b] = None
 
     def fork(self, parent_id: int, child_id: int) -> None:
         """Parallel sampling (n > 1): the child shares every parent block (refcount +1 each), no allocation.
@@ -386,6 +431,7 @@ class KVCache:
         ref = self._ref
         for b in parent.table:
             ref[b] += 1
+        parent.shared = True
         self._seqs[child_id] = _Seq(
             list(parent.table),
             parent.num_tokens,
@@ -393,6 +439,9 @@ class KVCache:
             parent.prefix_key,
             parent.prefix_tokens,
             parent.prompt_hash,
+            parent.p_full,
+            parent.reg_bound,
+            shared=True,
         )
 
     def ensure_writable_last(self, seq_id: int) -> bool:
@@ -426,20 +475,30 @@ class KVCache:
             for b in seq.table:
                 assert 0 <= b < n, f"seq {sid}: block id {b} out of range"
                 holders[b] += 1
-        for b in range(n):
-            assert self._ref[b] >= 0, f"block {b}: negative refcount {self._ref[b]}"
-            assert self._ref[b] == holders[b], f"block {b}: refcount {self._ref[b]} but {holders[b]} holders"
         free_set = set(self._free)
         assert len(free_set) == len(self._free), "a block is on the free list twice (double free)"
+        for b in range(n):
+            if b in free_set:
+                assert holders[b] == 0, f"free block {b} is in use ({holders[b]} holders)"
+                assert self._ref[b] == 1, f"free block {b}: refcount slot {self._ref[b]}, expected 1"
+                continue
+            assert self._ref[b] >= 0, f"block {b}: negative refcount {self._ref[b]}"
+            assert self._ref[b] == holders[b], f"block {b}: refcount {self._ref[b]} but {holders[b]} holders"
         evict_set = set(self._evictable)
         assert not free_set & evict_set, f"blocks both free and evictable: {sorted(free_set & evict_set)}"
         for b in free_set:
-            assert self._ref[b] == 0, f"free block {b} is in use (refcount {self._ref[b]})"
             assert self._hash_of[b] is None, f"free block {b} still has a hash"
         for b in evict_set:
             assert self._ref[b] == 0, f"evictable block {b} is in use (refcount {self._ref[b]})"
             assert self._hash_of[b] is not None, f"evictable block {b} has no hash"
-        in_use = sum(1 for r in self._ref if r > 0)
+        # what free()'s shortcut relies on: no hash past reg_bound; unforked sequences own unhashed blocks
+        for sid, seq in self._seqs.items():
+            for i, b in enumerate(seq.table):
+                if i >= seq.reg_bound:
+                    assert self._hash_of[b] is None, f"seq {sid}: block {b} at {i} >= reg_bound is hashed"
+                if not seq.shared and self._hash_of[b] is None:
+                    assert holders[b] == 1, f"seq {sid}: unhashed block {b} shared without a fork"
+        in_use = sum(1 for h in holders if h > 0)
         total = len(free_set) + len(evict_set) + in_use
         assert total == n, f"free {len(free_set)} + evictable {len(evict_set)} + in use {in_use} != {n}"
         n_entries = 0

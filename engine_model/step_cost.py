@@ -66,8 +66,8 @@ stated assumptions.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from engine_model.config import EngineConfig
 from engine_model.profiles import GPUProfile, Link, ModelProfile, weight_element_bytes
@@ -99,6 +99,13 @@ _ELEMENTWISE_KERNELS = 5  # input norm, post-attention norm, rotary, SiLU-and-mu
 _MOE_EXTRA_KERNELS = 4  # router GEMM, top-k, token alignment, expert-output reduction
 _ATTN_KERNELS = 2  # KV-cache write, attention
 
+# Memo bounds: a fleet run sees a few thousand step shapes per replica and a handful of hardware states;
+# a table that outgrows its bound is cleared (entries are pure functions of their key, so only speed
+# changes).
+_MAX_SHAPES = 1 << 16
+_MAX_HW_STATES = 64
+_MAX_MODELS = 16
+
 
 @dataclass(frozen=True)
 class HardwareState:
@@ -113,9 +120,9 @@ class HardwareState:
 NOMINAL = HardwareState()
 
 
-@dataclass(frozen=True)
-class StepBreakdown:
-    """Where one step's time goes, in seconds.
+class StepBreakdown(NamedTuple):
+    """Where one step's time goes, in seconds. Immutable; a NamedTuple because the simulator builds one
+    per engine step and a frozen dataclass costs several times more to construct.
 
     compute_s: time of all the step's FLOPs at calibrated efficiency; memory_s: time of all its bytes at
     calibrated bandwidth. device_s is the GPU's actual busy time, combined kernel by kernel (plus kernel
@@ -136,9 +143,9 @@ class StepBreakdown:
     device_s: float = 0.0
 
 
-@dataclass(frozen=True)
-class _Fixed:
-    """The parts of a step that do not depend on decode context, plus the per-context slopes."""
+class _Fixed(NamedTuple):
+    """The parts of a step that do not depend on decode context, plus the per-context slopes (seconds,
+    seconds per token). A tuple so the hot path unpacks it in one go."""
 
     device_s: float  # GPU time excluding decode attention over context
     compute_s: float
@@ -149,6 +156,66 @@ class _Fixed:
     host_s: float
     slope_c: float  # decode-attention compute seconds per token of decode context
     slope_m: float  # decode-attention memory seconds per token of decode context
+
+
+@dataclass(slots=True)
+class _HwMemo:
+    """What one StepCostModel has worked out for one HardwareState: attention rates (FLOP/s, bytes/s)
+    and memo tables of pure functions of the step shape. Keys are as the caller passed them; values
+    are computed from int() of them, as the uncached code did."""
+
+    hw: HardwareState
+    attn_flops: float  # achieved FLOP/s of attention kernels
+    attn_bw: float  # achieved bytes/s of attention kernels
+    fixed: dict[tuple[int, int, int], _Fixed] = field(default_factory=dict)  # (prefill_tok, decode, prefill_seqs)
+    affine: dict[int, tuple[float, float, float, float]] = field(default_factory=dict)  # decode_seqs
+    linear: dict[float, tuple[float, float, float, float]] = field(default_factory=dict)  # tokens
+    head: dict[float, tuple[float, float, float, float]] = field(default_factory=dict)  # rows
+
+
+# Replicas built alike (the usual fleet) share one set of memo tables: (model, gpu, config, expert_skew,
+# pp_link) -> {HardwareState: _HwMemo}.
+_SHARED_MEMOS: dict[tuple[object, ...], dict[HardwareState, _HwMemo]] = {}
+
+
+def clear_memos() -> None:
+    """Forget the process-wide memo of step shapes. Answers do not change; they are recomputed."""
+    _SHARED_MEMOS.clear()
+
+
+def _shared_memos(key: tuple[object, ...]) -> dict[HardwareState, _HwMemo]:
+    try:
+        memos = _SHARED_MEMOS.get(key)
+    except TypeError:  # an unhashable custom profile: memoise for this model alone
+        return {}
+    if memos is None:
+        if len(_SHARED_MEMOS) >= _MAX_MODELS:
+            _SHARED_MEMOS.clear()
+        memos = _SHARED_MEMOS[key] = {}
+    return memos
+
+
+def _run_seconds(n: int, start: float, inc: float, launch: float, host: float) -> float:
+    """Seconds of n decode steps whose GPU time is start + inc * j (j = 0..n-1, seconds), each taking
+    max(gpu, launch) + host: at most two arithmetic series, split where the GPU overtakes the launch."""
+    if n <= 0:
+        return 0.0
+    if inc <= 0.0:
+        return n * ((launch if launch > start else start) + host)
+    j_star = _launch_bound_steps(start, inc, launch, n)
+    rest = n - j_star
+    total = j_star * (launch + host)
+    if rest > 0:
+        total += rest * (start + host) + inc * (j_star + n - 1) * rest / 2.0
+    return total
+
+
+def _launch_bound_steps(start: float, inc: float, launch: float, cap: int) -> int:
+    """Number of leading steps j (0-based, at most cap) whose GPU time start + inc*j is below launch."""
+    if start >= launch:
+        return 0
+    x = (launch - start) / inc
+    return int(min(cap, math.ceil(x)))
 
 
 def _combine(c: float, m: float) -> float:
@@ -208,7 +275,8 @@ def moe_imbalance_factor(num_experts: int, ranks: int, skew: float) -> float:
 
 class StepCostModel:
     """Time of engine steps of one replica (model on gpu with config). Calls never change later answers
-    (context-independent parts are memoised per step shape and HardwareState).
+    (context-independent parts are memoised per step shape and HardwareState, shared by models built
+    from equal arguments).
 
     `expert_skew` (>= 0) is the hot-expert excess load (hot / mean - 1) of an MoE router; `pp_link` is the
     link between pipeline stages (defaults to the GPU's scale-up link).
@@ -254,7 +322,26 @@ class StepCostModel:
         self._kv_layer_bytes = 2 * self._kv_heads * m.head_dim * 2
         self._moe_factor = moe_imbalance_factor(m.num_experts, tp, self.expert_skew)
         self._capture_max = min(2 * config.max_num_seqs, MAX_CAPTURE_SIZE)
-        self._fixed_cached = lru_cache(maxsize=4096)(self._fixed)
+        # prefill attention FLOPs per token**2 of prefill_attn, all layers
+        self._prefill_attn_flop = 4.0 * self._q_heads * m.head_dim * m.num_layers
+        # every input of the memoised parts is a function of this key (and of the HardwareState)
+        self._memos = _shared_memos((model, gpu, config, self.expert_skew, self.pp_link))
+        self._memo = self._memo_for(NOMINAL)  # the HardwareState of the last call, checked by identity
+
+    def _memo_for(self, hw: HardwareState) -> _HwMemo:
+        """The memo of `hw` (made on first use), which becomes the current one."""
+        memo = self._memos.get(hw)
+        if memo is None:
+            if len(self._memos) >= _MAX_HW_STATES:
+                self._memos.clear()
+            memo = _HwMemo(
+                hw,
+                self._bf16_peak * ATTN_COMPUTE_EFFICIENCY * hw.clock_factor,
+                self._bw * ATTN_BW_EFFICIENCY * hw.hbm_bw_factor,
+            )
+            self._memos[hw] = memo
+        self._memo = memo
+        return memo
 
     # ---- linear layers (the calibrated part) ------------------------------------------------------
     def _layer_linear(self, tokens: float, hw: HardwareState) -> tuple[float, float, float, float]:
@@ -315,8 +402,35 @@ class StepCostModel:
         time = _combine(c, mem) + sampler + (1 + SAMPLER_KERNELS) * KERNEL_FLOOR_S
         return time, c, mem, sampler
 
+    def _linear_memo(self, tokens: float, memo: _HwMemo) -> tuple[float, float, float, float]:
+        got = memo.linear.get(tokens)
+        if got is None:
+            if len(memo.linear) >= _MAX_SHAPES:
+                memo.linear.clear()
+            got = memo.linear[tokens] = self._layer_linear(tokens, memo.hw)
+        return got
+
+    def _head_memo(self, rows: float, memo: _HwMemo) -> tuple[float, float, float, float]:
+        got = memo.head.get(rows)
+        if got is None:
+            if len(memo.head) >= _MAX_SHAPES:
+                memo.head.clear()
+            got = memo.head[rows] = self._lm_head(rows, memo.hw)
+        return got
+
     # ---- everything that does not grow with decode context ----------------------------------------
-    def _fixed(self, prefill_tokens: int, decode_seqs: int, prefill_seqs: int, hw: HardwareState) -> _Fixed:
+    def _fixed_memo(self, prefill_tokens: int, decode_seqs: int, prefill_seqs: int, memo: _HwMemo) -> _Fixed:
+        """_fixed through the memo of the step shape (arguments exactly as the caller passed them)."""
+        key = (prefill_tokens, decode_seqs, prefill_seqs)
+        got = memo.fixed.get(key)
+        if got is None:
+            if len(memo.fixed) >= _MAX_SHAPES:
+                memo.fixed.clear()
+            got = memo.fixed[key] = self._fixed(int(prefill_tokens), int(decode_seqs), int(prefill_seqs), memo)
+        return got
+
+    def _fixed(self, prefill_tokens: int, decode_seqs: int, prefill_seqs: int, memo: _HwMemo) -> _Fixed:
+        hw = memo.hw
         m = self.model
         k = self.spec_k if decode_seqs > 0 else 0
         tokens = prefill_tokens + decode_seqs * (k + 1)
@@ -327,9 +441,9 @@ class StepCostModel:
             return _Fixed(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, host, 0.0, 0.0)
 
         layers = m.num_layers
-        lin_t, lin_c, lin_m, lin_s = self._layer_linear(float(tokens), hw)
+        lin_t, lin_c, lin_m, lin_s = self._linear_memo(float(tokens), memo)
         rows = decode_seqs * (k + 1) + prefill_seqs
-        head_t, head_c, head_m, head_s = self._lm_head(float(rows), hw)
+        head_t, head_c, head_m, head_s = self._head_memo(float(rows), memo)
         bw_e = self._bw * ELEMENTWISE_BW_EFFICIENCY * hw.hbm_bw_factor
         # embedding gather and KV-cache writes of the new tokens
         small_m = tokens * (m.hidden * 2.0 + layers * self._kv_layer_bytes) / bw_e
@@ -357,8 +471,8 @@ class StepCostModel:
 
         if k > 0:
             # k sequential passes of a one-layer draft head over the decode sequences, sharing the LM head
-            d_t, d_c, d_m, d_s = self._layer_linear(float(decode_seqs), hw)
-            h_t, h_c, h_m, h_s = self._lm_head(float(decode_seqs), hw)
+            d_t, d_c, d_m, d_s = self._linear_memo(float(decode_seqs), memo)
+            h_t, h_c, h_m, h_s = self._head_memo(float(decode_seqs), memo)
             device += k * (d_t + h_t + _ATTN_KERNELS * KERNEL_FLOOR_S)
             compute += k * (d_c + h_c)
             stream += k * (d_s + h_s)
@@ -370,24 +484,9 @@ class StepCostModel:
         # model and one query per draft pass over one layer
         flop_per_ctx = 4.0 * self._q_heads * m.head_dim * (layers * (k + 1) + k)
         bytes_per_ctx = self._kv_layer_bytes * (layers + k)
-        slope_c = flop_per_ctx / (self._bf16_peak * ATTN_COMPUTE_EFFICIENCY * hw.clock_factor)
-        slope_m = bytes_per_ctx / (self._bw * ATTN_BW_EFFICIENCY * hw.hbm_bw_factor)
+        slope_c = flop_per_ctx / memo.attn_flops
+        slope_m = bytes_per_ctx / memo.attn_bw
         return _Fixed(device, compute, memory, stream, comm, launch * host_f, host, slope_c, slope_m)
-
-    def _prefill_attention(
-        self, prefill_tokens: int, prefill_attn: float, hw: HardwareState
-    ) -> tuple[float, float]:
-        """(compute_s, memory_s) of prefill attention; the step time charges their max."""
-        if prefill_tokens <= 0 or prefill_attn <= 0:
-            return 0.0, 0.0
-        m = self.model
-        flops = 4.0 * self._q_heads * m.head_dim * m.num_layers * prefill_attn
-        # one chunk of c tokens after p cached ones reads p + c tokens of KV; prefill_attn / c = p + c / 2
-        kv_tokens = prefill_attn / prefill_tokens + prefill_tokens / 2.0
-        nbytes = kv_tokens * self._kv_layer_bytes * m.num_layers
-        c = flops / (self._bf16_peak * ATTN_COMPUTE_EFFICIENCY * hw.clock_factor)
-        mem = nbytes / (self._bw * ATTN_BW_EFFICIENCY * hw.hbm_bw_factor)
-        return c, mem
 
     # ---- public API --------------------------------------------------------------------------------
     def breakdown(
@@ -409,24 +508,38 @@ class StepCostModel:
         """
         if prefill_seqs is None:
             prefill_seqs = 1 if prefill_tokens > 0 else 0
-        f = self._fixed_cached(int(prefill_tokens), int(decode_seqs), int(prefill_seqs), hw)
-        pc, pm = self._prefill_attention(prefill_tokens, prefill_attn, hw)
+        memo = self._memo if self._memo.hw is hw else self._memo_for(hw)
+        f = memo.fixed.get((prefill_tokens, decode_seqs, prefill_seqs))
+        if f is None:
+            f = self._fixed_memo(prefill_tokens, decode_seqs, prefill_seqs, memo)
+        f_device, f_compute, f_memory, f_stream, f_comm, f_launch, f_host, slope_c, slope_m = f
+        # Prefill attention: the step charges the larger of its FLOP time and its KV-read time. One chunk
+        # of c tokens after p cached ones reads p + c tokens of KV; prefill_attn / c = p + c / 2.
+        if prefill_tokens <= 0 or prefill_attn <= 0:
+            pc = pm = 0.0
+        else:
+            pc = self._prefill_attn_flop * prefill_attn / memo.attn_flops
+            kv_tokens = prefill_attn / prefill_tokens + prefill_tokens / 2.0
+            pm = kv_tokens * self._kv_layer_bytes * self.model.num_layers / memo.attn_bw
         ctx = float(decode_ctx) if decode_seqs > 0 else 0.0
-        dc, dm = f.slope_c * ctx, f.slope_m * ctx
-        device = f.device_s + max(pc, pm) + max(dc, dm)
-        gpu_busy = device + f.comm_s
-        exposed_launch = max(0.0, f.launch_s - gpu_busy)
-        compute = f.compute_s + pc + dc
-        memory = f.memory_s + pm + dm
-        overhead = f.host_s + exposed_launch
+        dc, dm = slope_c * ctx, slope_m * ctx
+        # conditional expressions instead of max(): same result (first argument on ties), less overhead
+        device = f_device + (pm if pm > pc else pc) + (dm if dm > dc else dc)
+        gpu_busy = device + f_comm
+        exposed_launch = f_launch - gpu_busy
+        if not exposed_launch > 0.0:
+            exposed_launch = 0.0
+        compute = f_compute + pc + dc
+        memory = f_memory + pm + dm
+        overhead = f_host + exposed_launch
         return StepBreakdown(
-            total_s=gpu_busy + overhead,
-            compute_s=compute,
-            memory_s=memory,
-            comm_s=f.comm_s,
-            overhead_s=overhead,
-            bound="compute" if compute > memory - f.stream_s else "memory",
-            device_s=device,
+            gpu_busy + overhead,
+            compute,
+            memory,
+            f_comm,
+            overhead,
+            "compute" if compute > memory - f_stream else "memory",
+            device,
         )
 
     def step_time(
@@ -446,9 +559,15 @@ class StepCostModel:
 
     def _decode_affine(self, decode_seqs: int, hw: HardwareState) -> tuple[float, float, float, float]:
         """(gpu_s at zero context, gpu seconds per context token, launch_s, host_s) of a decode-only step."""
-        f = self._fixed_cached(0, int(decode_seqs), 0, hw)
-        slope = max(f.slope_c, f.slope_m) if decode_seqs > 0 else 0.0
-        return f.device_s + f.comm_s, slope, f.launch_s, f.host_s
+        memo = self._memo if self._memo.hw is hw else self._memo_for(hw)
+        got = memo.affine.get(decode_seqs)
+        if got is None:
+            f = self._fixed_memo(0, decode_seqs, 0, memo)
+            slope = max(f.slope_c, f.slope_m) if decode_seqs > 0 else 0.0
+            if len(memo.affine) >= _MAX_SHAPES:
+                memo.affine.clear()
+            got = memo.affine[decode_seqs] = (f.device_s + f.comm_s, slope, f.launch_s, f.host_s)
+        return got
 
     def decode_run_time(
         self,
@@ -471,24 +590,7 @@ class StepCostModel:
         if n <= 0:
             return 0.0
         g0, beta, launch, host = self._decode_affine(decode_seqs, hw)
-        growth = decode_seqs * growth_per_seq
-        start = g0 + beta * decode_ctx
-        if beta * growth <= 0.0:
-            return n * (max(start, launch) + host)
-        j_star = self._launch_bound_steps(start, beta * growth, launch, n)
-        rest = n - j_star
-        total = j_star * (launch + host)
-        if rest > 0:
-            total += rest * (start + host) + beta * growth * (j_star + n - 1) * rest / 2.0
-        return total
-
-    @staticmethod
-    def _launch_bound_steps(start: float, inc: float, launch: float, cap: int) -> int:
-        """Number of leading steps j (0-based, at most cap) whose GPU time start + inc*j is below launch."""
-        if start >= launch:
-            return 0
-        x = (launch - start) / inc
-        return int(min(cap, math.ceil(x)))
+        return _run_seconds(n, g0 + beta * decode_ctx, beta * (decode_seqs * growth_per_seq), launch, host)
 
     def decode_steps_within(
         self,
@@ -513,7 +615,7 @@ class StepCostModel:
         else:
             flat = launch + host
             big = 1 << 62
-            j_star = self._launch_bound_steps(start, inc, launch, big)
+            j_star = _launch_bound_steps(start, inc, launch, big)
             if j_star > 0 and budget_s <= j_star * flat:
                 n = int(budget_s // flat)
             else:
@@ -526,16 +628,10 @@ class StepCostModel:
                 m_steps = 2.0 * rem / (qb + math.sqrt(disc)) if qb + math.sqrt(disc) > 0 else 0.0
                 n = j_star + math.floor(m_steps)
         n = max(0, n)
-        # guard against rounding at the boundary
-        while (
-            n > 0
-            and self.decode_run_time(n, decode_seqs, decode_ctx, hw, growth_per_seq=growth_per_seq) > budget_s
-        ):
+        # guard against rounding at the boundary (decode_run_time(n) is _run_seconds(n, start, inc, ...))
+        while n > 0 and _run_seconds(n, start, inc, launch, host) > budget_s:
             n -= 1
-        while (
-            self.decode_run_time(n + 1, decode_seqs, decode_ctx, hw, growth_per_seq=growth_per_seq)
-            <= budget_s
-        ):
+        while _run_seconds(n + 1, start, inc, launch, host) <= budget_s:
             n += 1
         return n
 

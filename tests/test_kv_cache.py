@@ -174,6 +174,38 @@ def test_reset_prefix_cache_keeps_live_blocks() -> None:
     kv.check_invariants()
 
 
+def test_freed_blocks_come_back_head_first() -> None:
+    # Release is tail first onto a LIFO free list, so a successor of the same length gets the freed blocks
+    # in their old order: the order the bulk release of uncacheable blocks must keep.
+    kv = KVCache(64, 16)
+    kv.admit(1, 100, prefix_key=7, prefix_tokens=32, prompt_hash=0, num_tokens=100)
+    assert kv.grow(1, 300)  # 19 blocks: 2 cacheable prefix blocks, 17 that are never cached
+    table = kv.block_table(1)
+    kv.free(1)
+    assert (kv.num_evictable, kv.num_free) == (2, 62)
+    kv.admit(2, 300, 0, 0, 0, 300)
+    assert kv.block_table(2)[:17] == table[2:]
+    assert kv.block_table(2)[17:] == [19, 20]  # then the never-used blocks, lowest id first
+    kv.check_invariants()
+
+
+@pytest.mark.parametrize("first", [1, 2])
+def test_forked_long_sequence_keeps_shared_blocks_until_the_last_holder_goes(first: int) -> None:
+    kv = KVCache(64, 16)
+    kv.admit(1, 100, prefix_key=7, prefix_tokens=32, prompt_hash=0, num_tokens=100)
+    assert kv.grow(1, 200)  # 13 blocks, the last one partial
+    kv.fork(1, 2)
+    assert kv.grow(2, 300)  # the child copies the partial block, then takes 6 more
+    assert kv.num_in_use == 13 + 1 + 6
+    kv.free(first)
+    # the 12 full blocks are still held by the other sequence; only the freed one's private blocks go
+    assert kv.num_in_use == (20 - 1 if first == 1 else 20 - 7)
+    kv.check_invariants()
+    kv.free(3 - first)
+    assert (kv.num_in_use, kv.num_evictable, kv.num_free) == (0, 2, 62)
+    kv.check_invariants()
+
+
 # ---- refusals change nothing -------------------------------------------------------------------------
 
 

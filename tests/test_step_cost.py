@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import random
 from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine_model import step_cost
 from engine_model.config import EngineConfig
 from engine_model.profiles import GPUS, LINKS, MODELS
 from engine_model.step_cost import (
@@ -288,3 +290,53 @@ def test_decode_steps_within_is_zero_below_one_step() -> None:
     one = c.step_time(0, 0, 4, 4000)
     assert c.decode_steps_within(0.99 * one, 4, 4000) == 0
     assert c.decode_steps_within(1.01 * one, 4, 4000) == 1
+
+
+# ---- memoisation ----------------------------------------------------------------------------------
+def test_memoised_answers_do_not_depend_on_call_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tiny memo bounds force clears between calls. One long-lived model, called in a random order with
+    # repeated, equal-but-distinct and alternating hardware states, must answer exactly (==, not approx)
+    # what a fresh model answers: a memo keyed on too little (no hw, no prefill_seqs) would not.
+    monkeypatch.setattr(step_cost, "_MAX_SHAPES", 3)
+    monkeypatch.setattr(step_cost, "_MAX_HW_STATES", 2)
+
+    def make() -> StepCostModel:  # MoE, TP collectives and speculation: every branch of the fixed part
+        return cost(MIXTRAL, GPUS["H200"], tensor_parallel_size=2, num_speculative_tokens=2,
+                    spec_acceptance_rate=0.6)
+
+    hws = [HardwareState(), HardwareState(clock_factor=0.5), HardwareState(0.9, 0.7, 0.5, 2.0)]
+    shapes = [  # prefill_tokens, prefill_attn, decode_seqs, decode_ctx, prefill_seqs
+        (0, 0.0, 1, 500, None),
+        (0, 0.0, 8, 7200, 0),
+        (512, 512 * 700.0, 8, 7200, 3),
+        (512, 512 * 700.0, 8, 7200, 1),
+        (512, 512 * 700.0, 0, 0, None),
+        (4096, 4096 * 2048.0, 0, 0, 1),
+    ]
+    shared = make()
+    rng = random.Random(7)
+    for _ in range(80):
+        pt, pa, ds, ctx, ps = rng.choice(shapes)
+        hw = rng.choice(hws)
+        if rng.random() < 0.5:
+            hw = replace(hw)  # equal value, new object
+        step_cost.clear_memos()  # so `fresh` does not share the memo of `shared`
+        fresh = make()
+        assert shared.breakdown(pt, pa, ds, ctx, hw, prefill_seqs=ps) == fresh.breakdown(
+            pt, pa, ds, ctx, hw, prefill_seqs=ps
+        )
+        if pt == 0 and ds > 0:
+            run = shared.decode_run_time(40, ds, ctx, hw, growth_per_seq=2.2)
+            assert run == fresh.decode_run_time(40, ds, ctx, hw, growth_per_seq=2.2)
+            n = shared.decode_steps_within(0.5 * run, ds, ctx, hw, growth_per_seq=2.2)
+            step_cost.clear_memos()
+            assert n == make().decode_steps_within(0.5 * run, ds, ctx, hw, growth_per_seq=2.2)
+    assert len(shared._memos) <= 2
+    assert all(len(m.fixed) <= 3 and len(m.linear) <= 3 for m in shared._memos.values())
+
+
+def test_step_breakdown_is_immutable() -> None:
+    b = cost().breakdown(0, 0, 4, 4000)
+    with pytest.raises(AttributeError):
+        b.total_s = 0.0  # type: ignore[misc]
+    assert b == cost().breakdown(0, 0, 4, 4000)

@@ -7,10 +7,10 @@ exit code 1, never a traceback.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
+import random
 import sys
 import warnings
 from pathlib import Path
@@ -21,6 +21,8 @@ import click
 from game.session import Event, SessionError, SessionWarning, TranscriptError
 
 STRATEGY_CHOICES = ("expert", "lucky", "random", "shotgun")
+DEAL_SEEDS = 10_000
+"""`play --random` deals a seed below this: short enough to read out as "incident X seed N"."""
 
 
 class _Failed(Exception):
@@ -56,27 +58,53 @@ def _guarded(as_json: bool, body: Any) -> Any:
         _fail(f"internal error: {type(exc).__name__}: {exc}", as_json)
 
 
-def _incident(ref: str) -> tuple[Any, Path]:
+def _incident(ref: str, seed: int) -> tuple[Any, Path]:
+    """The incident `ref` (library id or file) as the variant of `seed`, and its resolved path."""
     from incidents.loader import find_incident, load_incident
 
     path = find_incident(ref)
-    return load_incident(path), path.resolve()
+    return load_incident(path, seed=seed), path.resolve()
+
+
+def incident_path(ref: str, seed: int) -> Path:
+    """The resolved file of incident `ref` (library id or file), checked to load as the variant of `seed`.
+    Raises IncidentError (with file:line diagnostics) when it does not."""
+    return _incident(ref, seed)[1]
+
+
+def guarded(as_json: bool, body: Any) -> Any:
+    """Run `body()` at a CLI boundary: any failure becomes one line on stderr (or JSON) and exit 1."""
+    return _guarded(as_json, body)
+
+
+def deal(incident: str | None, seed: int | None, rng: random.Random | None = None) -> tuple[Path, int]:
+    """(incident file, seed) for `play --random`: what the player fixed stays, the rest is dealt.
+
+    The incident is drawn from the library incidents that load (as the variant of that seed), the
+    seed from 0..DEAL_SEEDS-1.
+    Raises _Failed when there is nothing to deal from.
+    """
+    from incidents.loader import IncidentError, iter_library, load_incident
+
+    rng = rng or random.SystemRandom()
+    if seed is None:
+        seed = rng.randrange(DEAL_SEEDS)
+    if incident is not None:
+        return _incident(incident, seed)[1], seed
+    candidates = iter_library()
+    while candidates:
+        path = rng.choice(candidates)
+        try:
+            load_incident(path, seed=seed)
+        except IncidentError:
+            candidates.remove(path)  # broken files are `servedrill validate`'s business, not the player's
+            continue
+        return path.resolve(), seed
+    raise _Failed("no library incident loads; nothing to deal (servedrill validate says why)")
 
 
 def _player(name: str | None) -> str:
     return name or os.environ.get("USER") or "player"
-
-
-def _tui_has(name: str) -> Any:
-    """tui.app.<name> when the TUI is installed, else None."""
-    try:
-        if importlib.util.find_spec("tui.app") is None:
-            return None
-    except (ImportError, ValueError):
-        return None
-    import tui.app
-
-    return getattr(tui.app, name, None)
 
 
 def _play_plain(path: Path | None, seed: int, player: str, session_path: Path | None = None) -> None:
@@ -148,20 +176,24 @@ def register(group: click.Group) -> None:
 
     @group.command("play")
     @click.argument("incident", required=False)
-    @click.option("--seed", default=0, show_default=True, help="Telemetry seed.")
+    @click.option("--seed", type=int, default=None,
+                  help="Seed of the variant and the telemetry (default 0; dealt with --random).")
+    @click.option("--random", "random_deal", is_flag=True,
+                  help="Deal a random library incident and seed (whichever of the two you did not give).")
     @click.option("--player", default=None, help="Your name in the session and transcript (default $USER).")
     @click.option("--plain", is_flag=True, help="Line mode on stdin/stdout instead of the TUI.")
-    def play_cmd(incident: str | None, seed: int, player: str | None, plain: bool) -> None:
-        """Play an incident (library id or file)."""
+    def play_cmd(incident: str | None, seed: int | None, random_deal: bool, player: str | None,
+                 plain: bool) -> None:
+        """Play an incident (library id or file), or a random one with --random."""
         def body() -> None:
-            path = _incident(incident)[1] if incident else None
-            if not plain:
-                run = _tui_has("run")
-                if run is not None:
-                    run(path, seed)
-                    return
-                click.echo("note: the terminal UI is not available; playing in line mode", err=True)
-            _play_plain(path or _pick_incident(), seed, _player(player))
+            if random_deal:
+                path, chosen = deal(incident, seed)
+                click.echo(f"Dealt incident {path.stem} seed {chosen} "
+                           f"(play it again: servedrill play {path.stem} --seed {chosen})")
+            else:
+                chosen = 0 if seed is None else seed
+                path = _incident(incident, chosen)[1] if incident else None
+            _play_plain(path or _pick_incident(), chosen, _player(player))
 
         _guarded(False, body)
 
@@ -187,12 +219,6 @@ def register(group: click.Group) -> None:
                 click.echo("Resume one with: servedrill resume SESSION_ID")
                 return
             path = find_session(session_id)
-            if not plain:
-                resume = _tui_has("resume")
-                if resume is not None:
-                    resume(path)
-                    return
-                click.echo("note: the terminal UI is not available; resuming in line mode", err=True)
             _play_plain(None, 0, "", session_path=path)
 
         _guarded(as_json, body)
@@ -258,7 +284,7 @@ def register(group: click.Group) -> None:
         from game.scoring import format_report
 
         def body() -> None:
-            inc, path = _incident(incident)
+            inc, path = _incident(incident, seed)
             session, report = autoplay_session(inc, seed, strategy, incident_path=path,
                                                player_seed=player_seed)
             written = str(session.export_transcript(out)) if out else None

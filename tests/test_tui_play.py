@@ -1,0 +1,311 @@
+"""Playing through the interface with Textual's Pilot: the whole game, resume, cancelling a query, and
+the editor's helpers. Every check reads what the session recorded or what the screen shows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_tui_support import (
+    FIXTURE,
+    investigating_events,
+    journal,
+    make_app,
+    open_workspace,
+    run_async,
+    run_sql,
+    screen_name,
+    until,
+)
+
+pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
+
+SPLIT_SQL = ("SELECT time_bucket(INTERVAL '30 seconds', ts) AS t, replica, avg(prefill_s) AS prefill "
+             "FROM requests WHERE status = 'ok' GROUP BY ALL ORDER BY t, replica")
+
+
+def _session_events(data: Path) -> list[dict]:
+    [path] = list((data / "sessions").glob("*.jsonl"))
+    lines = path.read_text().splitlines()
+    return [json.loads(line) for line in lines[1:] if line.strip()]
+
+
+def test_play_a_whole_incident(tui_env: Path) -> None:
+    data = tui_env
+
+    async def go() -> None:
+        app = make_app(data)
+        async with app.run_test(size=(120, 36)) as pilot:
+            # pick: the fixture is listed and preselected
+            await until(pilot, lambda: "picker" in app.marks)
+            table = app.screen.query_one("#picker-table")
+            assert table.row_count == 1 and table.cursor_row == 0
+            await pilot.press("enter")
+            # briefing: the page, then the telemetry
+            await until(pilot, lambda: screen_name(app) == "BriefingScreen")
+            card = str(app.screen.query_one("#alert-card").render())
+            assert "Chat team" in card and "first token" in card
+            await until(pilot, lambda: "ready" in app.marks)
+            assert "budget 12" in str(app.screen.query_one("#briefing-limits").render())
+            await pilot.press("enter")
+            await until(pilot, lambda: "workspace" in app.marks)
+            await until(pilot, lambda: len(app.screen.query_one("#schema").root.children) > 0)
+            tables = {str(n.label) for n in app.screen.query_one("#schema").root.children}
+            assert {"requests", "metrics", "events"} <= tables
+
+            # a query: rows on screen, counted in the status line and the query list
+            view = await run_sql(app, pilot, SPLIT_SQL)
+            assert view.ok and view.row_count == 20
+            assert app.screen.query_one("#results-table").row_count == 20
+            assert "queries 1 / 12" in str(app.screen.query_one("#status-line").render())
+            assert app.screen.query_one("#query-log").option_count == 1
+
+            # plot it: one line per replica, the api-gateway deploy marked from the events table
+            await pilot.press("f2")
+            await pilot.pause()
+            plot = app.screen.query_one("#results-plot")
+            await until(pilot, lambda: plot.drawn_series == 2)
+            assert [m.label for m in plot.drawn_markers] == ["deploy api-gateway"]
+            await pilot.press("f2")
+
+            # the board: move "overload" to the top, then back; confidences; pin; save
+            await pilot.press("ctrl+b")
+            board = app.screen.query_one("#board")
+            await pilot.press("down", "shift+up")
+            assert [i.id for i in board.board.items][:2] == ["overload", "throttle"]
+            await pilot.press("shift+down")
+            assert [i.id for i in board.board.items][:2] == ["throttle", "overload"]
+            await pilot.press("up", "plus", "plus", "plus", "plus")  # throttle 25 -> 45
+            await pilot.press("down", "minus", "minus", "minus")  # overload 25 -> 10
+            assert [i.confidence for i in board.board.items] == [45, 10, 25, 25]
+            await pilot.press("up", "s")  # Q1 supports throttle
+            await pilot.press("ctrl+s")  # refused: 105% and out of order
+            assert not [e for e in _session_events(data) if e["kind"] == "rank"]
+            await pilot.press("N", "ctrl+s")
+            ranks = [e for e in _session_events(data) if e["kind"] == "rank"]
+            assert len(ranks) == 1
+            saved = ranks[0]["data"]["ranking"]
+            assert sum(r["confidence"] for r in saved) == 100 and saved[0]["id"] == "throttle"
+            pins = [e["data"] for e in _session_events(data) if e["kind"] == "pin"]
+            assert pins == [{"query": 1, "hypothesis": "throttle", "stance": "supports"}]
+
+            # submit: the pinned query is offered as the discriminator
+            await pilot.press("f8")
+            await until(pilot, lambda: screen_name(app) == "SubmitScreen")
+            assert app.screen.query_one("#submit-discriminator").value == 1
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: "debrief" in app.marks)
+            score_line = str(app.screen.query_one("#debrief-score").render())
+            assert "Score" in score_line and "/ 100" in score_line
+            report = app.screen.report
+            assert report.submitted and report.observed_signals == ["prefill-by-replica"]
+            assert "Your queries against the fault timeline" in app.screen.markdown
+
+            # export the debrief next to the transcript
+            await pilot.press("e")
+            transcript = app.screen.transcript
+            assert transcript.is_file() and transcript.with_suffix(".md").is_file()
+            assert transcript.with_suffix(".md").read_text().startswith("# Debrief")
+
+            # back to the list: the best score shows
+            await pilot.press("escape")
+            await until(pilot, lambda: screen_name(app) == "PickerScreen")
+            await until(pilot, lambda: app.screen.scanned, timeout=10)
+            assert app.screen.best["tui-mini"] == report.total
+
+    run_async(go())
+    kinds = [e["kind"] for e in _session_events(data)]
+    assert kinds[0] == "start" and kinds[-2:] == ["submit", "debrief_viewed"]
+
+
+def test_resume_after_closing_mid_investigation(tui_env: Path) -> None:
+    data = tui_env
+
+    async def first() -> None:
+        app = make_app(data)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await open_workspace(app, pilot)
+            await run_sql(app, pilot, "SELECT replica, count(*) AS n FROM requests GROUP BY replica")
+            await run_sql(app, pilot, SPLIT_SQL)
+            await pilot.press("ctrl+b", "s")  # pin Q2 on the top hypothesis
+
+    async def second() -> None:
+        app = make_app(data)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await until(pilot, lambda: "picker" in app.marks)
+            await until(pilot, lambda: app.screen.scanned, timeout=10)
+            assert "unfinished" in str(app.screen.query_one("#picker-table").get_row_at(0)[-1])
+            await pilot.press("enter")
+            await until(pilot, lambda: "ready" in app.marks and app.screen.unfinished)
+            assert "unfinished session" in str(app.screen.query_one("#briefing-action").render())
+            await pilot.press("enter")
+            await until(pilot, lambda: "workspace" in app.marks)
+            log = app.screen.query_one("#query-log")
+            assert log.option_count == 2
+            editor = app.screen.query_one("#editor")
+            assert editor.text == SPLIT_SQL  # the last query is back in the editor
+            assert editor.query_history[-1] == SPLIT_SQL
+            view = app.screen.query_one("#results").view
+            assert view.from_journal and view.index == 2 and view.row_count == 20
+            board = app.screen.query_one("#board")
+            assert board.evidence["throttle"].supports == [2]
+            # and the game goes on: the next query is Q3
+            assert (await run_sql(app, pilot, "SELECT 1 AS one")).index == 3
+
+    run_async(first())
+    run_async(second())
+    assert len(list((data / "sessions").glob("*.jsonl"))) == 1
+
+
+def test_resume_from_the_command_line_path_opens_the_workspace(tui_env: Path) -> None:
+    path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
+
+    async def go() -> None:
+        app = make_app(tui_env, resume_session=path)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await until(pilot, lambda: "workspace" in app.marks)
+            board = app.screen.query_one("#board")
+            assert (board.board.items[0].id, board.board.items[0].confidence) == ("throttle", 70)
+            assert "saved" in board.border_title and "unsaved" not in board.border_title
+
+    run_async(go())
+
+
+def test_escape_cancels_a_running_query_and_the_ui_stays_live(tui_env: Path) -> None:
+    slow = "SELECT sum(a.range * b.range) FROM range(400000) a, range(400000) b"
+
+    async def go() -> None:
+        app = make_app(tui_env, query_timeout_s=120.0)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await open_workspace(app, pilot)
+            app.screen.query_one("#editor").load_text(slow)
+            await pilot.press("f5")
+            await until(pilot, lambda: app.play.gateway._active is not None, what="the query to start")
+            assert app.screen.running
+            # the board still answers while DuckDB works
+            await pilot.press("ctrl+b", "plus")
+            assert app.screen.query_one("#board").board.items[0].confidence == 30
+            await pilot.press("escape")
+            await until(pilot, lambda: "rows" in app.marks, timeout=20, what="the cancelled result")
+            view = app.screen.query_one("#results").view
+            assert not view.ok and view.error == "cancelled"
+            assert not app.screen.running
+            # Escape with nothing running goes back to moving focus, not cancelling
+            assert not app.screen.check_action("cancel_query", ())
+
+    run_async(go())
+    [query] = [e for e in _session_events(tui_env) if e["kind"] == "query"]
+    assert query["data"]["error_kind"] == "cancelled"
+
+
+def test_editor_history_completion_schema_and_snippets(tui_env: Path) -> None:
+    async def go() -> None:
+        app = make_app(tui_env)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await open_workspace(app, pilot)
+            editor = app.screen.query_one("#editor")
+            await run_sql(app, pilot, "SELECT 1 AS one")
+            await run_sql(app, pilot, "SELECT 2 AS two")
+            editor.load_text("SELECT 3")
+            editor.focus()
+            await pilot.press("up")
+            assert editor.text == "SELECT 2 AS two"
+            await pilot.press("ctrl+up")
+            assert editor.text == "SELECT 1 AS one"
+            await pilot.press("down", "down")
+            assert editor.text == "SELECT 3"  # back to the draft
+
+            # completion: one candidate completes in place, several open a menu
+            editor.load_text("SELECT prefi")
+            editor.move_cursor(editor.document.end)
+            await pilot.press("tab")
+            assert editor.text == "SELECT prefill_s"
+            editor.load_text("SELECT * FROM re")
+            editor.move_cursor(editor.document.end)
+            await pilot.press("tab")
+            assert editor.text == "SELECT * FROM requests"
+            editor.load_text("SELECT replica, ts FROM requests WHERE ")
+            editor.move_cursor(editor.document.end)
+            await pilot.press("t", "tab")
+            menu = app.screen.query_one("#completion")
+            assert menu.display and menu.option_count >= 3  # table_description, task, tenant, ...
+            await pilot.press("down", "enter")
+            assert not menu.display and editor.text.startswith("SELECT replica, ts FROM requests WHERE t")
+            assert editor.text != "SELECT replica, ts FROM requests WHERE t"
+
+            # schema: Enter on a column inserts its name at the cursor
+            editor.load_text("SELECT ")
+            editor.move_cursor(editor.document.end)
+            tree = app.screen.query_one("#schema")
+            requests = next(n for n in tree.root.children if str(n.label) == "requests")
+            requests.expand()
+            await pilot.pause()
+            tree.focus()
+            tree.move_cursor(requests.children[0])
+            await pilot.press("enter")
+            assert editor.text == "SELECT " + requests.children[0].data[1]
+
+            # snippets: the first one replaces the editor's text
+            await pilot.press("f3")
+            await until(pilot, lambda: screen_name(app) == "SnippetScreen")
+            await pilot.press("enter")
+            await until(pilot, lambda: screen_name(app) == "WorkspaceScreen")
+            assert "queue_s" in editor.text and "prefill_s" in editor.text
+
+    run_async(go())
+
+
+def test_hint_note_help_and_a_small_terminal(tui_env: Path) -> None:
+    async def go() -> None:
+        app = make_app(tui_env)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_workspace(app, pilot)
+            for selector in ("#editor", "#results", "#board", "#status-line"):
+                region = app.screen.query_one(selector).region
+                assert region.width > 0 and region.height > 0, selector
+            # a hint is confirmed first, then recorded and counted
+            await pilot.press("f6")
+            await until(pilot, lambda: screen_name(app) == "ConfirmScreen")
+            await pilot.press("n")
+            assert app.play.session.hints_taken == 0
+            await pilot.press("f6")
+            await until(pilot, lambda: screen_name(app) == "ConfirmScreen")
+            await pilot.press("y")
+            assert app.play.session.hints_taken == 1
+            assert "hints 1 / 2" in str(app.screen.query_one("#status-line").render())
+            # a note on the selected hypothesis
+            await pilot.press("ctrl+b", "n")
+            await until(pilot, lambda: screen_name(app) == "NoteScreen")
+            await pilot.press(*"clock?", "ctrl+s")
+            await until(pilot, lambda: screen_name(app) == "WorkspaceScreen")
+            assert app.screen.query_one("#board").notes == {"throttle": "clock?"}
+            # help lists the keys; the light theme renders too
+            await pilot.press("f1")
+            await until(pilot, lambda: screen_name(app) == "HelpScreen")
+            await pilot.press("escape")
+            app.theme = "textual-light"
+            await pilot.pause()
+            assert screen_name(app) == "WorkspaceScreen"
+
+    run_async(go())
+    notes = [e["data"] for e in _session_events(tui_env) if e["kind"] == "note"]
+    assert notes == [{"hypothesis": "throttle", "text": "clock?"}]
+
+
+def test_a_broken_incident_shows_its_diagnostics(tui_env: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad-one.yaml"
+    bad.write_text(FIXTURE.read_text().replace("difficulty: 1", "difficulty: 9"))
+
+    async def go() -> None:
+        app = make_app(tui_env, incidents=[bad], preselect=None)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await until(pilot, lambda: "picker" in app.marks)
+            await pilot.press("enter")
+            await until(pilot, lambda: screen_name(app) == "BriefingScreen" and app.screen.failed)
+            assert "difficulty" in str(app.screen.query_one("#briefing-action").render())
+            await pilot.press("enter")  # nothing to start
+            assert screen_name(app) == "BriefingScreen"
+            await pilot.press("escape")
+            await until(pilot, lambda: screen_name(app) == "PickerScreen")
+
+    run_async(go())

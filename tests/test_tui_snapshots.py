@@ -1,0 +1,58 @@
+"""Screenshots of the picker, the workspace and the debrief at 120x36, compared with the SVGs under
+tests/__snapshots__/test_tui_snapshots/ (regenerate on purpose with `pytest --snapshot-update`).
+
+Everything time-dependent is frozen: the sessions are written by hand with fixed times, the app's
+clock is fixed, cursors do not blink and query timings are hidden (`steady`). Query rows come from the
+hand-written session, not from the simulator, so engine changes do not move these pictures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from test_tui_support import (
+    START,
+    investigating_events,
+    journal,
+    make_app,
+    screen_name,
+    submitted_events,
+    until,
+)
+
+pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
+
+SIZE = (120, 36)
+
+
+def test_picker(tui_env: Path, snap_compare: Any) -> None:
+    app = make_app(tui_env, steady=True)
+
+    async def settle(pilot: Any) -> None:
+        await until(pilot, lambda: "picker" in pilot.app.marks)
+        await until(pilot, lambda: pilot.app.screen.scanned)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+
+
+def test_workspace(tui_env: Path, snap_compare: Any) -> None:
+    path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
+    app = make_app(tui_env, resume_session=path, steady=True, clock=lambda: START + 125.0)
+
+    async def settle(pilot: Any) -> None:
+        await until(pilot, lambda: "workspace" in pilot.app.marks)
+        await until(pilot, lambda: len(pilot.app.screen.query_one("#schema").root.children) > 0)
+        await pilot.app.workers.wait_for_complete()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+
+
+def test_debrief(tui_env: Path, snap_compare: Any) -> None:
+    path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", submitted_events())
+    app = make_app(tui_env, resume_session=path, steady=True)
+
+    async def settle(pilot: Any) -> None:
+        await until(pilot, lambda: "debrief" in pilot.app.marks)
+        assert screen_name(pilot.app) == "DebriefScreen"
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle)

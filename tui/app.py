@@ -1,0 +1,265 @@
+"""The servedrill Textual app: picker -> briefing -> workspace -> submit -> debrief.
+
+The app only presents `game/`: sessions, the query gateway, scoring and the debrief text all come
+from there. Heavy modules (DuckDB, pandas, pydantic models, the simulator) are imported inside
+worker threads, so the first screen paints before they load.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import App, SystemCommand
+from textual.screen import Screen
+
+from tui.actions import bindings, commands
+from tui.library import LibraryEntry, read_entry, read_library
+
+CSS_FILE = Path(__file__).with_name("servedrill.tcss")
+
+
+@dataclass
+class Play:
+    """The game in progress: its incident file, and once ready its checked incident, telemetry
+    database, query gateway and session. `seed` is the telemetry seed the database was built with."""
+
+    entry: LibraryEntry
+    seed: int = 0
+    incident: Any = None
+    build: Any = None
+    gateway: Any = None
+    session: Any = None
+
+    def close(self) -> None:
+        """Stop any query, close the gateway and release the session file (resumable later)."""
+        if self.gateway is not None:
+            self.gateway.close()
+            self.gateway = None
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+
+class ServedrillApp(App[None]):
+    """The game. Arguments:
+
+    - `incidents`: incident files for the picker (default: the library);
+    - `preselect`: incident id or path highlighted first (default: one-slow-replica, else the first);
+    - `seed`: telemetry seed for new sessions; `player`: name recorded in sessions;
+    - `data_root`: where sessions and transcripts live (default: game.session.data_dir());
+    - `resume_session`: open this session file straight away instead of the picker;
+    - `clock`: wall clock in epoch seconds for the elapsed-time display;
+    - `steady`: no blinking cursors and no query timings, so screenshots are repeatable;
+    - `query_timeout_s`, `row_cap`: limits handed to the query gateway (seconds, rows)."""
+
+    CSS_PATH = CSS_FILE
+    TITLE = "servedrill"
+    BINDINGS = bindings("app")
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (110, "-wide")]
+
+    def __init__(
+        self,
+        *,
+        incidents: Sequence[Path | str] | None = None,
+        preselect: str | Path | None = None,
+        seed: int = 0,
+        player: str | None = None,
+        data_root: Path | None = None,
+        resume_session: Path | None = None,
+        clock: Callable[[], float] = time.time,
+        steady: bool = False,
+        query_timeout_s: float = 10.0,
+        row_cap: int = 5000,
+    ) -> None:
+        super().__init__()
+        self.incident_paths = [Path(p) for p in incidents] if incidents is not None else None
+        self.preselect = preselect
+        self.seed = seed
+        self.player = player or _default_player()
+        self.data_root = data_root
+        self.resume_session = resume_session
+        self.clock = clock
+        self.steady = steady
+        self.query_timeout_s = query_timeout_s
+        self.row_cap = row_cap
+        self.play: Play | None = None
+        self.marks: dict[str, float] = {}
+        self.mark_hook: Callable[[str], None] | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def on_mount(self) -> None:
+        from tui.screens.picker import PickerScreen
+
+        if self.steady:
+            self.theme = "textual-dark"
+        self.push_screen(PickerScreen(read_library(self.incident_paths), self.preselect))
+        if self.resume_session is not None:
+            self.open_briefing(entry_for_session(self.resume_session), resume_path=self.resume_session)
+
+    def on_unmount(self) -> None:
+        self._close_play()
+
+    def mark(self, name: str) -> None:
+        """Record when something became visible (epoch seconds); the benchmark and tests wait on these."""
+        self.marks[name] = time.time()
+        if self.mark_hook is not None:
+            self.mark_hook(name)
+
+    def _close_play(self) -> None:
+        if self.play is not None:
+            self.play.close()
+            self.play = None
+
+    # ------------------------------------------------------------ flow
+
+    def open_briefing(self, entry: LibraryEntry, resume_path: Path | None = None) -> None:
+        from tui.screens.briefing import BriefingScreen
+
+        self._close_play()
+        self.play = Play(entry, seed=self.seed)
+        self.push_screen(BriefingScreen(entry, resume_path=resume_path))
+
+    def adopt_telemetry(self, build: Any, gateway: Any, seed: int) -> None:
+        """Take over a freshly opened gateway (closing any previous one)."""
+        if self.play is None:
+            gateway.close()
+            return
+        if self.play.gateway is not None and self.play.gateway is not gateway:
+            self.play.gateway.close()
+        self.play.build, self.play.gateway, self.play.seed = build, gateway, seed
+
+    def adopt_session(self, session: Any) -> None:
+        if self.play is None:
+            session.close()
+            return
+        if self.play.session is not None and self.play.session is not session:
+            self.play.session.close()
+        self.play.session = session
+        self.play.incident = session.incident
+
+    def start_session(self, session: Any) -> None:
+        """Leave the briefing of a session still in its briefing state."""
+        from game.session import SessionError
+
+        try:
+            session.start(self.play.build.digest if self.play and self.play.build else None)
+        except SessionError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.enter_session()
+
+    def enter_session(self) -> None:
+        """Show the screen for the session's state: the workspace, or the debrief once submitted."""
+        assert self.play is not None and self.play.session is not None
+        if self.play.session.state == "investigating":
+            from tui.screens.workspace import WorkspaceScreen
+
+            self.switch_screen(WorkspaceScreen())
+        else:
+            self.show_debrief()
+
+    def show_debrief(self) -> None:
+        from tui.screens.debrief import DebriefScreen
+
+        self.switch_screen(DebriefScreen())
+
+    def leave_game(self) -> None:
+        """Close the game and go back to the picker."""
+        from tui.screens.picker import PickerScreen
+
+        self._close_play()
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, PickerScreen):
+            self.pop_screen()
+
+    def export_transcript(self) -> Path | None:
+        """Write the session's transcript to the transcripts folder; None (and a notice) on failure."""
+        from game.session import SessionError, transcripts_dir
+
+        play = self.play
+        if play is None or play.session is None:
+            return None
+        target = transcripts_dir(self.data_root) / f"{play.session.session_id}.json"
+        try:
+            return play.session.export_transcript(target, play.build.digest if play.build else None)
+        except (OSError, SessionError) as exc:
+            self.call_later(self.notify, f"Cannot write the transcript: {exc}", severity="error")
+            return None
+
+    # ------------------------------------------------------------ actions and palette
+
+    def action_help(self) -> None:
+        from tui.screens.dialogs import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        scope = _scope_of(screen)
+        for command in commands("app") + (commands(scope) if scope else []):
+            if command.palette and command.action != "help":
+                yield SystemCommand(command.title, command.help,
+                                    _runner(screen if command.scope != "app" else self, command.action))
+        yield SystemCommand("Help", "Every key of every screen", self.action_help)
+
+
+def _scope_of(screen: Screen[Any]) -> str | None:
+    name = type(screen).__name__
+    return {"PickerScreen": "picker", "BriefingScreen": "briefing", "WorkspaceScreen": "workspace",
+            "SubmitScreen": "submit", "DebriefScreen": "debrief"}.get(name)
+
+
+def _runner(target: Any, action: str) -> Callable[[], Any]:
+    async def run() -> None:
+        await target.run_action(action)
+
+    return run
+
+
+def _default_player() -> str:
+    import os
+
+    return os.environ.get("USER") or "player"
+
+
+def entry_for_session(path: Path) -> LibraryEntry:
+    """The picker entry for a session file's incident, read from its header line (no full load)."""
+    import json
+
+    from tui.library import library_paths
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            header = json.loads(fh.readline())
+    except (OSError, ValueError):
+        return LibraryEntry(path, path.stem, path.stem, problem="unreadable session file")
+    stored = Path(str(header.get("incident_path") or ""))
+    if stored.is_file():
+        return read_entry(stored)
+    wanted = str(header.get("incident_id", ""))
+    found = next((p for p in library_paths() if p.stem == wanted), None)
+    return read_entry(found) if found else LibraryEntry(path, wanted, wanted, problem="incident not found")
+
+
+def run(incident: Path | str | None = None, seed: int = 0, player: str | None = None,
+        incidents: Sequence[Path | str] | None = None) -> None:
+    """Play in the terminal: the picker with `incident` highlighted (an id or a file path). A file
+    outside the library joins the list."""
+    paths: list[Path] | None = None
+    if incident is not None and Path(str(incident)).is_file():
+        from tui.library import library_paths
+
+        paths = [*(Path(p) for p in incidents or library_paths()), Path(str(incident))]
+    elif incidents is not None:
+        paths = [Path(p) for p in incidents]
+    ServedrillApp(incidents=paths, preselect=incident, seed=seed, player=player).run()
+
+
+def resume(session_path: Path | str) -> None:
+    """Continue a session file in the terminal."""
+    ServedrillApp(resume_session=Path(session_path)).run()

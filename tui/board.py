@@ -1,0 +1,139 @@
+"""The hypothesis board as the player edits it: an order and a confidence per hypothesis.
+
+This is a draft. Nothing here is recorded until the player saves the ranking or submits, and then
+`game.session.Session` decides whether it is acceptable; the helpers below only say what the player
+would be told, so the screen can warn before the session refuses.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+STEP = 5
+"""Percentage points one +/- press moves a confidence."""
+
+
+@dataclass
+class BoardItem:
+    """One hypothesis on the board. `confidence` is in whole percent, 0..100."""
+
+    id: str
+    title: str
+    confidence: int = 0
+
+
+@dataclass
+class Evidence:
+    """Queries (their Qn numbers) pinned to one hypothesis."""
+
+    supports: list[int] = field(default_factory=list)
+    refutes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Board:
+    """Hypotheses in the player's order, most likely first."""
+
+    items: list[BoardItem]
+
+    @classmethod
+    def initial(cls, hypotheses: Sequence[tuple[str, str]],
+                ranking: Sequence[Mapping[str, Any]] | None = None) -> Board:
+        """Board from (id, title) pairs. With a saved `ranking` ([{"id", "confidence"}], best first),
+        its order and confidences; unranked hypotheses follow at 0%. Without, the file order with an
+        even split of 100 (earlier rows get the remainder, so confidences never rise down the list)."""
+        titles = dict(hypotheses)
+        if ranking:
+            items = [BoardItem(str(r["id"]), titles.get(str(r["id"]), str(r["id"])),
+                               round(float(r["confidence"]))) for r in ranking if str(r["id"]) in titles]
+            ranked = {i.id for i in items}
+            items += [BoardItem(hid, title, 0) for hid, title in hypotheses if hid not in ranked]
+            return cls(items)
+        n = len(hypotheses)
+        base, extra = divmod(100, n) if n else (0, 0)
+        return cls([BoardItem(hid, title, base + (1 if i < extra else 0))
+                    for i, (hid, title) in enumerate(hypotheses)])
+
+    def copy(self) -> Board:
+        return Board([BoardItem(i.id, i.title, i.confidence) for i in self.items])
+
+    @property
+    def total(self) -> int:
+        """Sum of confidences, percent."""
+        return sum(i.confidence for i in self.items)
+
+    def move(self, index: int, delta: int) -> int:
+        """Move the item at `index` by `delta` places (clamped to the list); returns its new index."""
+        if not self.items:
+            return 0
+        index = max(0, min(index, len(self.items) - 1))
+        target = max(0, min(index + delta, len(self.items) - 1))
+        item = self.items.pop(index)
+        self.items.insert(target, item)
+        return target
+
+    def adjust(self, index: int, delta: int) -> None:
+        """Change one confidence by `delta` percent, kept within 0..100."""
+        item = self.items[index]
+        item.confidence = max(0, min(100, item.confidence + delta))
+
+    def normalised(self) -> Board:
+        """Confidences scaled to sum to exactly 100 (largest remainders get the spare points, ties
+        to the earlier row), then ordered by confidence, stable. All zero becomes an even split."""
+        if not self.items:
+            return Board([])
+        total = self.total
+        weights = [i.confidence for i in self.items] if total > 0 else [1] * len(self.items)
+        norm = sum(weights)
+        exact = [100 * w / norm for w in weights]
+        floors = [int(x) for x in exact]
+        spare = 100 - sum(floors)
+        by_remainder = sorted(range(len(exact)), key=lambda k: (-(exact[k] - floors[k]), k))
+        for k in by_remainder[:spare]:
+            floors[k] += 1
+        items = [BoardItem(i.id, i.title, c) for i, c in zip(self.items, floors, strict=True)]
+        items.sort(key=lambda i: -i.confidence)
+        return Board(items)
+
+    def problems(self) -> list[str]:
+        """What stands between this draft and an acceptable ranking, one line each (empty: none)."""
+        out = []
+        if self.total != 100:
+            out.append(f"confidences sum to {self.total}%, not 100%")
+        for a, b in itertools.pairwise(self.items):
+            if b.confidence > a.confidence:
+                out.append(f"'{b.title}' ({b.confidence}%) sits below '{a.title}' ({a.confidence}%)")
+                break
+        return out
+
+    def ranking(self) -> list[tuple[str, float]]:
+        """(id, confidence percent) pairs, best first: what `Session.rank` and `submit` take."""
+        return [(i.id, float(i.confidence)) for i in self.items]
+
+    def same_as(self, ranking: Sequence[Mapping[str, Any]] | None) -> bool:
+        """Whether the board shows exactly this saved ranking (hypotheses at 0% may be left off it)."""
+        saved = [(str(r["id"]), round(float(r["confidence"]))) for r in ranking or []]
+        shown = [(i.id, i.confidence) for i in self.items]
+        return bool(saved) and shown[: len(saved)] == saved and all(c == 0 for _, c in shown[len(saved):])
+
+
+def evidence_by_hypothesis(events: Iterable[Any]) -> dict[str, Evidence]:
+    """Pins from session events (objects with `kind` and `data`), by hypothesis id, in pin order.
+    Pinning the same query twice with the same stance counts once."""
+    out: dict[str, Evidence] = {}
+    for e in events:
+        if e.kind != "pin":
+            continue
+        ev = out.setdefault(str(e.data["hypothesis"]), Evidence())
+        bucket = ev.supports if e.data["stance"] == "supports" else ev.refutes
+        if e.data["query"] not in bucket:
+            bucket.append(int(e.data["query"]))
+    return out
+
+
+def latest_notes(events: Iterable[Any]) -> dict[str, str]:
+    """The last note written on each hypothesis, by id."""
+    return {str(e.data["hypothesis"]): str(e.data["text"]) for e in events if e.kind == "note"}

@@ -1,0 +1,122 @@
+"""The `servedrill` console script: every command of `game.commands`, with `play` and `resume` opening
+the Textual app (line mode with --plain) and `bench` also knowing the `tui` target.
+
+The game's own play/resume/bench stay the line-mode and engine versions; this module wraps them, so the
+dependency points tui -> game only. Run as `python -m tui.cli ...` or through the console script."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from game.cli import emit, fail
+from game.commands import main
+
+# The game's commands, captured before this module puts its own under the same names.
+_GAME_PLAY = main.commands["play"]
+_GAME_RESUME = main.commands["resume"]
+_GAME_BENCH = main.commands["bench"]
+
+
+@click.command("play")
+@click.argument("incident", required=False)
+@click.option("--seed", type=int, default=None,
+              help="Seed of the variant and the telemetry (default 0; dealt with --random).")
+@click.option("--random", "random_deal", is_flag=True,
+              help="Deal a random library incident and seed (whichever of the two you did not give).")
+@click.option("--player", default=None, help="Your name in sessions and transcripts (default $USER).")
+@click.option("--plain", is_flag=True, help="Line mode on stdin/stdout instead of the terminal UI.")
+@click.pass_context
+def play(ctx: click.Context, incident: str | None, seed: int | None, random_deal: bool, player: str | None,
+         plain: bool) -> None:
+    """Play an incident (a library id or a file). The terminal UI opens on the incident list with
+    INCIDENT highlighted (default: one-slow-replica)."""
+    if plain:
+        ctx.invoke(_GAME_PLAY, incident=incident, seed=seed, random_deal=random_deal, player=player, plain=True)
+        return
+    from game.cli_game import deal, guarded, incident_path
+
+    def pick() -> tuple[str | None, int]:
+        if random_deal:
+            path, dealt = deal(incident, seed)
+            click.echo(f"Dealt incident {path.stem} seed {dealt} "
+                       f"(play it again: servedrill play {path.stem} --seed {dealt})", err=True)
+            return str(path), dealt
+        chosen = 0 if seed is None else seed
+        return (str(incident_path(incident, chosen)) if incident else None), chosen
+
+    ref, chosen = guarded(False, pick)
+    from tui.app import run
+
+    run(ref, seed=chosen, player=player)
+
+
+@click.command("resume")
+@click.argument("session_id", required=False)
+@click.option("--plain", is_flag=True, help="Line mode on stdin/stdout instead of the terminal UI.")
+@click.option("--json", "as_json", is_flag=True, help="With no SESSION_ID: list as one JSON object.")
+@click.pass_context
+def resume(ctx: click.Context, session_id: str | None, plain: bool, as_json: bool) -> None:
+    """Continue an unfinished session in the terminal UI; without an id, list them."""
+    if session_id is None or plain:
+        ctx.invoke(_GAME_RESUME, session_id=session_id, plain=plain, as_json=as_json)
+        return
+    from game.session import SessionError, find_session
+
+    try:
+        path = find_session(session_id)
+    except SessionError as exc:
+        fail(str(exc), as_json=as_json)
+        return
+    from tui.app import resume as resume_tui
+
+    resume_tui(path)
+
+
+@click.command("bench")
+@click.argument("targets", nargs=-1)
+@click.option("--runs", default=20, show_default=True, help="tui: queries timed through the interface.")
+@click.option("--incident", default="one-slow-replica", show_default=True, help="tui: the incident to open.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+def bench(ctx: click.Context, targets: tuple[str, ...], runs: int, incident: str, as_json: bool) -> None:
+    """Measure speed and memory (targets: engine, generate, tui; default all)."""
+    from game.bench import TARGETS, run_target
+    from tui.bench import format_tui, run_tui_bench
+
+    known = (*TARGETS, "tui")
+    chosen = targets or known
+    unknown = [t for t in chosen if t not in known]
+    if unknown:
+        fail(f"unknown bench target {unknown[0]!r}; known: {', '.join(known)}", as_json=as_json)
+    if "tui" not in chosen:
+        ctx.invoke(_GAME_BENCH, targets=chosen, as_json=as_json)
+        return
+    results: dict[str, Any] = {}
+    for target in chosen:
+        results[target] = run_tui_bench(incident, runs=runs) if target == "tui" else run_target(target)
+    if as_json:
+        emit({"ok": all(r.get("ok") for r in results.values()), "results": results})
+        return
+    for target, result in results.items():
+        if target == "tui":
+            click.echo(format_tui(result))
+        elif result.get("ok"):
+            verdict = "meets" if result["meets_target"] else "MISSES"
+            click.echo(f"{target}: {result['wall_s']:.2f} s wall, {result['peak_mb']:.0f} MB peak - "
+                       f"{verdict} target")
+        else:
+            click.echo(f"{target}: FAILED {result.get('error')}")
+    if not all(r.get("ok") for r in results.values()):
+        sys.exit(1)
+
+
+for _command in (play, resume, bench):
+    main.add_command(_command)
+
+__all__ = ["main"]
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Messages that worker threads post back to the UI thread (a worker never touches a widget)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+
+class BuildProgress(Message):
+    """Telemetry build progress: `fraction` 0..1 and the builder's stage name."""
+
+    def __init__(self, fraction: float, stage: str) -> None:
+        super().__init__()
+        self.fraction = fraction
+        self.stage = stage
+
+
+class IncidentLoaded(Message):
+    """The full loader accepted the incident; `unfinished` are its resumable sessions."""
+
+    def __init__(self, incident: Any, unfinished: list[Any]) -> None:
+        super().__init__()
+        self.incident = incident
+        self.unfinished = unfinished
+
+
+class TelemetryReady(Message):
+    """The incident database is built (or was cached) and a gateway is open on it."""
+
+    def __init__(self, build: Any, gateway: Any, seed: int) -> None:
+        super().__init__()
+        self.build = build
+        self.gateway = gateway
+        self.seed = seed
+
+
+class PrepareFailed(Message):
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+
+class SessionOpened(Message):
+    def __init__(self, session: Any, warnings: list[str]) -> None:
+        super().__init__()
+        self.session = session
+        self.warnings = warnings
+
+
+class SessionFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class SchemaLoaded(Message):
+    def __init__(self, catalog: list[Any], markers: list[Any]) -> None:
+        super().__init__()
+        self.catalog = catalog
+        self.markers = markers
+
+
+class QueryDone(Message):
+    """A query finished (well or not) and was recorded as event `event`."""
+
+    def __init__(self, event: Any, view: Any) -> None:
+        super().__init__()
+        self.event = event
+        self.view = view
+
+
+class QueryRefused(Message):
+    """The session would not run the query (e.g. the investigation is over)."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class LibraryScanned(Message):
+    """Unfinished sessions and best scores by incident id, for the picker."""
+
+    def __init__(self, unfinished: dict[str, list[Any]], best: dict[str, float]) -> None:
+        super().__init__()
+        self.unfinished = unfinished
+        self.best = best
+
+
+class DebriefReady(Message):
+    def __init__(self, report: Any, markdown: str, transcript: str | None, error: str | None = None) -> None:
+        super().__init__()
+        self.report = report
+        self.markdown = markdown
+        self.transcript = transcript
+        self.error = error

@@ -1,0 +1,283 @@
+"""The page: an alert card with the reporter's words, the budgets, and a key to start.
+
+While the player reads, a worker checks the incident with the full loader, builds (or opens the cached)
+telemetry database with a progress bar, and opens the query gateway on it."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.markup import escape
+from textual.screen import Screen
+from textual.widgets import ProgressBar, Static
+
+from tui.actions import bindings
+from tui.formatting import clock_text
+from tui.library import LibraryEntry
+from tui.messages import (
+    BuildProgress,
+    IncidentLoaded,
+    PrepareFailed,
+    SessionFailed,
+    SessionOpened,
+    TelemetryReady,
+)
+from tui.widgets.keybar import KeyBar
+
+if TYPE_CHECKING:
+    from tui.app import Play, ServedrillApp
+
+
+def card_markup(entry: LibraryEntry, hints: list[str] | None = None) -> str:
+    """The alert card as Rich markup (the file's text escaped)."""
+    b = entry.briefing
+    lines = [f"[b]⚠ {escape(entry.title)}[/b]", ""]
+    who = " · ".join(x for x in (f"Reported by {escape(b.reported_by)}" if b.reported_by else "",
+                                 f"since {escape(b.since)}" if b.since else "") if x)
+    if who:
+        lines += [f"[i]{who}[/i]", ""]
+    lines.append(escape(b.summary))
+    if b.evidence:
+        lines += ["", "[b]Attached[/b]"] + [f"  • {escape(e)}" for e in b.evidence]
+    if entry.hypotheses:
+        lines += ["", f"[b]Hypotheses on the board[/b] ({len(entry.hypotheses)})"]
+        lines += [f"  {i}. {escape(h)}" for i, h in enumerate(entry.hypotheses, start=1)]
+    if hints:
+        lines += ["", "[b]Hints taken[/b]"] + [f"  {i}. {escape(h)}" for i, h in enumerate(hints, start=1)]
+    return "\n".join(lines)
+
+
+def limits_text(entry: LibraryEntry) -> str:
+    parts = [f"Time limit {clock_text(entry.time_limit_s)}" if entry.time_limit_s else "No time limit",
+             f"query budget {entry.query_budget}" if entry.query_budget else "no query budget"]
+    return " · ".join(parts)
+
+
+class BriefingScreen(Screen[None]):
+    """Briefing before play (prepares the game), or a read-only review from the workspace (`review`)."""
+
+    BINDINGS = bindings("briefing")
+
+    def __init__(self, entry: LibraryEntry, *, resume_path: Path | None = None, review: bool = False,
+                 hints: list[str] | None = None) -> None:
+        super().__init__()
+        self.entry = entry
+        self.resume_path = resume_path
+        self.review = review
+        self.hints = hints or []
+        self.unfinished: list[Any] = []
+        self.ready = False
+        self.failed = False
+        self.wanted: str | None = None  # "continue" or "new", pressed before the telemetry was ready
+        self._last_pct = -1
+
+    @property
+    def served(self) -> ServedrillApp:
+        return self.app  # type: ignore[return-value]
+
+    @property
+    def play(self) -> Play:
+        assert self.served.play is not None
+        return self.served.play
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="briefing"):
+            yield Static(card_markup(self.entry, self.hints), id="alert-card")
+        with Vertical(id="briefing-bottom"):
+            yield Static(limits_text(self.entry), id="briefing-limits")
+            with Vertical(id="prepare"):
+                yield Static("Checking the incident…", id="prepare-stage")
+                yield ProgressBar(total=100, show_eta=False, id="prepare-bar")
+            yield Static("", id="briefing-action")
+        yield KeyBar("briefing")
+
+    def on_mount(self) -> None:
+        if self.review:
+            self.query_one("#prepare").display = False
+            self.query_one("#briefing-action", Static).update("Escape or Enter: back to the investigation")
+            return
+        self.call_after_refresh(self._painted)
+
+    def _painted(self) -> None:
+        self.served.mark("briefing")
+        # heavy imports start only now: a busy worker thread would hold the GIL and delay the first paint
+        self._prepare(self.resume_path)
+
+    # ------------------------------------------------------------ preparing (worker thread)
+
+    @work(thread=True, exclusive=True, group="prepare", exit_on_error=False)
+    def _prepare(self, resume_path: Path | None) -> None:
+        from game.gateway import Gateway
+        from game.session import Session, SessionError, list_unfinished
+        from incidents.loader import IncidentError, load_incident
+        from telemetry_gen.cache import ensure_database
+
+        served = self.served
+        try:
+            if resume_path is not None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    session = Session.resume(resume_path)
+                incident, seed = session.incident, session.header.seed
+                self.post_message(IncidentLoaded(incident, []))
+                self.post_message(SessionOpened(session, list(session.warnings)))
+            else:
+                incident, seed = load_incident(self.entry.path), served.seed
+                mine = [s for s in list_unfinished(served.data_root) if s.incident_id == incident.id]
+                self.post_message(IncidentLoaded(incident, mine))
+            info = ensure_database(incident, seed, progress=self._progress)
+            gateway = Gateway(Path(info.path), timeout_s=served.query_timeout_s, row_cap=served.row_cap)
+        except IncidentError as exc:
+            self.post_message(PrepareFailed([str(d) for d in exc.diagnostics] or ["invalid incident"]))
+            return
+        except SessionError as exc:
+            self.post_message(PrepareFailed([str(exc)]))
+            return
+        except Exception as exc:  # the worker's boundary: show it, never crash the app
+            self.post_message(PrepareFailed([f"internal error: {type(exc).__name__}: {exc}"]))
+            return
+        if not self.post_message(TelemetryReady(info, gateway, seed)):
+            gateway.close()  # the player left this briefing meanwhile
+
+    def _progress(self, fraction: float, stage: str) -> None:
+        pct = int(fraction * 100)
+        if pct != self._last_pct:
+            self._last_pct = pct
+            self.post_message(BuildProgress(fraction, stage))
+
+    # ------------------------------------------------------------ messages
+
+    def on_build_progress(self, message: BuildProgress) -> None:
+        self.query_one("#prepare-stage", Static).update(
+            f"Simulating the fleet and building telemetry: {message.stage} (first time only)")
+        self.query_one(ProgressBar).update(progress=message.fraction * 100)
+
+    def on_incident_loaded(self, message: IncidentLoaded) -> None:
+        self.play.incident = message.incident
+        self.unfinished = message.unfinished
+        self.query_one("#prepare-stage", Static).update("Opening telemetry…")
+        self._show_action()
+        self.refresh_bindings()
+
+    def on_telemetry_ready(self, message: TelemetryReady) -> None:
+        self.served.adopt_telemetry(message.build, message.gateway, message.seed)
+        self.ready = True
+        rows = message.build.rows.get("requests", 0)
+        how = "cached" if message.build.cached else f"built in {message.build.build_s:.1f} s"
+        self.query_one("#prepare-stage", Static).update(f"Telemetry ready ({how}): {rows:,} requests.")
+        self.query_one(ProgressBar).update(progress=100)
+        self.served.mark("ready")
+        self._show_action()
+        session = self.play.session
+        if session is not None and session.state != "briefing":
+            self.served.enter_session()
+        elif self.wanted is not None:
+            self._begin(self.wanted)
+
+    def on_prepare_failed(self, message: PrepareFailed) -> None:
+        self.failed = True
+        self.query_one("#prepare-stage", Static).update("[b red]This incident cannot be played:[/b red]")
+        self.query_one("#briefing-action", Static).update(escape("\n".join(message.lines[:8])))
+        self.query_one("#briefing-action", Static).add_class("error")
+
+    def on_session_opened(self, message: SessionOpened) -> None:
+        self.served.adopt_session(message.session)
+        for line in message.warnings:
+            self.notify(line, title="Session file", severity="warning")
+        if self.ready and message.session.state != "briefing":
+            self.served.enter_session()
+
+    def on_session_failed(self, message: SessionFailed) -> None:
+        self.wanted = None
+        self.notify(message.error, title="Cannot open the session", severity="error", timeout=8)
+        self._show_action()
+
+    def _show_action(self) -> None:
+        action = self.query_one("#briefing-action", Static)
+        if self.failed:
+            return
+        if self.wanted is not None:
+            action.update("Starting as soon as the telemetry is ready…")
+        elif self.play.session is not None:
+            action.update("[b]Enter[/b]: start the investigation" if self.ready else "Preparing…")
+        elif self.unfinished:
+            s = self.unfinished[0]
+            action.update(f"You have an unfinished session ({s.state}, {s.queries} queries). "
+                          "[b]Enter[/b]: continue it · [b]n[/b]: start a new one")
+        else:
+            action.update("[b]Enter[/b]: start the investigation · [b]Escape[/b]: back")
+
+    # ------------------------------------------------------------ actions
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "begin_new":
+            return bool(self.unfinished) and not self.review
+        return True
+
+    def action_begin(self) -> None:
+        if self.review:
+            self.dismiss()
+            return
+        self._begin("continue")
+
+    def action_begin_new(self) -> None:
+        self._begin("new")
+
+    def action_back(self) -> None:
+        if self.review:
+            self.dismiss()
+            return
+        self.served.leave_game()
+
+    def _begin(self, how: str) -> None:
+        if self.failed:
+            return
+        if not self.ready or self.play.incident is None:
+            self.wanted = how
+            self._show_action()
+            return
+        self.wanted = None
+        session = self.play.session
+        if session is not None:
+            # resumed from the command line and still in its briefing
+            self.served.start_session(session)
+            return
+        resume = self.unfinished[0].path if how == "continue" and self.unfinished else None
+        self.query_one("#briefing-action", Static).update("Opening the session…")
+        self._open_session(resume)
+
+    @work(thread=True, exclusive=True, group="session", exit_on_error=False)
+    def _open_session(self, resume_path: Path | None) -> None:
+        from game.session import Session, SessionError
+
+        served, play = self.served, self.play
+        try:
+            if resume_path is not None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    session = Session.resume(resume_path)
+                if session.header.seed != play.seed:
+                    self._reopen_telemetry(session)
+            else:
+                session = Session.create(self.entry.path, play.seed, served.player, root=served.data_root)
+            if session.state == "briefing":
+                session.start(play.build.digest if play.build else None)
+        except SessionError as exc:
+            self.post_message(SessionFailed(str(exc)))
+            return
+        if not self.post_message(SessionOpened(session, list(session.warnings))):
+            session.close()  # the player left this briefing meanwhile
+
+    def _reopen_telemetry(self, session: Any) -> None:
+        """A resumed session with another seed needs that seed's database (worker thread)."""
+        from game.gateway import Gateway
+        from telemetry_gen.cache import ensure_database
+
+        info = ensure_database(session.incident, session.header.seed, progress=self._progress)
+        gateway = Gateway(Path(info.path), timeout_s=self.served.query_timeout_s, row_cap=self.served.row_cap)
+        self.call_from_thread(self.served.adopt_telemetry, info, gateway, session.header.seed)

@@ -1,0 +1,113 @@
+"""Small modal dialogs: help, confirm, a note, the snippet menu."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label, Markdown, OptionList, TextArea
+from textual.widgets.option_list import Option
+
+from tui.actions import help_markdown
+from tui.snippets import Snippet
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, from the same table the bindings come from."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,f1,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-dialog", classes="dialog"):
+            with VerticalScroll():
+                yield Markdown(help_markdown(), id="help-text")
+            yield Label("Escape closes", classes="dialog-hint")
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question; Enter or y confirms, Escape or n declines."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        ("y,enter", "answer(True)", "Yes"),
+        ("n,escape", "answer(False)", "No"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-dialog", classes="dialog"):
+            yield Label(self.question, id="confirm-question")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Yes (y)", id="yes", variant="warning")
+                yield Button("No (n)", id="no")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
+class NoteScreen(ModalScreen[str | None]):
+    """Write the note for one hypothesis; ctrl+s saves, Escape discards."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("ctrl+s", "save", "Save"), ("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, text: str = "") -> None:
+        super().__init__()
+        self.hypothesis_title = title
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="note-dialog", classes="dialog"):
+            yield Label(f"Note on: {self.hypothesis_title}")
+            yield TextArea(self.text, id="note-text", soft_wrap=True)
+            yield Label("ctrl+s saves · Escape discards", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        area = self.query_one(TextArea)
+        area.focus()
+        area.move_cursor(area.document.end)
+
+    def action_save(self) -> None:
+        self.dismiss(self.query_one(TextArea).text)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class SnippetScreen(ModalScreen[str | None]):
+    """Pick a starting query; Enter puts it in the editor."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "cancel", "Cancel")]
+
+    def __init__(self, snippets: Sequence[Snippet]) -> None:
+        super().__init__()
+        self.snippets = list(snippets)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="snippet-dialog", classes="dialog"):
+            yield Label("Start from a snippet (Enter inserts, Escape cancels)")
+            yield OptionList(*[Option(s.title, id=s.key) for s in self.snippets], id="snippet-list")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    @on(OptionList.OptionSelected)
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        chosen = next(s for s in self.snippets if s.key == event.option.id)
+        self.dismiss(chosen.sql)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,191 @@
+"""Pick an incident: the library as a table, filtered as you type; Enter opens its briefing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Input, Static
+
+from tui.actions import bindings
+from tui.formatting import one_line
+from tui.library import LibraryEntry, default_index, filter_entries
+from tui.messages import LibraryScanned
+from tui.widgets.keybar import KeyBar
+
+if TYPE_CHECKING:
+    from textual.timer import Timer
+
+    from tui.app import ServedrillApp
+
+SCAN_DELAY_S = 0.4
+"""Seconds on the picker before unfinished sessions and best scores are looked up."""
+
+
+def stars(difficulty: int | None) -> str:
+    if difficulty is None:
+        return "?"
+    return "★" * difficulty + "☆" * max(0, 5 - difficulty)
+
+
+def scan_library(root: Path | None, player: str) -> tuple[dict[str, list[Any]], dict[str, float]]:
+    """Unfinished sessions by incident id, and the player's best submitted score by incident id."""
+    from game.scoring import score
+    from game.session import TranscriptError, list_unfinished, load_transcript, transcripts_dir
+
+    unfinished: dict[str, list[Any]] = {}
+    for summary in list_unfinished(root):
+        unfinished.setdefault(summary.incident_id, []).append(summary)
+    best: dict[str, float] = {}
+    folder = transcripts_dir(root)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            transcript = load_transcript(path)
+        except TranscriptError:
+            continue
+        if transcript.submission is None or transcript.header.player != player:
+            continue
+        total = score(transcript.incident, transcript.events).total
+        incident_id = transcript.header.incident_id
+        best[incident_id] = max(best.get(incident_id, total), total)
+    return unfinished, best
+
+
+class PickerScreen(Screen[None]):
+    """The incident library. Filter with the input; Enter opens the highlighted incident."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *bindings("picker"),
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+    ]
+
+    def __init__(self, entries: Sequence[LibraryEntry], preselect: str | Path | None = None) -> None:
+        super().__init__()
+        self.entries = list(entries)
+        self.shown: list[LibraryEntry] = list(entries)
+        self.preselect = preselect
+        self.unfinished: dict[str, list[Any]] = {}
+        self.best: dict[str, float] = {}
+        self.scanned = False
+        self._scan_timer: Timer | None = None
+
+    @property
+    def served(self) -> ServedrillApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="picker"):
+            yield Static("[b]servedrill[/b] · pick an incident to investigate", id="picker-title")
+            yield Input(placeholder="Filter by title, id or tag…", id="picker-filter")
+            table: DataTable[Any] = DataTable(id="picker-table", cursor_type="row", zebra_stripes=True)
+            yield table
+            yield Static("", id="picker-detail")
+        yield KeyBar("picker")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_column("Incident", key="title")
+        table.add_column("Difficulty", key="difficulty")
+        table.add_column("Tags", key="tags")
+        table.add_column("Best", key="best")
+        table.add_column("Session", key="session")
+        self._fill(default_index(self.entries, self.preselect))
+        self.query_one(Input).focus()
+        if self.served.steady:
+            self.query_one(Input).cursor_blink = False
+        self.call_after_refresh(self.served.mark, "picker")
+
+    def _fill(self, cursor: int = 0) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        for entry in self.shown:
+            sessions = self.unfinished.get(entry.id, [])
+            marker = f"● {len(sessions)} unfinished" if sessions else ("" if self.scanned else "…")
+            best = f"{self.best[entry.id]:.0f}" if entry.id in self.best else ("-" if self.scanned else "…")
+            title = entry.title if entry.problem is None else f"{entry.title} (! {entry.problem})"
+            table.add_row(title, stars(entry.difficulty), ", ".join(entry.tags[:4]), best, marker,
+                          key=str(entry.path))
+        if self.shown:
+            table.move_cursor(row=max(0, min(cursor, len(self.shown) - 1)))
+        self._describe()
+
+    @work(thread=True, exclusive=True, group="scan", exit_on_error=False)
+    def _scan(self) -> None:
+        unfinished, best = scan_library(self.served.data_root, self.served.player)
+        self.post_message(LibraryScanned(unfinished, best))
+
+    def on_library_scanned(self, message: LibraryScanned) -> None:
+        self.unfinished, self.best, self.scanned = message.unfinished, message.best, True
+        self._fill(self.query_one(DataTable).cursor_row)
+
+    @on(Input.Changed, "#picker-filter")
+    def _filter(self, event: Input.Changed) -> None:
+        self.shown = filter_entries(self.entries, event.value)
+        self._fill(0)
+
+    @on(Input.Submitted, "#picker-filter")
+    def _submitted(self) -> None:
+        self.action_open()
+
+    @on(DataTable.RowSelected, "#picker-table")
+    def _selected(self) -> None:
+        self.action_open()
+
+    @on(DataTable.RowHighlighted, "#picker-table")
+    def _highlighted(self) -> None:
+        self._describe()
+
+    def _describe(self) -> None:
+        entry = self.highlighted
+        detail = self.query_one("#picker-detail", Static)
+        if entry is None:
+            detail.update("No incident matches the filter." if self.entries else "The library is empty.")
+            return
+        limits = []
+        if entry.time_limit_s:
+            limits.append(f"{entry.time_limit_s / 60:.0f} min")
+        if entry.query_budget:
+            limits.append(f"{entry.query_budget} queries")
+        sessions = self.unfinished.get(entry.id, [])
+        resume = (f" · you have an unfinished session here ({sessions[0].queries} queries)"
+                  if sessions else "")
+        detail.update(f"[b]{entry.id}[/b] · {' · '.join(limits) or 'no limits'}{resume}\n"
+                      f"{one_line(entry.briefing.summary, 400)}")
+
+    @property
+    def highlighted(self) -> LibraryEntry | None:
+        table = self.query_one(DataTable)
+        if not self.shown or table.cursor_row < 0:
+            return None
+        return self.shown[min(table.cursor_row, len(self.shown) - 1)]
+
+    def action_cursor(self, delta: int) -> None:
+        table = self.query_one(DataTable)
+        if self.shown:
+            table.move_cursor(row=max(0, min(table.cursor_row + delta, len(self.shown) - 1)))
+
+    def action_focus_filter(self) -> None:
+        self.query_one(Input).focus()
+
+    def action_open(self) -> None:
+        entry = self.highlighted
+        if entry is not None:
+            self.served.open_briefing(entry)
+
+    def on_screen_resume(self) -> None:
+        # Also on first show; coming back from a game, sessions and scores may have changed. The scan
+        # imports the game modules, so it waits until the player has looked at the list for a moment
+        # rather than competing (for the GIL) with painting the next screen.
+        self._scan_timer = self.set_timer(SCAN_DELAY_S, self._scan)
+
+    def on_screen_suspend(self) -> None:
+        if self._scan_timer is not None:
+            self._scan_timer.stop()
+            self._scan_timer = None

@@ -1,0 +1,440 @@
+"""The investigation workspace: schema and query list, SQL editor, results (table or plot), the
+hypothesis board and a status line, on one screen.
+
+Every change goes through the session: queries run in a thread worker via `Session.run_query`, pins and
+notes are recorded at once, the ranking when the player saves it or submits."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from textual import events, on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Static, Tab, Tabs
+
+from tui.actions import bindings
+from tui.board import Board, evidence_by_hypothesis, latest_notes
+from tui.formatting import clock_text, one_line
+from tui.messages import QueryDone, QueryRefused, SchemaLoaded
+from tui.plotting import Marker, epoch_seconds
+from tui.resultview import ResultView, from_event, from_result
+from tui.screens.dialogs import ConfirmScreen, NoteScreen, SnippetScreen
+from tui.snippets import snippets
+from tui.widgets.board import HypothesisBoard
+from tui.widgets.keybar import KeyBar
+from tui.widgets.query_log import QueryLog
+from tui.widgets.results import ResultsPanel
+from tui.widgets.schema import SchemaTree
+from tui.widgets.sql_editor import CompletionMenu, SqlEditor
+
+if TYPE_CHECKING:
+    from tui.app import Play, ServedrillApp
+
+MARKER_KINDS = ("deploy", "restart", "crash")
+"""Change-log kinds marked on plots."""
+
+MARKERS_SQL = (
+    "SELECT ts, kind, replica, component FROM events "
+    f"WHERE kind IN ({', '.join(repr(k) for k in MARKER_KINDS)}) ORDER BY ts"
+)
+
+
+def markers_from_rows(rows: list[tuple[Any, ...]]) -> list[Marker]:
+    """Plot markers from (ts, kind, replica, component) rows of the events table."""
+    out = []
+    for ts, kind, replica, component in rows:
+        x = epoch_seconds(ts)
+        if x is None:
+            continue
+        where = replica or component or "fleet"
+        out.append(Marker(x, f"{kind} {where}"))
+    return out
+
+
+class WorkspaceScreen(Screen[None]):
+    BINDINGS = bindings("workspace")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running = False
+        self.current: ResultView | None = None
+        self.saved_at: float | None = None
+
+    @property
+    def served(self) -> ServedrillApp:
+        return self.app  # type: ignore[return-value]
+
+    @property
+    def play(self) -> Play:
+        assert self.served.play is not None
+        return self.served.play
+
+    @property
+    def session(self) -> Any:
+        return self.play.session
+
+    # ------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        # Widgets get their starting state in their constructors and apply it in their own on_mount:
+        # a screen's on_mount can run before grandchildren composed by a child's compose() exist.
+        session = self.session
+        queries = [q.data for q in session.queries]
+        last = queries[-1] if queries else None
+        board = Board.initial([(h.id, h.title) for h in session.incident.hypotheses], session.ranking)
+        events = session.events
+        yield Static("", id="status-line")
+        with Horizontal(id="work"):
+            with Vertical(id="sidebar"):
+                yield Tabs(Tab("Schema", id="tab-schema"), Tab("Queries", id="tab-queries"), id="side-tabs")
+                with ContentSwitcher(initial="pane-schema", id="side-switcher"):
+                    with Vertical(id="pane-schema"):
+                        yield SchemaTree(id="schema")
+                        yield Static("Loading tables…", id="schema-desc")
+                    with Vertical(id="pane-queries"):
+                        yield QueryLog(queries, id="query-log")
+            with Vertical(id="main"):
+                editor = SqlEditor(str(last.get("sql", "")) if last else "", id="editor",
+                                   placeholder="Write SQL here · F5 runs it · F3 snippets · Tab completes")
+                editor.set_history([str(q.get("sql", "")) for q in queries])
+                if self.served.steady:
+                    editor.cursor_blink = False
+                yield editor
+                yield ResultsPanel(from_event(last) if last else None, show_timing=not self.served.steady,
+                                   id="results")
+        yield HypothesisBoard(board, evidence_by_hypothesis(events), latest_notes(events), id="board")
+        completion = CompletionMenu(id="completion")
+        completion.display = False
+        yield completion
+        yield KeyBar("workspace")
+
+    def on_mount(self) -> None:
+        session = self.session
+        queries = session.queries
+        if queries:
+            self.current = from_event(queries[-1].data)
+        ranked = [e for e in session.events if e.kind == "rank"]
+        self.saved_at = ranked[-1].time if ranked else None
+        self._update_board_title()
+        self._update_status()
+        self.set_interval(1.0, self._update_status)
+        self.query_one(SqlEditor).focus()
+        self._load_schema()
+        self.call_after_refresh(self.served.mark, "workspace")
+
+    @on(Tabs.TabActivated, "#side-tabs")
+    def _switch_side(self, event: Tabs.TabActivated) -> None:
+        pane = "pane-queries" if event.tab.id == "tab-queries" else "pane-schema"
+        self.query_one("#side-switcher", ContentSwitcher).current = pane
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        widget = event.widget
+        scope = ("board" if isinstance(widget, HypothesisBoard)
+                 else "results" if widget.id in ("results-table", "plot-widget") else "editor"
+                 if isinstance(widget, SqlEditor) else None)
+        self.query_one(KeyBar).show_scopes(*([scope] if scope else []))
+
+    # ------------------------------------------------------------ schema (worker)
+
+    @work(thread=True, exclusive=True, group="schema", exit_on_error=False)
+    def _load_schema(self) -> None:
+        gateway = self.play.gateway
+        try:
+            catalog = gateway.catalog()
+        except Exception:
+            catalog = []
+        result = gateway.run(MARKERS_SQL)
+        markers = markers_from_rows(result.rows) if result.ok else []
+        self.post_message(SchemaLoaded(catalog, markers))
+
+    def on_schema_loaded(self, message: SchemaLoaded) -> None:
+        columns = self.query_one(SchemaTree).load(message.catalog)
+        self.query_one(SqlEditor).set_catalog(columns)
+        self.query_one("#schema-desc", Static).update(
+            f"{len(columns)} tables · Enter on a column inserts it")
+        self.query_one(ResultsPanel).set_markers(message.markers)
+
+    @on(SchemaTree.Insert)
+    def _insert_name(self, message: SchemaTree.Insert) -> None:
+        editor = self.query_one(SqlEditor)
+        editor.insert(message.text)
+        editor.focus()
+
+    @on(SchemaTree.Described)
+    def _describe(self, message: SchemaTree.Described) -> None:
+        self.query_one("#schema-desc", Static).update(message.text)
+
+    # ------------------------------------------------------------ completion
+
+    @on(SqlEditor.CompletionOffered)
+    def _offer(self, message: SqlEditor.CompletionOffered) -> None:
+        menu = self.query_one(CompletionMenu)
+        menu.clear_options()
+        menu.add_options(list(message.completion.candidates[:50]))
+        menu.prefix = message.completion.prefix  # type: ignore[attr-defined]
+        x, y = self.query_one(SqlEditor).cursor_screen_offset
+        menu.styles.offset = (max(0, x - len(message.completion.prefix)), y + 1)
+        menu.display = True
+        menu.highlighted = 0
+        menu.focus()
+
+    @on(CompletionMenu.Chosen)
+    def _completed(self, message: CompletionMenu.Chosen) -> None:
+        menu = self.query_one(CompletionMenu)
+        editor = self.query_one(SqlEditor)
+        if message.text is not None:
+            editor.insert_completion(getattr(menu, "prefix", ""), message.text)
+        menu.display = False
+        editor.focus()
+
+    # ------------------------------------------------------------ queries
+
+    def action_run_query(self) -> None:
+        if self.running:
+            self.notify("A query is already running; Escape cancels it.", severity="warning")
+            return
+        sql = self.query_one(SqlEditor).text
+        if not sql.strip():
+            self.notify("Type a query first (F3 offers starting points).", severity="warning")
+            return
+        self.running = True
+        self.query_one(ResultsPanel).running(sql)
+        self._update_status()
+        self._run(sql)
+
+    @work(thread=True, exclusive=True, group="query", exit_on_error=False)
+    def _run(self, sql: str) -> None:
+        from game.session import SessionError
+
+        try:
+            event, result = self.session.run_query(self.play.gateway, sql)
+        except SessionError as exc:
+            self.post_message(QueryRefused(str(exc)))
+            return
+        self.post_message(QueryDone(event, from_result(event.data["index"], result)))
+
+    def on_query_done(self, message: QueryDone) -> None:
+        self.running = False
+        view: ResultView = message.view
+        self._show(view)
+        self.query_one(QueryLog).add(message.event.data)
+        self.query_one(SqlEditor).remember(view.sql)
+        self._update_status()
+        budget = self.session.incident.query_budget
+        if budget and len(self.session.queries) == budget:
+            self.notify(f"That was query {budget} of your budget of {budget}; more queries cost points.",
+                        severity="warning")
+        self.call_after_refresh(self.served.mark, "rows")
+
+    def on_query_refused(self, message: QueryRefused) -> None:
+        self.running = False
+        self.notify(message.error, severity="error")
+        self._update_status()
+
+    def _show(self, view: ResultView) -> None:
+        self.current = view
+        self.query_one(ResultsPanel).show(view)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_query":
+            # False lets Escape fall through to the focused widget. Asked at each key press; the
+            # binding is not in the footer, so no refresh_bindings (a footer rebuild) per query.
+            return self.running
+        return True
+
+    def action_cancel_query(self) -> None:
+        if self.play.gateway is not None and self.play.gateway.cancel():
+            self.query_one("#results-info", Static).update("Cancelling…")
+
+    @on(QueryLog.Recalled)
+    def _recall(self, message: QueryLog.Recalled) -> None:
+        data = next((q.data for q in self.session.queries if q.data.get("index") == message.index), None)
+        if data is None:
+            return
+        editor = self.query_one(SqlEditor)
+        editor.load_text(str(data.get("sql", "")))
+        self._show(from_event(data))
+        editor.focus()
+
+    def action_toggle_view(self) -> None:
+        self.query_one(ResultsPanel).toggle()
+
+    def action_snippets(self) -> None:
+        window = self.session.incident.window
+
+        def insert(sql: str | None) -> None:
+            if sql:
+                editor = self.query_one(SqlEditor)
+                editor.load_text(sql)
+                editor.focus()
+
+        self.app.push_screen(SnippetScreen(snippets(window.start, window.duration_s)), insert)
+
+    # ------------------------------------------------------------ board
+
+    @on(HypothesisBoard.Changed)
+    def _board_changed(self) -> None:
+        self._update_board_title()
+
+    def _update_board_title(self) -> None:
+        board = self.query_one(HypothesisBoard)
+        saved = board.board.same_as(self.session.ranking)
+        if saved:
+            state = "saved"
+        elif self.session.ranking is None:
+            state = "not saved yet (ctrl+s saves)"
+        else:
+            state = "[b]unsaved changes[/b] (ctrl+s saves)"
+        problems = board.board.problems()
+        warn = f" · [b]{problems[0]}[/b]" if problems else ""
+        board.border_title = f"Hypotheses · total {board.board.total}% · {state}{warn}"
+        board.border_subtitle = "shift+↑↓ move · +/- confidence · s/x pin result · n note · N normalise"
+
+    def action_save_ranking(self) -> None:
+        from game.session import SessionError
+
+        board = self.query_one(HypothesisBoard).board
+        problems = board.problems()
+        if problems:
+            self.notify(f"Not saved: {problems[0]}. Press N on the board to normalise.", severity="error")
+            return
+        try:
+            event = self.session.rank(board.ranking())
+        except SessionError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.saved_at = event.time
+        self._update_board_title()
+        self._update_status()
+        self.notify("Ranking saved.")
+
+    @on(HypothesisBoard.PinRequested)
+    def _pin(self, message: HypothesisBoard.PinRequested) -> None:
+        from game.session import SessionError
+
+        view = self.current
+        if view is None:
+            self.notify("Run or recall a query first: pins attach the result on screen.", severity="warning")
+            return
+        try:
+            self.session.pin(view.index, message.hypothesis, message.stance)
+        except SessionError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self._reload_board_marks()
+        title = next(h.title for h in self.session.incident.hypotheses if h.id == message.hypothesis)
+        self.notify(f"Pinned Q{view.index} as {message.stance} '{one_line(title, 40)}'.")
+
+    @on(HypothesisBoard.NoteRequested)
+    def _note(self, message: HypothesisBoard.NoteRequested) -> None:
+        from game.session import SessionError
+
+        existing = latest_notes(self.session.events).get(message.hypothesis, "")
+
+        def save(text: str | None) -> None:
+            if text is None or text == existing:
+                return
+            try:
+                self.session.note(message.hypothesis, text)
+            except SessionError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self._reload_board_marks()
+
+        self.app.push_screen(NoteScreen(message.title, existing), save)
+
+    def _reload_board_marks(self) -> None:
+        board = self.query_one(HypothesisBoard)
+        events = self.session.events
+        board.evidence = evidence_by_hypothesis(events)
+        board.notes = latest_notes(events)
+        board.redraw()
+
+    # ------------------------------------------------------------ hint, briefing, submit, export
+
+    def action_hint(self) -> None:
+        incident = self.session.incident
+        taken = self.session.hints_taken
+        if taken >= len(incident.hints):
+            self.notify("No hints left." if incident.hints else "This incident has no hints.",
+                        severity="warning")
+            return
+        cost = incident.hints[taken].cost
+
+        def take(yes: bool | None) -> None:
+            from game.session import SessionError
+
+            if not yes:
+                return
+            try:
+                event = self.session.take_hint()
+            except SessionError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self.notify(str(event.data["text"]), title=f"Hint {taken + 1} (-{event.data['cost']} points)",
+                        timeout=20)
+            self._update_status()
+
+        self.app.push_screen(ConfirmScreen(f"Take hint {taken + 1} of {len(incident.hints)}? "
+                                           f"It costs {cost} points."), take)
+
+    def action_briefing(self) -> None:
+        from tui.screens.briefing import BriefingScreen
+
+        hints = [str(e.data.get("text", "")) for e in self.session.events if e.kind == "hint"]
+        self.app.push_screen(BriefingScreen(self.play.entry, review=True, hints=hints))
+
+    def action_submit(self) -> None:
+        from tui.screens.submit import SubmitScreen
+
+        if self.running:
+            self.notify("Wait for the running query (or cancel it with Escape) before submitting.",
+                        severity="warning")
+            return
+
+        def done(submitted: bool | None) -> None:
+            if submitted:
+                self.served.show_debrief()
+
+        board = self.query_one(HypothesisBoard).board.copy()
+        self.app.push_screen(SubmitScreen(board), done)
+
+    def action_export_transcript(self) -> None:
+        path = self.served.export_transcript()
+        if path is not None:
+            self.notify(f"Transcript written to {path}", timeout=10)
+
+    def action_focus_editor(self) -> None:
+        self.query_one(SqlEditor).focus()
+
+    def action_focus_board(self) -> None:
+        self.query_one(HypothesisBoard).focus()
+
+    def action_focus_schema(self) -> None:
+        if self.query_one("#side-switcher", ContentSwitcher).current == "pane-schema":
+            self.query_one(SchemaTree).focus()
+        else:
+            self.query_one(QueryLog).focus()
+
+    # ------------------------------------------------------------ status
+
+    def _update_status(self) -> None:
+        session = self.session
+        incident = session.incident
+        start = next((e.time for e in session.events if e.kind == "start"), None)
+        elapsed = self.served.clock() - start if start is not None else 0.0
+        parts = []
+        limit = incident.time_limit_s
+        clock = clock_text(elapsed) + (f" / {clock_text(limit)}" if limit else "")
+        parts.append(f"[b red]time {clock}[/]" if limit and elapsed > limit else f"time {clock}")
+        used = len(session.queries)
+        budget = incident.query_budget
+        queries = f"queries {used}" + (f" / {budget}" if budget else "")
+        parts.append(f"[b red]{queries}[/]" if budget and used > budget else queries)
+        parts.append(f"hints {session.hints_taken} / {len(incident.hints)}")
+        if self.running:
+            parts.append("[b]● running[/b] (Esc cancels)")
+        status = self.query_one("#status-line", Static)
+        status.update("  ·  ".join(parts) + f"  ·  [b]{one_line(incident.title, 60)}[/b]")

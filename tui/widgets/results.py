@@ -1,0 +1,105 @@
+"""The result of the last query: a capped table or a plot, and one line saying what it is."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import ContentSwitcher, DataTable, Static
+
+from tui.actions import bindings
+from tui.plotting import Marker, plot_spec
+from tui.resultview import ResultView
+from tui.widgets.plot_view import PlotView
+
+
+class ResultsPanel(Vertical):
+    """Shows one ResultView at a time. `mode` is "table" or "plot"."""
+
+    BINDINGS = bindings("results")
+
+    def __init__(self, initial: ResultView | None = None, show_timing: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.view: ResultView | None = None
+        self.markers: list[Marker] = []
+        self.show_timing = show_timing
+        self._initial = initial
+
+    def compose(self) -> ComposeResult:
+        with ContentSwitcher(initial="results-table", id="results-switcher"):
+            table: DataTable[str] = DataTable(id="results-table", zebra_stripes=True, cursor_type="row")
+            yield table
+            yield PlotView(id="results-plot")
+        yield Static("No query yet. Write SQL above and press F5.", id="results-info")
+
+    def on_mount(self) -> None:
+        if self._initial is not None:
+            self.show(self._initial)
+
+    @property
+    def mode(self) -> str:
+        return "plot" if self.query_one(ContentSwitcher).current == "results-plot" else "table"
+
+    @property
+    def table(self) -> DataTable[str]:
+        return self.query_one("#results-table", DataTable)
+
+    @property
+    def plot(self) -> PlotView:
+        return self.query_one(PlotView)
+
+    def running(self, sql: str) -> None:
+        info = self.query_one("#results-info", Static)
+        info.set_class(False, "error")
+        info.update("Running… (Esc cancels)")
+
+    def show(self, view: ResultView) -> None:
+        """Replace the table (and the plot, if it is showing) with `view`."""
+        self.view = view
+        info = self.query_one("#results-info", Static)
+        info.set_class(not view.ok, "error")
+        info.update(view.summary(self.show_timing))
+        table = self.table
+        table.clear(columns=True)
+        if view.ok:
+            table.add_columns(*self._unique(view.columns))
+            table.add_rows(view.cells)
+        if self.mode == "plot":
+            self.plot.draw(view.plot, self.markers)
+
+    @staticmethod
+    def _unique(columns: Sequence[str]) -> list[str]:
+        # DataTable keys columns by label; SELECT a, a would otherwise collide
+        seen: dict[str, int] = {}
+        out = []
+        for name in columns:
+            n = seen.get(name, 0)
+            seen[name] = n + 1
+            out.append(name if n == 0 else f"{name}_{n}")
+        return out
+
+    def toggle(self) -> str:
+        """Switch between table and plot; returns the new mode."""
+        switcher = self.query_one(ContentSwitcher)
+        if self.mode == "table":
+            switcher.current = "results-plot"
+            self.plot.draw(self.view.plot if self.view else "no result yet", self.markers)
+        else:
+            switcher.current = "results-table"
+        return self.mode
+
+    def set_markers(self, markers: Sequence[Marker]) -> None:
+        self.markers = list(markers)
+        if self.mode == "plot" and self.view is not None:
+            self.plot.draw(self.view.plot, self.markers)
+
+    def action_next_column(self) -> None:
+        view, spec = self.view, self.plot.spec
+        if view is None or spec is None or len(spec.value_columns) < 2:
+            return
+        names = spec.value_columns
+        following = names[(names.index(spec.value_column) + 1) % len(names)]
+        view.plot = plot_spec(view.columns, view.types, view.raw_rows, value_column=following)
+        self.plot.draw(view.plot, self.markers)

@@ -1,0 +1,156 @@
+"""The SQL editor: a code editor with query history and table/column completion."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from textual import events
+from textual.binding import BindingType
+from textual.message import Message
+from textual.theme import Theme
+from textual.widgets import OptionList, TextArea
+from textual.widgets.text_area import LanguageDoesNotExist
+
+from tui.actions import bindings
+from tui.completion import Completion, complete
+
+
+class CompletionMenu(OptionList):
+    """The candidates when more than one name matches; floats over the screen near the cursor."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "dismiss", "Close")]
+
+    class Chosen(Message):
+        def __init__(self, text: str | None) -> None:
+            super().__init__()
+            self.text = text
+
+    def action_dismiss(self) -> None:
+        self.post_message(self.Chosen(None))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.post_message(self.Chosen(str(event.option.prompt)))
+
+    def on_blur(self) -> None:
+        self.display = False
+
+
+class SqlEditor(TextArea):
+    """TextArea for SQL. Up on the first line and down on the last walk the history (as do
+    ctrl+up/down anywhere); Tab completes a name or indents when there is nothing to complete."""
+
+    BINDINGS = bindings("editor")
+
+    class CompletionOffered(Message):
+        """Several candidates: the screen shows a menu. `prefix` is the text they would replace."""
+
+        def __init__(self, completion: Completion) -> None:
+            super().__init__()
+            self.completion = completion
+
+    def __init__(self, text: str = "", **kwargs: object) -> None:
+        super().__init__(text, theme="monokai", soft_wrap=False, tab_behavior="indent",
+                         show_line_numbers=True, **kwargs)  # type: ignore[arg-type]
+        with contextlib.suppress(LanguageDoesNotExist):  # without tree-sitter-sql: plain text
+            self.language = "sql"
+        self.query_history: list[str] = []
+        self._position: int | None = None
+        self._draft = ""
+        self.columns_by_table: dict[str, list[str]] = {}
+
+    def on_mount(self) -> None:
+        self._follow_theme(self.app.current_theme)
+        self.app.theme_changed_signal.subscribe(self, self._follow_theme)
+
+    def _follow_theme(self, theme: Theme) -> None:
+        # monokai's dark box reads poorly inside a light theme
+        self.theme = "monokai" if theme.dark else "github_light"
+
+    # ------------------------------------------------------------ history
+
+    def set_history(self, queries: Sequence[str]) -> None:
+        """Past queries, oldest first; consecutive duplicates kept once."""
+        self.query_history = []
+        for sql in queries:
+            self.remember(sql)
+
+    def remember(self, sql: str) -> None:
+        text = sql.strip()
+        if text and (not self.query_history or self.query_history[-1] != text):
+            self.query_history.append(text)
+        self._position = None
+
+    def action_history_previous(self) -> None:
+        if not self.query_history:
+            return
+        if self._position is None:
+            self._draft = self.text
+            self._position = len(self.query_history)
+        self._position = max(0, self._position - 1)
+        self._show(self.query_history[self._position])
+
+    def action_history_next(self) -> None:
+        if self._position is None:
+            return
+        self._position += 1
+        if self._position >= len(self.query_history):
+            self._position = None
+            self._show(self._draft)
+        else:
+            self._show(self.query_history[self._position])
+
+    def _show(self, text: str) -> None:
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+
+    def action_cursor_up(self, select: bool = False) -> None:
+        if not select and self.cursor_location[0] == 0 and self.query_history:
+            self.action_history_previous()
+            return
+        super().action_cursor_up(select)
+
+    def action_cursor_down(self, select: bool = False) -> None:
+        last_line = self.cursor_location[0] == self.document.line_count - 1
+        if not select and last_line and self._position is not None:
+            self.action_history_next()
+            return
+        super().action_cursor_down(select)
+
+    # ------------------------------------------------------------ completion
+
+    def set_catalog(self, columns_by_table: Mapping[str, Sequence[str]]) -> None:
+        self.columns_by_table = {t: list(c) for t, c in columns_by_table.items()}
+
+    def text_before_cursor(self) -> str:
+        row, col = self.cursor_location
+        return self.document[row][:col]
+
+    def insert_completion(self, prefix: str, text: str) -> None:
+        """Replace `prefix` (just before the cursor) with `text`."""
+        row, col = self.cursor_location
+        self.replace(text, (row, col - len(prefix)), (row, col))
+
+    def action_complete(self) -> bool:
+        """Complete the word at the cursor; False when there is nothing to complete."""
+        found = complete(self.text_before_cursor(), self.columns_by_table)
+        if not found.candidates:
+            return False
+        if len(found.candidates) == 1:
+            self.insert_completion(found.prefix, found.candidates[0])
+            return True
+        common = found.common
+        if len(common) > len(found.prefix):
+            self.insert_completion(found.prefix, common)
+            found = Completion(common, found.candidates)
+        self.post_message(self.CompletionOffered(found))
+        return True
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "tab" and self.selection.is_empty and self.action_complete():
+            event.stop()
+            event.prevent_default()
+            return
+        await super()._on_key(event)

@@ -26,11 +26,14 @@ from incidents.loader import (
     IncidentError,
     check_incident_file,
     find_incident,
+    has_variables,
     iter_library,
     load_incident,
+    load_variant,
     render_template,
 )
-from incidents.spec import SCHEMA_PATH, schema_text
+from incidents.spec import SCHEMA_PATH, did_you_mean, schema_text
+from incidents.variants import VALIDATION_SEEDS
 
 # ----- validate -----------------------------------------------------------------------------------
 
@@ -93,27 +96,42 @@ def expand_paths(paths: tuple[str, ...]) -> list[tuple[str, list[Diagnostic]]]:
     return out
 
 
+def deep_seeds(path: str, seeds: tuple[int, ...]) -> tuple[int, ...]:
+    """Seeds `--deep` simulates: those given, else VALIDATION_SEEDS for an incident with variables, else 0."""
+    if seeds:
+        return seeds
+    return VALIDATION_SEEDS if has_variables(path) else (0,)
+
+
 def _deep(path: str, seeds: tuple[int, ...], show_progress: bool) -> list[dict[str, Any]]:
     from telemetry_gen.proof import prove
 
-    incident = load_incident(path)
     runs = []
     for seed in seeds:
+        # each seed is its own variant of an incident with variables
+        incident, variant = load_variant(path, seed)
         bar = base._Bar(f"{incident.id} seed {seed}") if show_progress else None
-        report = prove(incident, seed, progress=bar)
+        report = prove(incident, seed, progress=bar, variant=variant)
         runs.append({**report.to_dict(), "lines": report.lines()})
     return runs
 
 
 def validate_file(
-    path: str, *, deep: bool, seeds: tuple[int, ...], show_progress: bool = False
+    path: str, *, deep: bool, seeds: tuple[int, ...] = (), show_progress: bool = False
 ) -> FileResult:
-    """Structure, names and cross-references of one file, then (deep) the simulated claims."""
+    """Structure, names and cross-references of one file, then (deep) the simulated claims.
+
+    An incident with variables is checked as several variants (see `deep_seeds`); with explicit
+    seeds, the structure check also covers each of their variants.
+    """
     result = FileResult(path)
     try:
         result.diagnostics = check_incident_file(path)
+        for seed in seeds if has_variables(path) and not result.diagnostics else ():
+            if seed not in VALIDATION_SEEDS:
+                result.diagnostics += check_incident_file(path, seed)
         if deep and not result.diagnostics:
-            result.deep = _deep(path, seeds, show_progress)
+            result.deep = _deep(path, deep_seeds(path, seeds), show_progress)
     except IncidentError as exc:
         result.diagnostics = list(exc.diagnostics)
     except Exception as exc:
@@ -135,14 +153,14 @@ def _print_file(result: FileResult) -> None:
 @click.command()
 @click.argument("paths", nargs=-1)
 @click.option("--deep", is_flag=True, help="Also simulate with and without the faults and check every claim.")
-@click.option("--seed", "seeds", type=int, multiple=True, help="Seed for --deep (repeatable; default 0).")
+@click.option("--seed", "seeds", type=int, multiple=True,
+              help="Seed for --deep (repeatable; default 0, or 0, 1 and 2 for an incident with variables).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(paths: tuple[str, ...], deep: bool, seeds: tuple[int, ...], as_json: bool) -> None:
     """Check incident files (default: the whole library); PATHS may be files, folders or library ids.
 
     Prints every problem as file:line:column: message (hint: ...) and exits 1 if there is any.
     """
-    seeds = seeds or (0,)
     results: list[FileResult] = []
     for path, problems in expand_paths(paths):
         result = (
@@ -260,7 +278,9 @@ def new(incident_id: str, folder: Path | None, as_json: bool) -> None:
 
 
 def library_listing(root: Path = LIBRARY_DIR) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    """(incidents as {id, title, difficulty, tags, path}, files that fail as {path, error}).
+    """(incidents as {id, title, difficulty, tags, path, variants}, files that fail as {path, error}).
+
+    variants: whether the incident has variables (each seed deals another variant).
 
     error is the file's first diagnostic.
     """
@@ -283,6 +303,7 @@ def library_listing(root: Path = LIBRARY_DIR) -> tuple[list[dict[str, Any]], lis
                 "difficulty": inc.difficulty,
                 "tags": list(inc.tags),
                 "path": str(path),
+                "variants": bool(inc.variables),
             }
         )
     return incidents, invalid
@@ -292,6 +313,25 @@ def tag_coverage(incidents: list[dict[str, Any]]) -> dict[str, int]:
     """Incidents per tag, most covered first (ties by name)."""
     counts = Counter(tag for inc in incidents for tag in inc["tags"])
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def covers(incident: dict[str, Any], topic: str) -> bool:
+    """Whether one of the incident's tags contains `topic` (case-insensitive): "kv" covers kv-cache."""
+    wanted = topic.strip().lower()
+    return bool(wanted) and any(wanted in tag.lower() for tag in incident["tags"])
+
+
+def select(
+    incidents: list[dict[str, Any]], tag: str | None = None, difficulty: int | None = None,
+    topics: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
+    """The incidents with tag `tag` (exactly), of `difficulty`, covering every topic in `topics`."""
+    return [
+        inc for inc in incidents
+        if (tag is None or tag in inc["tags"])
+        and (difficulty is None or inc["difficulty"] == difficulty)
+        and all(covers(inc, t) for t in topics)
+    ]
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -304,17 +344,18 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 @click.command(name="list")
 @click.option("--tag", default=None, help="Only incidents with this tag.")
 @click.option("--difficulty", type=click.IntRange(1, 5), default=None, help="Only this difficulty.")
+@click.option("--covers", "topics", multiple=True, metavar="TOPIC",
+              help="Only incidents with a tag containing TOPIC, e.g. kv (repeatable: all of them).")
 @click.option("--library", "root", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Library folder (default: incidents/).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def list_incidents(tag: str | None, difficulty: int | None, root: Path | None, as_json: bool) -> None:
+def list_incidents(
+    tag: str | None, difficulty: int | None, topics: tuple[str, ...], root: Path | None, as_json: bool
+) -> None:
     """The incident library: id, title, difficulty and tags, and how many incidents cover each tag."""
     incidents, invalid = library_listing(root or LIBRARY_DIR)
-    shown = [
-        inc for inc in incidents
-        if (tag is None or tag in inc["tags"]) and (difficulty is None or inc["difficulty"] == difficulty)
-    ]
-    coverage = tag_coverage(shown)
+    shown = select(incidents, tag, difficulty, topics)
+    coverage = tag_coverage(incidents)
     if as_json:
         base.emit({"incidents": shown, "invalid": invalid, "coverage": coverage})
         return
@@ -322,7 +363,11 @@ def list_incidents(tag: str | None, difficulty: int | None, root: Path | None, a
         rows = [(inc["id"], inc["title"], str(inc["difficulty"]), ", ".join(inc["tags"])) for inc in shown]
         click.echo(_table(("id", "title", "difficulty", "tags"), rows))
     else:
-        click.echo("no incidents" + (" match" if tag or difficulty else " in the library"))
+        click.echo("no incidents" + (" match" if tag or difficulty or topics else " in the library"))
+        for topic in topics:
+            if not any(covers(inc, topic) for inc in incidents):
+                hint = did_you_mean(topic, coverage)
+                click.echo(f"no tag contains '{topic}'" + (f"; {hint}" if hint else ""))
     if coverage:
         click.echo("coverage: " + ", ".join(f"{t} {n}" for t, n in coverage.items()))
     for bad in invalid:

@@ -25,7 +25,7 @@ from game.session import (
     SessionError,
     transcripts_dir,
 )
-from incidents.spec import Incident
+from incidents.spec import Incident, Inject
 
 PROMPT = "servedrill> "
 SHOWN_ROWS = 40
@@ -40,12 +40,13 @@ Type SQL on one line to run it (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE). Comman
   queries                     list your queries
   hint                        take the next hint (costs points)
   briefing                    show the briefing again
+  updates                     show the updates received so far
   submit Q3                   submit your ranking; Q3 is the query that separates your top two
   help                        this text
   quit                        leave; the session stays resumable"""
 
-COMMANDS = ("schema", "hypotheses", "rank", "pin", "note", "queries", "hint", "briefing", "submit", "help",
-            "quit", "exit")
+COMMANDS = ("schema", "hypotheses", "rank", "pin", "note", "queries", "hint", "briefing", "updates", "submit",
+            "help", "quit", "exit")
 
 
 def format_table(columns: list[str], rows: list[Any], max_rows: int = SHOWN_ROWS) -> str:
@@ -80,6 +81,11 @@ def briefing_text(incident: Incident) -> str:
     lines += ["", "Hypotheses:"] + [f"  {h.id:<20} {h.title}" for h in incident.hypotheses]
     lines += ["", "Type help for commands; anything else runs as SQL."]
     return "\n".join(lines)
+
+
+def inject_text(inject: Inject) -> str:
+    """An inject as line mode prints it: a header line naming the sender, then the text."""
+    return f"--- update from {inject.sender} ---\n{inject.text.strip()}"
 
 
 def parse_ranking(words: list[str]) -> list[tuple[str, float]]:
@@ -126,6 +132,7 @@ class PlainGame:
         elif self.session.state == INVESTIGATING:
             self.say(f"Resumed {self.session.session_id}: {len(self.session.queries)} queries so far.")
             self._show_hypotheses()
+            self._updates(quiet=True)
         if self.session.state == SUBMITTED:
             self._finish()
             return self.session.state
@@ -133,6 +140,7 @@ class PlainGame:
             self.say("This session is finished.")
             return self.session.state
         while True:
+            self._deliver_injects()
             self.out.write(PROMPT)
             self.out.flush()
             line = self.inp.readline()
@@ -170,6 +178,7 @@ class PlainGame:
             "queries": lambda _: self._queries(),
             "hint": lambda _: self._hint(),
             "briefing": lambda _: self.say(briefing_text(self.session.incident)),
+            "updates": lambda _: self._updates(),
             "submit": self._submit,
             "help": lambda _: self.say(HELP),
         }
@@ -178,6 +187,17 @@ class PlainGame:
             return False
         handlers[command](rest.strip())
         return True
+
+    def _deliver_injects(self) -> None:
+        for inject in self.session.due_injects():
+            self.say(inject_text(inject))
+
+    def _updates(self, quiet: bool = False) -> None:
+        delivered = self.session.delivered_injects
+        for inject in delivered:
+            self.say(inject_text(inject))
+        if not delivered and not quiet:
+            self.say("no updates yet")
 
     def _query(self, sql: str) -> None:
         event, result = self.session.run_query(self.gateway, sql)

@@ -5,7 +5,12 @@ number (strictly increasing) and a wall-clock time (epoch seconds, UTC). An even
 ``<data dir>/sessions/<session_id>.jsonl`` as one JSON line and flushed and fsync'ed before the call
 returns, so whatever the UI acknowledged is on disk. An illegal action raises `SessionError` and
 writes nothing. The first line of the file is a header (format version, incident id and the sha256
-of the incident file's bytes, seed, player, creation time).
+of the incident file's bytes, seed, player, creation time). The seed picks both the simulated
+telemetry and, for an incident with variables, its variant: every load of the incident here
+resolves it with the header's seed.
+
+Injects (timed updates from the incident file) are delivered by `due_injects`, which journals an
+`inject` event for each, so a resumed session never repeats one.
 
 `Session.resume` reads the journal back through the same checks; a line that cannot be read (a
 torn last line after a kill, garbage in the middle) becomes a warning naming the file and line, and
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from game.gateway import QueryResult, json_safe
-from incidents.spec import Incident
+from incidents.spec import Incident, Inject
 
 try:
     import fcntl
@@ -48,10 +53,10 @@ BRIEFING, INVESTIGATING, SUBMITTED, DEBRIEFED = "briefing", "investigating", "su
 STATES = (BRIEFING, INVESTIGATING, SUBMITTED, DEBRIEFED)
 UNFINISHED = (BRIEFING, INVESTIGATING, SUBMITTED)
 
-START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED = (
-    "start", "query", "pin", "rank", "note", "hint", "submit", "debrief_viewed",
+START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED, INJECT = (
+    "start", "query", "pin", "rank", "note", "hint", "submit", "debrief_viewed", "inject",
 )
-KINDS = (START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED)
+KINDS = (START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED, INJECT)
 STANCES = ("supports", "refutes")
 
 ROWS_KEPT = 20
@@ -197,11 +202,12 @@ class SessionSummary:
                 "queries": self.queries, "updated": self.updated}
 
 
-def _load_incident(path: Path) -> Incident:
+def _load_incident(path: Path, seed: int) -> Incident:
+    """The incident at `path` as the variant of `seed` (the session's one seed for variant and telemetry)."""
     from incidents.loader import IncidentError, load_incident
 
     try:
-        return load_incident(path)
+        return load_incident(path, seed=seed)
     except IncidentError as exc:
         first = exc.diagnostics[0] if exc.diagnostics else f"{path}: could not load"
         raise SessionError(f"incident {path} does not load: {first}") from None
@@ -236,6 +242,7 @@ class Session:
         self._state = BRIEFING
         self._ranking: list[dict[str, Any]] | None = None
         self._hints_taken = 0
+        self._delivered: list[int] = []
         self._lock = threading.RLock()
         self._fh: Any = None
         self._names = incident.hypothesis_ids()
@@ -250,7 +257,7 @@ class Session:
         The journal goes to `root`/sessions (default: `data_dir()`). Raises SessionError when the
         incident does not load or the file cannot be created."""
         path = Path(incident_path).resolve()
-        incident = _load_incident(path)
+        incident = _load_incident(path, int(seed))
         header = cls._new_header(incident, file_digest(path), str(path), seed, player)
         folder = sessions_dir(root)
         try:
@@ -321,7 +328,7 @@ class Session:
         if file_digest(incident_path) != header.incident_digest:
             raise SessionError(f"{path}: incident {header.incident_id} changed since this session started "
                                f"({incident_path}); it cannot be resumed")
-        session = cls(header, _load_incident(incident_path), path)
+        session = cls(header, _load_incident(incident_path, header.seed), path)
         session._fh = fh
         for number, line in enumerate(lines[1:], start=2):
             if not line.strip():
@@ -450,6 +457,53 @@ class Session:
     def view_debrief(self) -> Event:
         return self._record(DEBRIEF_VIEWED, {})
 
+    # ---------------------------------------------------------------- injects
+
+    def due_injects(self, now: float | None = None) -> list[Inject]:
+        """Deliver the injects that are due and not delivered yet; returns them in file order.
+
+        An inject is due `after_s` wall-clock seconds after the investigation started (`now`:
+        epoch seconds, default the current time) or once `after_queries` queries are recorded.
+        Each one is journalled as an `inject` event before this returns, so it is delivered
+        once, also across resume. Returns [] unless the investigation is open. A UI polls
+        this (on a timer and after each query) and shows what it returns.
+        """
+        with self._lock:
+            if self._state != INVESTIGATING:
+                return []
+            elapsed = (time.time() if now is None else now) - self._started_at()
+            queries = self._count(QUERY)
+            due = []
+            for index, inject in enumerate(self.incident.injects):
+                if index in self._delivered:
+                    continue
+                by_time = inject.after_s is not None and elapsed >= inject.after_s
+                by_queries = inject.after_queries is not None and queries >= inject.after_queries
+                if by_time or by_queries:
+                    self._record(INJECT, {"index": index})
+                    due.append(inject)
+            return due
+
+    @property
+    def delivered_injects(self) -> list[Inject]:
+        """Injects delivered so far, in delivery order (what a resumed UI shows again)."""
+        with self._lock:
+            return [self.incident.injects[i] for i in self._delivered]
+
+    def next_inject_in(self, now: float | None = None) -> float | None:
+        """Seconds until the next undelivered timed inject is due (0 when one is due now), or None
+        when no timed inject is left or the investigation is not open; for a UI's timer."""
+        with self._lock:
+            if self._state != INVESTIGATING:
+                return None
+            elapsed = (time.time() if now is None else now) - self._started_at()
+            waits = [inj.after_s - elapsed for i, inj in enumerate(self.incident.injects)
+                     if inj.after_s is not None and i not in self._delivered]
+            return max(0.0, min(waits)) if waits else None
+
+    def _started_at(self) -> float:
+        return next(e.time for e in self._events if e.kind == START)
+
     # ---------------------------------------------------------------- transcript
 
     def transcript(self, telemetry_digest: str | None = None) -> dict[str, Any]:
@@ -511,6 +565,8 @@ class Session:
         if kind == DEBRIEF_VIEWED:
             self._require(SUBMITTED, "view the debrief")
             return data
+        if kind == INJECT:
+            return self._check_inject(data)
         verb = {QUERY: "run a query", PIN: "pin evidence", RANK: "rank hypotheses", NOTE: "write a note",
                 HINT: "take a hint", SUBMIT: "submit"}[kind]
         self._require(INVESTIGATING, verb)
@@ -541,6 +597,17 @@ class Session:
             raise SessionError(f"hint {index!r} is out of order (next is {self._hints_taken})")
         hint = self.incident.hints[index]
         return {"index": index, "cost": hint.cost, "text": hint.text}
+
+    def _check_inject(self, data: dict[str, Any]) -> dict[str, Any]:
+        self._require(INVESTIGATING, "deliver an update")
+        index = data.get("index")
+        injects = self.incident.injects
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(injects):
+            raise SessionError(f"no inject {index!r}; the incident has {len(injects)}")
+        if index in self._delivered:
+            raise SessionError(f"inject {index} was already delivered")
+        inject = injects[index]
+        return {"index": index, "from": inject.sender, "text": inject.text}
 
     def _check_pin(self, data: dict[str, Any]) -> dict[str, Any]:
         index = data.get("query")
@@ -599,6 +666,8 @@ class Session:
             self._ranking = [dict(r) for r in event.data["ranking"]]
         elif event.kind == HINT:
             self._hints_taken += 1
+        elif event.kind == INJECT:
+            self._delivered.append(event.data["index"])
         elif event.kind == SUBMIT:
             self._ranking = [dict(r) for r in event.data["ranking"]]
             self._state = SUBMITTED
@@ -830,7 +899,7 @@ def load_transcript(path: Path | str, *, incident_path: Path | str | None = None
         raise bad(f"incident '{header.incident_id}' changed since this transcript was recorded "
                   f"({where} has a different content digest)")
     try:
-        incident = _load_incident(where)
+        incident = _load_incident(where, header.seed)
     except SessionError as exc:
         raise bad(str(exc)) from None
     check = Session(header, incident, None)

@@ -12,13 +12,14 @@ Parsing differs from plain `yaml.safe_load` on purpose:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import difflib
 import re
 import threading
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from incidents.spec import (
     did_you_mean,
     format_loc,
 )
+from incidents.variants import VALIDATION_SEEDS, Problem, Resolution, describe, is_template, resolve
 
 LIBRARY_DIR = Path(__file__).resolve().parent
 TEMPLATE_PATH = LIBRARY_DIR / "template.yaml"
@@ -425,9 +427,10 @@ def _type_at(loc: tuple[str | int, ...]) -> Any:
         tp = _unwrap(tp)
         origin = typing.get_origin(tp)
         if isinstance(tp, type) and issubclass(tp, BaseModel):
-            if not isinstance(part, str) or part not in tp.model_fields:
+            by_key = _fields_by_key(tp)
+            if not isinstance(part, str) or part not in by_key:
                 return None
-            tp = tp.model_fields[part].annotation
+            tp = by_key[part].annotation
         elif origin in (list, tuple) and isinstance(part, int):
             tp = typing.get_args(tp)[0]
         elif origin is dict and isinstance(part, str):
@@ -442,10 +445,15 @@ def _type_at(loc: tuple[str | int, ...]) -> Any:
     return _unwrap(tp)
 
 
+def _fields_by_key(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A model's fields by the key written in YAML (the alias when there is one, e.g. `from`)."""
+    return {info.alias or name: info for name, info in model.model_fields.items()}
+
+
 def _model_fields_at(loc: tuple[str | int, ...]) -> dict[str, FieldInfo]:
     tp = _type_at(loc)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return dict(tp.model_fields)
+        return _fields_by_key(tp)
     return {}
 
 
@@ -522,6 +530,9 @@ class _Locator:
     def diagnostic(
         self, path: tuple[str | int, ...], message: str, hint: str | None = None, on_key: bool = False
     ) -> Diagnostic:
+        # a value substituted from a variable has no marks below the placeholder that produced it
+        while path and path not in self.parsed.value_marks and path not in self.parsed.key_marks:
+            path = path[:-1]
         value_mark = self.parsed.value_marks.get(path)
         key_mark = self.parsed.key_marks.get(path)
         # a block mapping or list starts on the line after its key: the key is where the eye goes
@@ -704,64 +715,151 @@ def _sql_issues(data: dict[str, Any]) -> list[Issue]:
 # ---------------------------------------------------------------- public API
 
 
-def _analyse_text(text: str, name: str) -> tuple[Incident | None, list[Diagnostic]]:
-    parsed, diagnostics = _parse(text, name)
-    if parsed is None:
-        return None, diagnostics
-    diagnostics = list(parsed.diagnostics)
-    locator = _Locator(parsed, name)
+@dataclass
+class _Analysis:
+    """What checking one text found. values: what the variables drew for the returned incident's seed."""
+
+    incident: Incident | None
+    diagnostics: list[Diagnostic]
+    values: dict[str, Any] = field(default_factory=dict)
+    template: bool = False
+
+
+def _check_tree(parsed: _Parsed, data: dict[str, Any], name: str) -> tuple[Incident | None, list[Diagnostic]]:
+    """Model, cross-reference and SQL checks of one (resolved) tree, located through the file's marks."""
+    locator = _Locator(replace(parsed, data=data), name)
+    diagnostics: list[Diagnostic] = []
     incident = None
     try:
-        incident = Incident.model_validate(parsed.data, context={"skip_cross_checks": True})
+        incident = Incident.model_validate(data, context={"skip_cross_checks": True})
     except ValidationError as exc:
         diagnostics += locator.from_validation(exc)
-    diagnostics += [locator.from_issue(issue) for issue in cross_check(parsed.data)]
-    diagnostics += [locator.from_issue(issue) for issue in _sql_issues(parsed.data)]
-    unique = sorted(set(diagnostics), key=lambda d: (d.line, d.column, d.message))
-    return (incident if not unique else None), unique
+    diagnostics += [locator.from_issue(issue) for issue in cross_check(data)]
+    diagnostics += [locator.from_issue(issue) for issue in _sql_issues(data)]
+    return incident, diagnostics
 
 
-def _analyse(path: Path) -> tuple[Incident | None, list[Diagnostic]]:
+def _line_starts(text: str) -> list[int]:
+    return [0] + [m.end() for m in re.finditer("\n", text)]
+
+
+def _problem_diagnostic(problem: Problem, parsed: _Parsed, text: str, starts: list[int], name: str) -> Diagnostic:
+    """A variables problem at its file position: the placeholder itself when it can be found in the text."""
+    message = problem.message if problem.loc[:1] == ("variables",) else f"{format_loc(problem.loc)}: {problem.message}"
+    located = _Locator(parsed, name).diagnostic(problem.loc, message, problem.hint, on_key=problem.on_key)
+    mark = parsed.value_marks.get(problem.loc)
+    if problem.placeholder is None or mark is None or mark.line >= len(starts):
+        return located
+    # placeholders are written verbatim in every YAML scalar style, so the k-th one after the
+    # value's start is the one at fault (block scalars start on the line of their indicator)
+    at = starts[mark.line] + mark.column
+    for _ in range(problem.occurrence + 1):
+        at = text.find(problem.placeholder, at)
+        if at < 0:
+            return located
+        at += 1
+    line = bisect.bisect_right(starts, at - 1)
+    return Diagnostic(name, line, at - 1 - starts[line - 1] + 1, message, problem.hint)
+
+
+def _analyse_text(text: str, name: str, seed: int | None = None) -> _Analysis:
+    parsed, diagnostics = _parse(text, name)
+    if parsed is None:
+        return _Analysis(None, diagnostics)
+    own = list(parsed.diagnostics)
+    if not is_template(parsed.data):
+        incident, found = _check_tree(parsed, parsed.data, name)
+        unique = sorted(set(own + found), key=lambda d: (d.line, d.column, d.message))
+        return _Analysis(incident if not unique else None, unique)
+    seeds = VALIDATION_SEEDS if seed is None else (seed,)
+    starts = _line_starts(text)
+    runs: list[tuple[Resolution, Incident | None, set[Diagnostic]]] = []
+    variable_problems: set[Diagnostic] = set()
+    for s in seeds:
+        resolution = resolve(parsed.data, s)
+        problems = {_problem_diagnostic(p, parsed, text, starts, name) for p in resolution.problems}
+        variable_problems |= problems
+        # a value left with a broken placeholder fails its type and SQL checks too: say it once
+        silenced = {(m.line + 1, m.column + 1) for loc in resolution.unresolved if (m := parsed.value_marks.get(loc))}
+        incident, checked = _check_tree(parsed, resolution.data, name)
+        runs.append((resolution, incident, problems | {d for d in checked if (d.line, d.column) not in silenced}))
+    # with one seed, any problem past the variables may belong to this draw alone
+    common = set.intersection(*(found for _, _, found in runs)) if len(runs) > 1 else variable_problems
+    diagnostics = set(own) | common
+    for resolution, _, found in runs:
+        # a problem only some draws have: say which variant shows it
+        suffix = f" [variant seed {resolution.seed}: {describe(resolution.values)}]"
+        diagnostics |= {replace(d, message=d.message + suffix) for d in found - common}
+    unique = sorted(diagnostics, key=lambda d: (d.line, d.column, d.message))
+    first, incident, _ = runs[0]
+    return _Analysis(incident if not unique else None, unique, first.values, template=True)
+
+
+def _analyse(path: Path, seed: int | None = None) -> _Analysis:
     try:
         text, diagnostics = _read(Path(path))
         if text is None:
-            return None, diagnostics
-        return _analyse_text(text, str(path))
+            return _Analysis(None, diagnostics)
+        return _analyse_text(text, str(path), seed)
     except Exception as exc:
-        return None, [
+        return _Analysis(None, [
             Diagnostic(
                 str(path), 1, 1, f"internal error while checking the file: {exc!r}", "please report this with the file"
             )
-        ]
+        ])
 
 
-def check_incident_file(path: Path | str) -> list[Diagnostic]:
-    """Every problem in the incident file at `path`, sorted by position; [] when it is valid."""
-    return _analyse(Path(path))[1]
+def check_incident_file(path: Path | str, seed: int | None = None) -> list[Diagnostic]:
+    """Every problem in the incident file at `path`, sorted by position; [] when it is valid.
+
+    An incident with variables is checked as the variants of `seed`, or of every seed in
+    VALIDATION_SEEDS when seed is None; a problem only some of them have names its seed.
+    """
+    return _analyse(Path(path), seed).diagnostics
 
 
-def check_incident_text(text: str, name: str = "<text>") -> list[Diagnostic]:
+def check_incident_text(text: str, name: str = "<text>", seed: int | None = None) -> list[Diagnostic]:
     """Like check_incident_file for YAML text; `name` stands in for the path in diagnostics."""
     try:
-        return _analyse_text(text, name)[1]
+        return _analyse_text(text, name, seed).diagnostics
     except Exception as exc:
         return [Diagnostic(name, 1, 1, f"internal error while checking the text: {exc!r}")]
 
 
-def load_incident(path: Path | str) -> Incident:
-    """Load and fully check an incident file; raise IncidentError listing every problem."""
-    incident, diagnostics = _analyse(Path(path))
-    if incident is None:
-        raise IncidentError(diagnostics or [Diagnostic(str(path), 1, 1, "could not load the incident")])
-    return incident
+def load_incident(path: Path | str, seed: int | None = None) -> Incident:
+    """Load and fully check an incident file; raise IncidentError listing every problem.
+
+    An incident with variables comes back resolved for `seed` (the telemetry seed: one number
+    picks both the variant and the simulated traffic). seed None checks the variants of
+    VALIDATION_SEEDS and returns the first one (seed 0). A fixed incident ignores `seed`.
+    """
+    return load_variant(path, seed)[0]
 
 
-def load_incident_text(text: str, name: str = "<text>") -> Incident:
+def load_variant(path: Path | str, seed: int | None = None) -> tuple[Incident, dict[str, Any]]:
+    """load_incident, plus what each variable drew for that seed ({} for a fixed incident)."""
+    found = _analyse(Path(path), seed)
+    if found.incident is None:
+        raise IncidentError(found.diagnostics or [Diagnostic(str(path), 1, 1, "could not load the incident")])
+    return found.incident, found.values
+
+
+def load_incident_text(text: str, name: str = "<text>", seed: int | None = None) -> Incident:
     """load_incident for YAML text."""
-    incident, diagnostics = _analyse_text(text, name)
-    if incident is None:
-        raise IncidentError(diagnostics or [Diagnostic(name, 1, 1, "could not load the incident")])
-    return incident
+    found = _analyse_text(text, name, seed)
+    if found.incident is None:
+        raise IncidentError(found.diagnostics or [Diagnostic(name, 1, 1, "could not load the incident")])
+    return found.incident
+
+
+def has_variables(path: Path | str) -> bool:
+    """Whether the incident file declares variables (or uses placeholders); False when it does not parse."""
+    try:
+        text, _ = _read(Path(path))
+        parsed = _parse(text, str(path))[0] if text is not None else None
+    except Exception:
+        return False
+    return parsed is not None and is_template(parsed.data)
 
 
 def iter_library(root: Path = LIBRARY_DIR) -> list[Path]:

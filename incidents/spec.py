@@ -537,6 +537,51 @@ class Debrief(_Strict):
     mitigation: str = Field(min_length=1)
 
 
+class VariableSpec(_Strict):
+    """A variable drawn per seed (incidents/variants.py): exactly one of choice, range, replica.
+
+    Elsewhere in the file, a string that is exactly "{{name}}" becomes the drawn value with its
+    type; inside longer text {{name}} is interpolated. Filters: {{name|replica}} -> vllm-<n>,
+    {{name|ts}} -> SQL timestamp text of t0 + value seconds, {{name|hhmm}} -> HH:MM of that
+    instant, {{name|pct}} -> a fraction as a percentage.
+    """
+
+    choice: list[Any] | None = Field(None, min_length=1, description="Draw one of these values.")
+    range: tuple[float, float] | None = Field(
+        None, description="[lo, hi], both included; ints when lo, hi (and step) are ints."
+    )
+    step: float | None = Field(None, gt=0, description="Range only: draw lo + k * step up to hi.")
+    replica: Literal[True] | None = Field(None, description="true: any replica index of the fleet.")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> VariableSpec:
+        kinds = [k for k in ("choice", "range", "replica") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of choice, range, replica")
+        if self.step is not None and self.range is None:
+            raise ValueError("step belongs to a range")
+        return self
+
+
+class Inject(_Strict):
+    """An update the player receives during the investigation, once, when it falls due.
+
+    Due `after_s` wall-clock seconds after the investigation started, or once the player has
+    run `after_queries` queries (exactly one of the two).
+    """
+
+    after_s: float | None = Field(None, ge=0, description="Wall-clock seconds into the investigation.")
+    after_queries: int | None = Field(None, ge=1, description="Due once the player has run this many queries.")
+    sender: str = Field(alias="from", min_length=1, description="Who sends the update (a person or a team).")
+    text: str = Field(min_length=1, description="The update, in the sender's words.")
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> Inject:
+        if (self.after_s is None) == (self.after_queries is None):
+            raise ValueError("give exactly one of after_s (seconds) and after_queries (a query count)")
+        return self
+
+
 class Incident(_Strict):
     """One incident: fleet, workload, faults and noise to simulate, and the puzzle built on top."""
 
@@ -564,6 +609,12 @@ class Incident(_Strict):
     signals: list[Signal] = Field(description=f"At least {MIN_SIGNALS}.")
     hints: list[HintSpec] = Field(default_factory=list, description="Ordered: cheapest first is usual.")
     debrief: Debrief
+    variables: dict[str, VariableSpec] = Field(
+        default_factory=dict, description="Values drawn per seed; use them as {{name}} anywhere else in the file."
+    )
+    injects: list[Inject] = Field(
+        default_factory=list, description="Updates delivered to the player during the investigation."
+    )
 
     @model_validator(mode="after")
     def _cross_references(self, info: ValidationInfo) -> Incident:

@@ -23,7 +23,7 @@ import math
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -33,6 +33,7 @@ import duckdb
 
 from incidents.claims import ClaimResult, evaluate_expectation, evaluate_symptom
 from incidents.spec import Incident, Signal
+from incidents.variants import describe
 from telemetry_gen.runner import Progress, build_telemetry
 from telemetry_gen.store import write_database
 
@@ -216,11 +217,12 @@ class ProofReport:
     """Everything `prove` found for one incident and seed. Times are wall-clock seconds.
 
     ok is True only when error is None and every claim, expectation and discrimination
-    check passes.
+    check passes. variant: what the incident's variables drew for this seed ({} when fixed).
     """
 
     incident_id: str
     seed: int
+    variant: dict[str, Any] = field(default_factory=dict)
     claims: list[ClaimCheck] = field(default_factory=list)
     expectations: list[ExpectationCheck] = field(default_factory=list)
     discrimination: list[DiscriminationCheck] = field(default_factory=list)
@@ -245,6 +247,8 @@ class ProofReport:
         problems = self.problems()
         verdict = "ok" if self.ok else f"FAILED ({len(problems)} problem{'s' * (len(problems) != 1)})"
         out = [f"{self.incident_id} seed {self.seed}: {verdict}"]
+        if self.variant:
+            out.append(f"  variant: {describe(self.variant)}")
         timing = []
         if self.fault_wall_s is not None:
             timing.append(f"simulation with faults {self.fault_wall_s:.1f} s")
@@ -274,6 +278,7 @@ class ProofReport:
         return {
             "incident": self.incident_id,
             "seed": self.seed,
+            "variant": dict(self.variant),
             "ok": self.ok,
             "error": self.error,
             "problems": self.problems(),
@@ -478,14 +483,18 @@ def check_databases(
     return claims, expectations, discrimination
 
 
-def prove(incident: Incident, seed: int = 0, *, progress: Progress | None = None) -> ProofReport:
+def prove(
+    incident: Incident, seed: int = 0, *, progress: Progress | None = None, variant: Mapping[str, Any] | None = None
+) -> ProofReport:
     """Simulate `incident` with and without its faults (same seed) and check its claims; never raises
     for a problem in the incident (a failing simulation becomes `error`).
 
-    progress(fraction 0..1, stage) is called as the two simulations and the checks advance.
+    An incident with variables must come resolved for `seed` (`incidents.loader.load_variant`);
+    `variant` (the values drawn) only labels the report. progress(fraction 0..1, stage) is called
+    as the two simulations and the checks advance.
     """
     say = progress or (lambda f, s: None)
-    report = ProofReport(incident.id, seed)
+    report = ProofReport(incident.id, seed, dict(variant or {}))
     stage = "simulation with the faults"
     try:
         with tempfile.TemporaryDirectory(prefix="servedrill-proof-") as tmp:

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from engine_model.profiles import get_gpu
 
 from engine_model.config import EngineConfig
 from engine_model.faults import Fault
+from engine_model.profiles import get_gpu
 from engine_model.request import Request
 from engine_model.results import SimResult
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation

@@ -3,6 +3,7 @@ settles it, the score with reasons, and the fix. Markdown, so the TUI and line m
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
@@ -16,15 +17,31 @@ SETTLED = 0.9
 """Posterior on the truth at which the shortest path stops."""
 
 
+EXHAUSTIVE_UP_TO = 14
+"""Incidents with at most this many signals get an exhaustive search for the shortest settling set."""
+
+
+def _truth_mass(incident: Incident, signals: list[str], truth: set[str]) -> float:
+    return sum(p for h, p in posterior(incident, signals).items() if h in truth)
+
+
 def shortest_path(incident: Incident, threshold: float = SETTLED) -> list[str] | None:
-    """Fewest signals, chosen greedily, whose likelihoods push the truth's posterior above `threshold`
-    (uniform prior); None when all signals together do not get there."""
+    """Fewest signals whose likelihoods together push the truth's posterior above `threshold` (uniform
+    prior), in file order; None when all signals together do not get there. Exact for incidents with at
+    most EXHAUSTIVE_UP_TO signals (the first settling set of the smallest size, in file order); above
+    that, chosen greedily."""
     truth = set(truth_ids(incident))
+    ids = [s.id for s in incident.signals]
+    if len(ids) <= EXHAUSTIVE_UP_TO:
+        for size in range(1, len(ids) + 1):
+            for combo in itertools.combinations(ids, size):
+                if _truth_mass(incident, list(combo), truth) > threshold:
+                    return list(combo)
+        return None
     chosen: list[str] = []
-    left = [s.id for s in incident.signals]
+    left = list(ids)
     while left:
-        gains = {sid: sum(p for h, p in posterior(incident, [*chosen, sid]).items() if h in truth)
-                 for sid in left}
+        gains = {sid: _truth_mass(incident, [*chosen, sid], truth) for sid in left}
         best = max(left, key=lambda sid: gains[sid])  # max keeps the first of equals: file order
         chosen.append(best)
         left.remove(best)

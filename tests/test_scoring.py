@@ -343,7 +343,7 @@ def _truth_posterior(incident: Incident, signals: list[str]) -> float:
 
 
 @pytest.mark.parametrize("path", ALL_INCIDENTS, ids=_ids)
-def test_shortest_path_settles_and_no_shorter_greedy_prefix_does(path: Path) -> None:
+def test_shortest_path_settles_and_nothing_shorter_does(path: Path) -> None:
     incident = load_incident(path)
     found = shortest_path(incident)
     if found is None:

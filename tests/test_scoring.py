@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from game.autoplay import PlannedGateway, PlannedQuery, expert_ranking, plan, score_plan
+from game.cli_incidents import deep_seeds
 from game.debrief import debrief_markdown, fault_timeline, shortest_path
 from game.observe import (
     Read,
@@ -50,6 +51,14 @@ def two_causes() -> Incident:
 
 def _ids(path: Path) -> str:
     return path.stem
+
+
+# each incident with variables is checked as several of its variants (the seeds `validate --deep` uses)
+CASES = [(p, s) for p in ALL_INCIDENTS for s in deep_seeds(str(p), ())]
+
+
+def _case_ids(case: object) -> str:
+    return case.stem if isinstance(case, Path) else f"seed{case}"
 
 
 # ------------------------------------------------------------------ observation rule
@@ -269,43 +278,43 @@ def test_queries_beyond_the_budget_cost_points(two_causes: Incident) -> None:
 # ------------------------------------------------------------------ scripted players, every incident
 
 
-@pytest.mark.parametrize("path", ALL_INCIDENTS, ids=_ids)
-def test_expert_scores_high(path: Path) -> None:
-    incident = load_incident(path)
+@pytest.mark.parametrize(("path", "seed"), CASES, ids=_case_ids)
+def test_expert_scores_high(path: Path, seed: int) -> None:
+    incident = load_incident(path, seed=seed)
     report = score_plan(incident, plan(incident, "expert"))
     assert report.total >= 85, report.components
     assert report.missed_signals == []
 
 
-@pytest.mark.parametrize("path", ALL_INCIDENTS, ids=_ids)
-def test_lucky_guess_scores_low(path: Path) -> None:
-    incident = load_incident(path)
+@pytest.mark.parametrize(("path", "seed"), CASES, ids=_case_ids)
+def test_lucky_guess_scores_low(path: Path, seed: int) -> None:
+    incident = load_incident(path, seed=seed)
     the_plan = plan(incident, "lucky")
     assert the_plan.ranking[0][0] in {h.id for h in incident.hypotheses if h.true}
     assert the_plan.ranking[0][1] >= 40
     assert score_plan(incident, the_plan).total < 60
 
 
-@pytest.mark.parametrize("path", ALL_INCIDENTS, ids=_ids)
-def test_random_players_average_low(path: Path) -> None:
-    incident = load_incident(path)
+@pytest.mark.parametrize(("path", "seed"), CASES, ids=_case_ids)
+def test_random_players_average_low(path: Path, seed: int) -> None:
+    incident = load_incident(path, seed=seed)
     totals = [score_plan(incident, plan(incident, "random", np.random.default_rng(seed))).total
               for seed in range(20)]
     assert np.mean(totals) < 30
 
 
-@pytest.mark.parametrize("path", ALL_INCIDENTS, ids=_ids)
-def test_shotgun_scores_below_the_expert(path: Path) -> None:
-    incident = load_incident(path)
+@pytest.mark.parametrize(("path", "seed"), CASES, ids=_case_ids)
+def test_shotgun_scores_below_the_expert(path: Path, seed: int) -> None:
+    incident = load_incident(path, seed=seed)
     expert = score_plan(incident, plan(incident, "expert"))
     shotgun = score_plan(incident, plan(incident, "shotgun"))
     assert shotgun.observed_signals == expert.observed_signals
     assert shotgun.total < expert.total
 
 
-@pytest.mark.parametrize("path", ALL_INCIDENTS, ids=_ids)
-def test_moving_the_truth_down_one_rank_lowers_the_score(path: Path) -> None:
-    incident = load_incident(path)
+@pytest.mark.parametrize(("path", "seed"), CASES, ids=_case_ids)
+def test_moving_the_truth_down_one_rank_lowers_the_score(path: Path, seed: int) -> None:
+    incident = load_incident(path, seed=seed)
     truth = {h.id for h in incident.hypotheses if h.true}
     for strategy in ("expert", "lucky"):
         the_plan = plan(incident, strategy)
@@ -342,9 +351,9 @@ def _truth_posterior(incident: Incident, signals: list[str]) -> float:
                                                                             if x.true})
 
 
-@pytest.mark.parametrize("path", ALL_INCIDENTS, ids=_ids)
-def test_shortest_path_settles_and_nothing_shorter_does(path: Path) -> None:
-    incident = load_incident(path)
+@pytest.mark.parametrize(("path", "seed"), CASES, ids=_case_ids)
+def test_shortest_path_settles_and_nothing_shorter_does(path: Path, seed: int) -> None:
+    incident = load_incident(path, seed=seed)
     found = shortest_path(incident)
     if found is None:
         assert _truth_posterior(incident, [s.id for s in incident.signals]) <= 0.9

@@ -19,6 +19,7 @@ import click
 
 # a module reference, not names: game.cli imports this module to register it, possibly before it has finished
 import game.cli as base
+from incidents.coverage import topic_coverage
 from incidents.loader import (
     LIBRARY_DIR,
     SCHEMA_COMMENT,
@@ -356,8 +357,9 @@ def list_incidents(
     incidents, invalid = library_listing(root or LIBRARY_DIR)
     shown = select(incidents, tag, difficulty, topics)
     coverage = tag_coverage(incidents)
+    topics = topic_coverage([(inc["id"], inc["tags"]) for inc in incidents])
     if as_json:
-        base.emit({"incidents": shown, "invalid": invalid, "coverage": coverage})
+        base.emit({"incidents": shown, "invalid": invalid, "coverage": coverage, "topics": topics})
         return
     if shown:
         rows = [(inc["id"], inc["title"], str(inc["difficulty"]), ", ".join(inc["tags"])) for inc in shown]
@@ -370,6 +372,9 @@ def list_incidents(
                 click.echo(f"no tag contains '{topic}'" + (f"; {hint}" if hint else ""))
     if coverage:
         click.echo("coverage: " + ", ".join(f"{t} {n}" for t, n in coverage.items()))
+    uncovered = [key for key, ids in topics.items() if not ids]
+    click.echo(f"interview topics covered: {len(topics) - len(uncovered)} of {len(topics)}"
+               + (f" (missing: {', '.join(uncovered)})" if uncovered else ""))
     for bad in invalid:
         click.echo(f"invalid: {bad['error']}")
 

@@ -336,3 +336,13 @@ def test_help_and_key_bar_come_from_the_same_table() -> None:
     bar = keybar_markup(["workspace", "app"])
     assert "F5" in bar and "Run" in bar and "Cancel" not in bar  # cancel is not shown in the bar
     assert key_label("ctrl+s") == "^s" and key_label("question_mark") == "?" and key_label("f10") == "F10"
+
+
+def test_coverage_line_counts_topics_covered_and_solved(tmp_path: Path) -> None:
+    from tui.library import LibraryEntry
+    from tui.screens.picker import SOLVED_SCORE, coverage_line
+
+    entries = [LibraryEntry(tmp_path / "a.yaml", "a", "A", tags=("oom-at-peak", "moe")),
+               LibraryEntry(tmp_path / "b.yaml", "b", "B", tags=("fallback",))]
+    assert "covers 3 of 15" in coverage_line(entries, {}) and "solved 0" in coverage_line(entries, {})
+    assert "solved 2" in coverage_line(entries, {"a": SOLVED_SCORE, "b": SOLVED_SCORE - 1})

@@ -248,3 +248,22 @@ def test_list_table_coverage_and_filters(library: Path) -> None:
     assert ids("--tag", "numerics") == []
     assert ids("--difficulty", "3") == ["throttled-gpu"]
     assert ids("--difficulty", "2") == []
+
+
+def test_the_library_covers_every_interview_topic_and_list_reports_it() -> None:
+    from incidents.coverage import TOPICS
+
+    result = run("list", "--json")
+    assert result.exit_code == 0, result.output
+    topics = json.loads(result.output)["topics"]
+    assert set(topics) == {t.key for t in TOPICS}
+    assert [key for key, ids in topics.items() if not ids] == []
+    text = run("list").output
+    assert f"interview topics covered: {len(TOPICS)} of {len(TOPICS)}" in text
+
+
+def test_topic_coverage_matches_tags_exactly() -> None:
+    from incidents.coverage import topic_coverage
+
+    found = topic_coverage([("a", ["KV-Cache", "preemption"]), ("b", ["fallbacks"])])
+    assert found["kv-capacity"] == ["a"] and found["fallback"] == [] and found["paged-kv"] == []

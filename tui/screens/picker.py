@@ -13,6 +13,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
+from incidents.coverage import TOPICS, covers, topic_coverage
 from tui.actions import bindings
 from tui.formatting import one_line
 from tui.library import LibraryEntry, default_index, filter_entries
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
     from textual.timer import Timer
 
     from tui.app import ServedrillApp
+
+SOLVED_SCORE = 70.0
+"""A best score at least this counts an incident (and the topics it covers) as solved."""
 
 SCAN_DELAY_S = 0.4
 """Seconds on the picker before unfinished sessions and best scores are looked up."""
@@ -57,6 +61,15 @@ def scan_library(root: Path | None, player: str) -> tuple[dict[str, list[Any]], 
     return unfinished, best
 
 
+def coverage_line(entries: Sequence[LibraryEntry], best: dict[str, float]) -> str:
+    """One line: how many interview topics the library covers and how many the player has solved."""
+    coverage = topic_coverage([(e.id, e.tags) for e in entries])
+    covered = [key for key, ids in coverage.items() if ids]
+    solved = [key for key, ids in coverage.items() if any(best.get(i, 0.0) >= SOLVED_SCORE for i in ids)]
+    return (f"Library covers {len(covered)} of {len(TOPICS)} interview topics · you have solved {len(solved)}"
+            " (servedrill list shows which)")
+
+
 class PickerScreen(Screen[None]):
     """The incident library. Filter with the input; Enter opens the highlighted incident."""
 
@@ -87,6 +100,7 @@ class PickerScreen(Screen[None]):
             table: DataTable[Any] = DataTable(id="picker-table", cursor_type="row", zebra_stripes=True)
             yield table
             yield Static("", id="picker-detail")
+            yield Static("", id="picker-coverage")
         yield KeyBar("picker")
 
     def on_mount(self) -> None:
@@ -115,6 +129,7 @@ class PickerScreen(Screen[None]):
         if self.shown:
             table.move_cursor(row=max(0, min(cursor, len(self.shown) - 1)))
         self._describe()
+        self.query_one("#picker-coverage", Static).update(coverage_line(self.entries, self.best))
 
     @work(thread=True, exclusive=True, group="scan", exit_on_error=False)
     def _scan(self) -> None:
@@ -156,8 +171,10 @@ class PickerScreen(Screen[None]):
         sessions = self.unfinished.get(entry.id, [])
         resume = (f" · you have an unfinished session here ({sessions[0].queries} queries)"
                   if sessions else "")
+        teaches = [t.key for t in TOPICS if covers(entry.tags, t)]
         detail.update(f"[b]{entry.id}[/b] · {' · '.join(limits) or 'no limits'}{resume}\n"
-                      f"{one_line(entry.briefing.summary, 400)}")
+                      f"{one_line(entry.briefing.summary, 400)}"
+                      + (f"\n[dim]teaches: {', '.join(teaches)}[/dim]" if teaches else ""))
 
     @property
     def highlighted(self) -> LibraryEntry | None:

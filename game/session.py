@@ -12,6 +12,14 @@ resolves it with the header's seed.
 Injects (timed updates from the incident file) are delivered by `due_injects`, which journals an
 `inject` event for each, so a resumed session never repeats one.
 
+The interviewer (game master) reaches a session from another process through its inbox, an
+append-only JSON-lines sidecar ``<session_id>.gm`` next to the journal (see `game.gm`, which writes
+it under a file lock). `poll_gm` reads the inbox's new complete lines and journals each item in this
+session as what it is: a `message` event, a `hint` (its cost counts in the score like any hint) or an
+`inject`, each carrying the item's id under ``gm``. Delivery is decided by the journal, so an item is
+delivered once, also across resume. `due_updates` combines timed injects and the inbox for a UI's
+poll; `updates` lists everything delivered so far (injects, messages, hints) for a feed.
+
 `Session.resume` reads the journal back through the same checks; a line that cannot be read (a
 torn last line after a kill, garbage in the middle) becomes a warning naming the file and line, and
 the rest resumes. A torn last line was never acknowledged, so resume cuts it off before appending.
@@ -53,10 +61,10 @@ BRIEFING, INVESTIGATING, SUBMITTED, DEBRIEFED = "briefing", "investigating", "su
 STATES = (BRIEFING, INVESTIGATING, SUBMITTED, DEBRIEFED)
 UNFINISHED = (BRIEFING, INVESTIGATING, SUBMITTED)
 
-START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED, INJECT = (
-    "start", "query", "pin", "rank", "note", "hint", "submit", "debrief_viewed", "inject",
+START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED, INJECT, MESSAGE = (
+    "start", "query", "pin", "rank", "note", "hint", "submit", "debrief_viewed", "inject", "message",
 )
-KINDS = (START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED, INJECT)
+KINDS = (START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED, INJECT, MESSAGE)
 STANCES = ("supports", "refutes")
 
 ROWS_KEPT = 20
@@ -64,6 +72,11 @@ ROWS_KEPT = 20
 CONFIDENCE_TOLERANCE = 0.5
 """Percent: a ranking's confidences must sum to 100 within this."""
 MAX_NOTE_CHARS = 4000
+MAX_GM_TEXT_CHARS = 4000
+GM_SENDER = "Interviewer"
+"""Who a game-master item is from when it names nobody."""
+GM_SUFFIX = ".gm"
+"""The inbox of `<session_id>.jsonl` is `<session_id>.gm` (not .jsonl: session listings glob *.jsonl)."""
 
 
 class SessionError(Exception):
@@ -202,6 +215,61 @@ class SessionSummary:
                 "queries": self.queries, "updated": self.updated}
 
 
+@dataclass(frozen=True)
+class Update:
+    """Something delivered to the player during the round, as a feed shows it: an incident inject, a
+    game master's message, inject or hint, or a hint the player took. `source` is "incident", "gm" or
+    "player"; `cost` is a hint's score points (0 otherwise); `elapsed_s` counts from the start."""
+
+    seq: int
+    time: float
+    kind: str
+    sender: str
+    text: str
+    source: str
+    cost: int = 0
+    elapsed_s: float = 0.0
+    gm_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "time": self.time, "elapsed_s": round(self.elapsed_s, 3), "kind": self.kind,
+                "from": self.sender, "text": self.text, "source": self.source, "cost": self.cost,
+                "gm_id": self.gm_id}
+
+
+def inbox_path(session_path: Path | str) -> Path:
+    """The game master's inbox of a session file: `<session_id>.gm` in the same folder."""
+    path = Path(session_path)
+    return path.with_name(path.stem + GM_SUFFIX)
+
+
+def read_inbox(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """Complete lines of an inbox from byte `offset`: (items, the offset after the last complete line).
+
+    A line still being written (no newline yet) is left for the next read; a line that is not a JSON
+    object with a string id is skipped. A missing inbox has no items."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            raw = fh.read()
+    except FileNotFoundError:
+        return [], offset
+    except OSError:
+        return [], offset
+    end = raw.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    items = []
+    for line in raw[:end].split(b"\n"):
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            items.append(item)
+    return items, offset + end + 1
+
+
 def _load_incident(path: Path, seed: int) -> Incident:
     """The incident at `path` as the variant of `seed` (the session's one seed for variant and telemetry)."""
     from incidents.loader import IncidentError, load_incident
@@ -243,6 +311,13 @@ class Session:
         self._ranking: list[dict[str, Any]] | None = None
         self._hints_taken = 0
         self._delivered: list[int] = []
+        self._delivered_injects: list[Inject] = []
+        self._gm_done: set[str] = set()
+        self._gm_refused: dict[str, str] = {}
+        self._gm_offset = 0
+        self._gm_size = -1
+        self._gm_waiting: list[dict[str, Any]] = []
+        self.gm_inbox: Path | None = inbox_path(path) if path is not None else None
         self._lock = threading.RLock()
         self._fh: Any = None
         self._names = incident.hypothesis_ids()
@@ -469,26 +544,41 @@ class Session:
         this (on a timer and after each query) and shows what it returns.
         """
         with self._lock:
-            if self._state != INVESTIGATING:
-                return []
-            elapsed = (time.time() if now is None else now) - self._started_at()
-            queries = self._count(QUERY)
-            due = []
-            for index, inject in enumerate(self.incident.injects):
-                if index in self._delivered:
-                    continue
-                by_time = inject.after_s is not None and elapsed >= inject.after_s
-                by_queries = inject.after_queries is not None and queries >= inject.after_queries
-                if by_time or by_queries:
-                    self._record(INJECT, {"index": index})
-                    due.append(inject)
-            return due
+            return [self.incident.injects[e.data["index"]] for e in self._deliver_due(now)]
+
+    def _deliver_due(self, now: float | None) -> list[Event]:
+        if self._state != INVESTIGATING:
+            return []
+        elapsed = (time.time() if now is None else now) - self._started_at()
+        queries = self._count(QUERY)
+        out = []
+        for index, inject in enumerate(self.incident.injects):
+            if index in self._delivered:
+                continue
+            by_time = inject.after_s is not None and elapsed >= inject.after_s
+            by_queries = inject.after_queries is not None and queries >= inject.after_queries
+            if by_time or by_queries:
+                out.append(self._record(INJECT, {"index": index}))
+        return out
+
+    def due_updates(self, now: float | None = None) -> list[Update]:
+        """What a UI's poll shows now: the timed injects that fell due (`due_injects`), then the game
+        master's new inbox items (`poll_gm`), each journalled before this returns."""
+        with self._lock:
+            return [self._update_of(e) for e in self._deliver_due(now)] + self.poll_gm()
 
     @property
     def delivered_injects(self) -> list[Inject]:
-        """Injects delivered so far, in delivery order (what a resumed UI shows again)."""
+        """Injects delivered so far, in delivery order (what a resumed UI shows again). An inject the
+        game master wrote himself appears with `after_s` = when it arrived."""
         with self._lock:
-            return [self.incident.injects[i] for i in self._delivered]
+            return list(self._delivered_injects)
+
+    @property
+    def updates(self) -> list[Update]:
+        """Everything delivered so far, oldest first: injects, game-master messages, hints."""
+        with self._lock:
+            return [self._update_of(e) for e in self._events if e.kind in (INJECT, MESSAGE, HINT)]
 
     def next_inject_in(self, now: float | None = None) -> float | None:
         """Seconds until the next undelivered timed inject is due (0 when one is due now), or None
@@ -503,6 +593,88 @@ class Session:
 
     def _started_at(self) -> float:
         return next(e.time for e in self._events if e.kind == START)
+
+    # ---------------------------------------------------------------- game master
+
+    def poll_gm(self) -> list[Update]:
+        """Deliver the game master's inbox items not delivered yet; returns them in inbox order.
+
+        Reads only the inbox's new complete lines (nothing when its size has not changed). Each item
+        is journalled (`message`, `hint` or `inject`, with its id under ``gm``) before this returns.
+        A hint or inject sent before the investigation started waits for it; an item this session
+        cannot take (no hints left, an inject already delivered, the round already submitted) is
+        refused once and listed in `gm_refused`. Journal-only sessions (in memory) have no inbox."""
+        with self._lock:
+            if self.gm_inbox is None or self._fh is None:
+                return []
+            try:
+                size = self.gm_inbox.stat().st_size
+            except OSError:
+                size = -1
+            if size != self._gm_size and size >= 0:
+                items, self._gm_offset = read_inbox(self.gm_inbox, self._gm_offset)
+                self._gm_size = size
+                self._gm_waiting.extend(items)
+            out: list[Update] = []
+            waiting, self._gm_waiting = self._gm_waiting, []
+            for item in waiting:
+                gid = item["id"]
+                if gid in self._gm_done or gid in self._gm_refused:
+                    continue
+                try:
+                    kind, data = self._gm_event(item)
+                    event = self._record(kind, data)
+                except SessionError as exc:
+                    if self._state == BRIEFING and item.get("kind") in (HINT, INJECT):
+                        self._gm_waiting.append(item)
+                    else:
+                        self._gm_refused[gid] = str(exc)
+                    continue
+                out.append(self._update_of(event))
+            return out
+
+    @property
+    def gm_refused(self) -> dict[str, str]:
+        """Inbox item ids this process refused, with the reason (one line each)."""
+        with self._lock:
+            return dict(self._gm_refused)
+
+    @property
+    def gm_delivered(self) -> set[str]:
+        """Ids of the game master's items journalled in this session."""
+        with self._lock:
+            return set(self._gm_done)
+
+    def _gm_event(self, item: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The journal event (kind, data) that delivers one inbox item."""
+        kind, gid = item.get("kind"), item["id"]
+        sender = item.get("from") or GM_SENDER
+        if kind == MESSAGE:
+            return MESSAGE, {"from": sender, "text": item.get("text"), "gm": gid}
+        if kind == HINT:
+            if item.get("text") is None:
+                return HINT, {"index": self._hints_taken, "gm": gid}
+            return HINT, {"index": None, "text": item.get("text"), "cost": item.get("cost", 0), "from": sender,
+                          "gm": gid}
+        if kind == INJECT:
+            if item.get("index") is not None:
+                return INJECT, {"index": item.get("index"), "gm": gid}
+            return INJECT, {"index": None, "from": sender, "text": item.get("text"), "gm": gid}
+        raise SessionError(f"unknown game-master item kind {kind!r}")
+
+    def _update_of(self, event: Event) -> Update:
+        data = event.data
+        start = next((e.time for e in self._events if e.kind == START), event.time)
+        gm = data.get("gm") if isinstance(data.get("gm"), str) else None
+        if event.kind == HINT:
+            number = data.get("index")
+            sender = data.get("from") or (f"Hint {number + 1}" if isinstance(number, int) else "Hint")
+            source = "gm" if gm else "player"
+            return Update(event.seq, event.time, HINT, str(sender), str(data.get("text", "")), source,
+                          int(data.get("cost", 0)), event.time - start, gm)
+        source = "gm" if gm or event.kind == MESSAGE else "incident"
+        return Update(event.seq, event.time, event.kind, str(data.get("from", "")), str(data.get("text", "")),
+                      source, 0, event.time - start, gm)
 
     # ---------------------------------------------------------------- transcript
 
@@ -565,8 +737,11 @@ class Session:
         if kind == DEBRIEF_VIEWED:
             self._require(SUBMITTED, "view the debrief")
             return data
+        gm = self._check_gm_id(data)
         if kind == INJECT:
-            return self._check_inject(data)
+            return {**self._check_inject(data), **gm}
+        if kind == MESSAGE:
+            return {**self._check_message(data), **gm}
         verb = {QUERY: "run a query", PIN: "pin evidence", RANK: "rank hypotheses", NOTE: "write a note",
                 HINT: "take a hint", SUBMIT: "submit"}[kind]
         self._require(INVESTIGATING, verb)
@@ -589,6 +764,11 @@ class Session:
             return {"hypothesis": self._canonical(data.get("hypothesis")), "text": text}
         # HINT
         index = data.get("index")
+        if index is None and data.get("text") is not None:
+            return {**self._check_own_hint(data), **gm}
+        return {**self._check_incident_hint(index), **gm}
+
+    def _check_incident_hint(self, index: Any) -> dict[str, Any]:
         if not self.incident.hints:
             raise SessionError("this incident has no hints")
         if self._hints_taken >= len(self.incident.hints):
@@ -598,9 +778,49 @@ class Session:
         hint = self.incident.hints[index]
         return {"index": index, "cost": hint.cost, "text": hint.text}
 
+    def _check_gm_id(self, data: dict[str, Any]) -> dict[str, Any]:
+        """{"gm": id} for an item from the game master's inbox (each delivered once), else {}."""
+        if "gm" not in data:
+            return {}
+        gid = data["gm"]
+        if not isinstance(gid, str) or not gid:
+            raise SessionError(f"a game-master item id must be text, got {gid!r}")
+        if gid in self._gm_done:
+            raise SessionError(f"game-master item {gid} was already delivered")
+        return {"gm": gid}
+
+    @staticmethod
+    def _gm_text(data: dict[str, Any], what: str) -> tuple[str, str]:
+        """(sender, text) of a game master's message, hint or inject."""
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise SessionError(f"{what} needs some text")
+        if len(text) > MAX_GM_TEXT_CHARS:
+            raise SessionError(f"{what} holds at most {MAX_GM_TEXT_CHARS} characters")
+        sender = data.get("from", GM_SENDER)
+        if not isinstance(sender, str) or not sender.strip():
+            raise SessionError(f"{what} needs a sender (from)")
+        return sender.strip(), text
+
+    def _check_message(self, data: dict[str, Any]) -> dict[str, Any]:
+        # a message may come at any point of the round, also before the start and after the submission
+        sender, text = self._gm_text(data, "a message")
+        return {"from": sender, "text": text}
+
+    def _check_own_hint(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A hint the game master wrote himself (not one of the incident's): text and cost in points."""
+        sender, text = self._gm_text(data, "a hint")
+        cost = data.get("cost", 0)
+        if isinstance(cost, bool) or not isinstance(cost, int) or not 0 <= cost <= 100:
+            raise SessionError(f"a hint's cost must be whole points within 0..100, got {cost!r}")
+        return {"index": None, "cost": cost, "text": text, "from": sender}
+
     def _check_inject(self, data: dict[str, Any]) -> dict[str, Any]:
         self._require(INVESTIGATING, "deliver an update")
         index = data.get("index")
+        if index is None and data.get("text") is not None:
+            sender, text = self._gm_text(data, "an update")
+            return {"index": None, "from": sender, "text": text}
         injects = self.incident.injects
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(injects):
             raise SessionError(f"no inject {index!r}; the incident has {len(injects)}")
@@ -665,9 +885,19 @@ class Session:
         elif event.kind == RANK:
             self._ranking = [dict(r) for r in event.data["ranking"]]
         elif event.kind == HINT:
-            self._hints_taken += 1
+            if event.data.get("index") is not None:
+                self._hints_taken += 1
         elif event.kind == INJECT:
-            self._delivered.append(event.data["index"])
+            index = event.data["index"]
+            if index is None:
+                arrived = max(0.0, event.time - self._started_at())
+                self._delivered_injects.append(Inject.model_validate(
+                    {"after_s": arrived, "from": event.data["from"], "text": event.data["text"]}))
+            else:
+                self._delivered.append(index)
+                self._delivered_injects.append(self.incident.injects[index])
+        if isinstance(event.data.get("gm"), str):
+            self._gm_done.add(event.data["gm"])
         elif event.kind == SUBMIT:
             self._ranking = [dict(r) for r in event.data["ranking"]]
             self._state = SUBMITTED

@@ -1,0 +1,357 @@
+"""The interviewer (game master) side of a session, from another process than the candidate's.
+
+- Sending: `send` appends one item (a message, a hint or an inject) to the session's inbox, the
+  JSON-lines sidecar ``<session_id>.gm`` next to the journal, under an exclusive `flock`, written in
+  one `write` and fsync'ed before it returns. The candidate's `Session.poll_gm` (the TUI polls it
+  about twice a second) journals each item in the candidate's own session, once.
+- Watching: `Watch` follows the candidate's journal without locking it (the candidate's process holds
+  the lock): it reads the complete lines appended since the last look and replays them through the
+  session rules into an in-memory mirror. `Watch.snapshot` is the state an interviewer looks at: the
+  candidate's queries with the signals each observed, the hypothesis board and its history, the
+  ground truth, the decisive signals seen and not yet seen, the running score (`game.scoring` on the
+  events so far), what was delivered and what is still in the inbox. `servedrill watch --json` prints
+  it; the keys are in docs/cli-watch.md.
+
+Inbox item: {"id", "time", "kind": "message" | "hint" | "inject", "from", "text"?, "cost"?, "index"?}.
+A hint without text is the incident's next hint (at its cost); with text it is the interviewer's own,
+at `cost` points. An inject names one of the incident's injects by `index`, or brings its own text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from game.observe import decomposes_latency, is_latency_incident, is_schema_exploration, observed_signals
+from game.scoring import discriminates, score, truth_ids
+from game.session import (
+    GM_SENDER,
+    HINT,
+    INJECT,
+    INVESTIGATING,
+    MESSAGE,
+    NOTE,
+    PIN,
+    QUERY,
+    RANK,
+    START,
+    SUBMIT,
+    Event,
+    Header,
+    Session,
+    SessionError,
+    _fsync_dir,
+    _load_incident,
+    _locate_incident,
+    file_digest,
+    inbox_path,
+    read_inbox,
+)
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX: the inbox is appended without a lock
+    fcntl = None  # type: ignore[assignment]
+
+GM_KINDS = (MESSAGE, HINT, INJECT)
+DEFAULT_HINT_COST = 10
+"""Points an interviewer's own hint costs unless he says otherwise."""
+ROWS_SHOWN = 5
+"""Result rows per query in a watch snapshot (the journal keeps up to 20)."""
+
+
+class GMError(Exception):
+    """An item that cannot be sent or a session that cannot be watched; one line for the interviewer."""
+
+
+# ---------------------------------------------------------------- sending
+
+
+def make_item(kind: str, *, text: str | None = None, sender: str | None = None, cost: int | None = None,
+              index: int | None = None, now: float | None = None) -> dict[str, Any]:
+    """One inbox item, checked for shape (not against the session: see `Watch.check_send`)."""
+    if kind not in GM_KINDS:
+        raise GMError(f"cannot send a {kind!r}; send one of {', '.join(GM_KINDS)}")
+    if text is not None and not text.strip():
+        text = None
+    item: dict[str, Any] = {"id": secrets.token_hex(6), "time": time.time() if now is None else now,
+                            "kind": kind, "from": (sender or "").strip() or GM_SENDER}
+    if kind == MESSAGE:
+        if text is None:
+            raise GMError("a message needs some text")
+        item["text"] = text
+    elif kind == HINT:
+        if text is not None:
+            cost = DEFAULT_HINT_COST if cost is None else cost
+            if isinstance(cost, bool) or not isinstance(cost, int) or not 0 <= cost <= 100:
+                raise GMError(f"a hint's cost must be whole points within 0..100, got {cost!r}")
+            item.update(text=text, cost=cost)
+        elif cost is not None:
+            raise GMError("the incident's next hint costs what the incident says; give text for your own hint")
+    else:
+        if (index is None) == (text is None):
+            raise GMError("an inject is either one of the incident's (index) or your own text, not both")
+        if index is not None:
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise GMError(f"inject index must be 0 or more, got {index!r}")
+            item["index"] = index
+        else:
+            item["text"] = text
+    return item
+
+
+def append_item(session_path: Path | str, item: Mapping[str, Any]) -> Path:
+    """Append one item to the session's inbox: one line, under an exclusive lock, fsync'ed. Returns the
+    inbox path."""
+    inbox = inbox_path(session_path)
+    line = (json.dumps(dict(item), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+    created = not inbox.exists()
+    try:
+        fd = os.open(inbox, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise GMError(f"cannot write the inbox {inbox}: {exc.strerror or exc}") from None
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError as exc:
+        raise GMError(f"cannot write the inbox {inbox}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if created:
+        _fsync_dir(inbox.parent)
+    return inbox
+
+
+def send(session_path: Path | str, kind: str, *, text: str | None = None, sender: str | None = None,
+         cost: int | None = None, index: int | None = None, check: bool = True) -> dict[str, Any]:
+    """Send one item to a candidate's session; returns the item as written. With `check`, the item is
+    first checked against the session's journal as it is now (hints left, inject not yet delivered,
+    round not over)."""
+    item = make_item(kind, text=text, sender=sender, cost=cost, index=index)
+    if check:
+        Watch(session_path).check_send(item)
+    append_item(session_path, item)
+    return item
+
+
+# ---------------------------------------------------------------- watching
+
+
+class Watch:
+    """Follows one session file from outside the candidate's process. Call `refresh` to read what was
+    appended since; it returns whether anything changed."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.inbox = inbox_path(self.path)
+        try:
+            with open(self.path, "rb") as fh:
+                first = fh.readline()
+        except OSError as exc:
+            raise GMError(f"cannot read session {self.path}: {exc.strerror or exc}") from None
+        try:
+            self.header = Header.from_dict(json.loads(first))
+        except (ValueError, TypeError) as exc:
+            raise GMError(f"{self.path}:1: bad session header: {exc}") from None
+        try:
+            where = _locate_incident(self.header.incident_id, self.header.incident_path)
+            if file_digest(where) != self.header.incident_digest:
+                raise GMError(f"{self.path}: incident {self.header.incident_id} changed since this session "
+                              f"started ({where})")
+            self.incident = _load_incident(where, self.header.seed)
+        except SessionError as exc:
+            raise GMError(str(exc)) from None
+        self.incident_path = where
+        self.warnings: list[str] = []
+        self._reset()
+        self.refresh()
+
+    def _reset(self) -> None:
+        self.mirror = Session(self.header, self.incident, None)
+        self._offset = len(self._first_line())
+        self._line = 1
+        self._size = -1
+        self._inbox_size = -1
+        self.sent: list[dict[str, Any]] = []
+        self._inbox_offset = 0
+
+    def _first_line(self) -> bytes:
+        with open(self.path, "rb") as fh:
+            return fh.readline()
+
+    @property
+    def events(self) -> list[Event]:
+        return self.mirror.events
+
+    def refresh(self) -> bool:
+        """Read the journal lines and inbox items appended since the last call; True if any."""
+        changed = False
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            size = self._size
+        if size < self._offset:  # rewritten (a torn last line cut off on resume): read it again
+            self._reset()
+        if size != self._size:
+            self._size = size
+            with open(self.path, "rb") as fh:
+                fh.seek(self._offset)
+                raw = fh.read()
+            end = raw.rfind(b"\n")
+            if end >= 0:
+                for line in raw[:end].split(b"\n"):
+                    self._line += 1
+                    if not line.strip():
+                        continue
+                    try:
+                        self.mirror._replay(Event.from_dict(json.loads(line)))
+                        changed = True
+                    except (ValueError, SessionError) as exc:
+                        self.warnings.append(f"{self.path}:{self._line}: skipped a damaged line ({exc})")
+                self._offset += end + 1
+        try:
+            inbox_size = self.inbox.stat().st_size
+        except OSError:
+            inbox_size = -1
+        if inbox_size != self._inbox_size and inbox_size >= 0:
+            self._inbox_size = inbox_size
+            items, self._inbox_offset = read_inbox(self.inbox, self._inbox_offset)
+            self.sent.extend(items)
+            changed = changed or bool(items)
+        return changed
+
+    # ------------------------------------------------------------ checks before sending
+
+    def check_send(self, item: Mapping[str, Any]) -> None:
+        """Raise GMError when the candidate's session could not take `item` as things stand. A hint or
+        inject sent before the candidate starts waits for the start."""
+        self.refresh()
+        session = self.mirror
+        kind = item.get("kind")
+        if kind == MESSAGE:
+            return
+        if session.state not in ("briefing", INVESTIGATING):
+            raise GMError(f"the candidate's round is {session.state}; only messages can still be sent")
+        pending = [i for i in self.pending() if i.get("kind") == kind]
+        if kind == HINT and item.get("text") is None:
+            queued = sum(1 for i in pending if i.get("text") is None)
+            if session.hints_taken + queued >= len(self.incident.hints):
+                raise GMError("no incident hints left to send; write your own hint text instead"
+                              if self.incident.hints else "this incident has no hints; write your own hint text")
+        if kind == INJECT and item.get("index") is not None:
+            index = item["index"]
+            if not 0 <= index < len(self.incident.injects):
+                raise GMError(f"no inject {index}; the incident has {len(self.incident.injects)}")
+            delivered = {e.data.get("index") for e in session.events if e.kind == INJECT}
+            if index in delivered or any(i.get("index") == index for i in pending):
+                raise GMError(f"inject {index} was already delivered or sent")
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Items sent to the inbox that the candidate's session has not journalled yet."""
+        done = self.mirror.gm_delivered
+        return [dict(i) for i in self.sent if i.get("id") not in done]
+
+    # ------------------------------------------------------------ the picture
+
+    def snapshot(self, now: float | None = None) -> dict[str, Any]:
+        """Everything the interviewer's screen shows, JSON-ready (keys in docs/cli-watch.md)."""
+        now = time.time() if now is None else now
+        incident, session = self.incident, self.mirror
+        events = session.events
+        titles = {h.id: h.title for h in incident.hypotheses}
+        start = next((e.time for e in events if e.kind == START), None)
+        submit = next((e for e in events if e.kind == SUBMIT), None)
+        end = submit.time if submit is not None else now
+        report = score(incident, events)
+        truth = truth_ids(incident)
+
+        def rel(t: float) -> float | None:
+            return None if start is None else round(t - start, 3)
+
+        queries = []
+        for e in events:
+            if e.kind != QUERY:
+                continue
+            d = e.data
+            reads = list(d.get("reads") or [])
+            ok = bool(d.get("ok"))
+            queries.append({
+                "index": d.get("index"), "seq": e.seq, "time": e.time, "elapsed_s": rel(e.time),
+                "sql": d.get("sql", ""), "ok": ok, "error": d.get("error"), "row_count": d.get("row_count", 0),
+                "columns": list(d.get("columns") or []), "rows": list(d.get("rows") or [])[:ROWS_SHOWN],
+                "truncated": bool(d.get("truncated")), "signals": observed_signals(incident, reads, ok),
+                "decomposes_latency": ok and decomposes_latency(reads),
+                "schema_exploration": is_schema_exploration(str(d.get("sql", "")), reads),
+            })
+        history = [{"seq": e.seq, "time": e.time, "elapsed_s": rel(e.time), "kind": e.kind,
+                    "ranking": [dict(r) for r in e.data.get("ranking", [])]}
+                   for e in events if e.kind in (RANK, SUBMIT)]
+        ranking = session.ranking or []
+        order = [r["id"] for r in ranking]
+        rival = next((h for h in order if h not in truth), None)
+        if rival is None:
+            wrong = [h for h in titles if h not in truth]
+            rival = max(wrong, key=lambda h: report.justified_posterior.get(h, 0.0)) if wrong else None
+        signals = []
+        for s in incident.signals:
+            separates = [h for h in titles if h not in truth and any(discriminates(s, t, h) for t in truth)]
+            signals.append({
+                "id": s.id, "shows": s.shows, "seen": s.id in report.first_seen,
+                "first_seen_query": report.first_seen.get(s.id),
+                "decisive": rival is not None and rival in separates,
+                "separates_truth_from": separates,
+                "likelihoods": {h: s.likelihood(h) for h in titles},
+            })
+        hints = incident.hints
+        taken = session.hints_taken
+        delivered_injects = {e.data.get("index") for e in events if e.kind == INJECT}
+        return {
+            "ok": True,
+            "session": {
+                "session_id": self.header.session_id, "path": str(self.path), "inbox": str(self.inbox),
+                "incident_id": incident.id, "incident_title": incident.title, "player": self.header.player,
+                "seed": self.header.seed, "created": self.header.created, "state": session.state,
+                "started": start, "elapsed_s": None if start is None else round(max(0.0, end - start), 3),
+                "updated": events[-1].time if events else None, "time_limit_s": incident.time_limit_s,
+                "query_budget": incident.query_budget, "latency_incident": is_latency_incident(incident),
+            },
+            "truth": [{"id": h.id, "title": h.title, "explanation": h.explanation}
+                      for h in incident.hypotheses if h.true],
+            "debrief_summary": incident.debrief.summary if incident.debrief else "",
+            "hypotheses": [{"id": h.id, "title": h.title, "true": bool(h.true)} for h in incident.hypotheses],
+            "queries": queries,
+            "board": {"ranking": ranking, "rival": rival, "history": history,
+                      "pins": [dict(e.data, seq=e.seq, elapsed_s=rel(e.time)) for e in events if e.kind == PIN],
+                      "notes": [dict(e.data, seq=e.seq, elapsed_s=rel(e.time)) for e in events
+                                if e.kind == NOTE]},
+            "signals": signals,
+            "score": report.to_dict(),
+            "submission": None if submit is None else {"seq": submit.seq, "time": submit.time,
+                                                       "elapsed_s": rel(submit.time), **submit.data},
+            "hints": {"taken": taken, "total": len(hints),
+                      "next": None if taken >= len(hints) else {"index": taken, "cost": hints[taken].cost,
+                                                                "text": hints[taken].text},
+                      "cost_so_far": report.hint_cost},
+            "injects": [{"index": i, "from": inj.sender, "text": inj.text, "after_s": inj.after_s,
+                         "after_queries": inj.after_queries, "delivered": i in delivered_injects}
+                        for i, inj in enumerate(incident.injects)],
+            "updates": [u.to_dict() for u in session.updates],
+            "pending": self.pending(),
+            "warnings": list(self.warnings),
+        }
+
+
+def watch_snapshot(path: Path | str, now: float | None = None) -> dict[str, Any]:
+    """One look at a session: `Watch(path).snapshot(now)`."""
+    return Watch(path).snapshot(now)

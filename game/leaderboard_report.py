@@ -1,0 +1,168 @@
+"""The leaderboard as text (terminal), Markdown (with an SVG plot file per incident next to it and a
+text sparkline), and one self-contained HTML page (inline SVG plots)."""
+
+from __future__ import annotations
+
+import re
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from game.leaderboard import IncidentBoard, Leaderboard
+from game.svgplot import sparkline, step_chart_svg
+
+
+def _time(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = round(seconds)
+    return f"{s // 60}:{s % 60:02d}"
+
+
+def _heading(b: IncidentBoard) -> str:
+    where = f"Round {b.round}: " if b.round else ""
+    return f"{where}{b.incident_id} (seed {b.seed})"
+
+
+def _x_max(b: IncidentBoard) -> float:
+    return max((x for pts in b.confidence.values() for x, _ in pts), default=60.0) or 60.0
+
+
+def _chart(b: IncidentBoard) -> str:
+    return step_chart_svg(b.confidence, title=f"Confidence in the true cause: {b.incident_id}", x_max_s=_x_max(b))
+
+
+def _flags(p: dict[str, Any]) -> str:
+    flags = [] if p.get("submitted", True) else ["not submitted"]
+    if p.get("late"):
+        flags.append("late")
+    return ", ".join(flags)
+
+
+def format_text(board: Leaderboard) -> str:
+    """Plain text for a terminal."""
+    out = [f"Leaderboard{': ' + board.event if board.event else ''} ({len(board.entries)} transcripts)"]
+    if board.teams:
+        out.append("Teams overall:")
+        out += [f"  {t['rank']:>2}. {t['team']:<14} {t['score']:6.1f}  time {_time(t['time_s']):>7}  "
+                f"({t['incidents']} incidents)" for t in board.teams]
+    out.append("Players overall:")
+    out += [f"  {p['rank']:>2}. {p['player']:<14} {p['team'] or '-':<12} {p['score']:6.1f}  "
+            f"time {_time(p['time_s']):>7}" for p in board.players]
+    for b in board.incidents:
+        out.append(f"{_heading(b)}: {b.title}")
+        x_max = _x_max(b)
+        for t in b.teams:
+            spark = sparkline(b.confidence.get(t["team"], []), x_max)
+            out.append(f"  team {t['rank']:>2}. {t['team']:<14} {t['score']:6.1f}  {spark}")
+        for p in b.players:
+            flags = _flags(p)
+            out.append(f"  {p['rank']:>2}. {p['player']:<14} {p['team'] or '-':<12} {p['score']:6.1f}  "
+                       f"time {_time(p['time_s']):>7}{'  (' + flags + ')' if flags else ''}")
+    return "\n".join(out)
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    def cell(v: Any) -> str:
+        return str(v).replace("|", "\\|")
+
+    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
+            *("| " + " | ".join(cell(v) for v in row) + " |" for row in rows), ""]
+
+
+def plot_file(markdown: Path, b: IncidentBoard) -> Path:
+    """Where the Markdown report's plot of incident board `b` goes: next to the report."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{b.incident_id}-seed{b.seed}")
+    return markdown.with_name(f"{markdown.stem}-{slug}.svg")
+
+
+def write_markdown(board: Leaderboard, target: Path) -> list[Path]:
+    """Write the Markdown report and one SVG plot per incident next to it; returns the files written."""
+    lines = [f"# Leaderboard{': ' + board.event if board.event else ''}", "",
+             f"{len(board.entries)} transcripts from `{board.results_dir}`. Ranked by score (higher first), "
+             "then time (shorter first).", ""]
+    written = []
+    if board.teams:
+        lines += ["## Teams overall", ""]
+        lines += _md_table(["rank", "team", "score", "time", "incidents"],
+                           [[t["rank"], t["team"], f"{t['score']:.1f}", _time(t["time_s"]), t["incidents"]]
+                            for t in board.teams])
+    lines += ["## Players overall", ""]
+    lines += _md_table(["rank", "player", "team", "score", "time", "incidents"],
+                       [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}", _time(p["time_s"]),
+                         p["incidents"]] for p in board.players])
+    for b in board.incidents:
+        lines += [f"## {_heading(b)}", "", b.title, ""]
+        if b.truth:
+            lines += [f"True cause: {', '.join(b.truth)}.", ""]
+        if b.teams:
+            lines += _md_table(["rank", "team", "score", "time", "handed in"],
+                               [[t["rank"], t["team"], f"{t['score']:.1f}", _time(t["time_s"]),
+                                 f"{t['handed_in']}/{t['size']}"] for t in b.teams])
+        lines += _md_table(["rank", "player", "team", "score", "time", "note"],
+                           [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}", _time(p["time_s"]),
+                             _flags(p)] for p in b.players])
+        if b.confidence:
+            svg = plot_file(target, b)
+            svg.parent.mkdir(parents=True, exist_ok=True)
+            svg.write_text(_chart(b) + "\n", encoding="utf-8")
+            written.append(svg)
+            lines += ["Confidence in the true cause over time (percent; minutes since each player started):", "",
+                      f"![confidence in the true cause, {b.incident_id}]({svg.name})", "", "```"]
+            x_max = _x_max(b)
+            lines += [f"{name:<14} {sparkline(pts, x_max)} {pts[-1][1]:5.1f}%" for name, pts in b.confidence.items()]
+            lines += ["```", ""]
+    if board.skipped:
+        lines += ["## Skipped files", ""]
+        lines += [f"- `{s['file']}`: {s['reason']}" for s in board.skipped]
+        lines.append("")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n".join(lines), encoding="utf-8")
+    return [target, *written]
+
+
+_CSS = """body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}
+th{background:#f3f3f3}td.num{text-align:right}.note{color:#a33}figure{margin:0 0 2em}"""
+
+
+def _html_table(header: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(board: Leaderboard) -> str:
+    """One self-contained page: tables and an inline SVG plot per incident."""
+    title = f"Leaderboard{': ' + board.event if board.event else ''}"
+    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
+             f"<style>{_CSS}</style></head><body>", f"<h1>{escape(title)}</h1>",
+             f"<p>{len(board.entries)} transcripts. Ranked by score (higher first), then time (shorter first).</p>"]
+    if board.teams:
+        parts += ["<h2>Teams overall</h2>", _html_table(
+            ["rank", "team", "score", "time", "incidents"],
+            [[t["rank"], t["team"], f"{t['score']:.1f}", _time(t["time_s"]), t["incidents"]] for t in board.teams])]
+    parts += ["<h2>Players overall</h2>", _html_table(
+        ["rank", "player", "team", "score", "time", "incidents"],
+        [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}", _time(p["time_s"]), p["incidents"]]
+         for p in board.players])]
+    for b in board.incidents:
+        parts += [f"<h2>{escape(_heading(b))}</h2>", f"<p>{escape(b.title)}</p>"]
+        if b.truth:
+            parts.append(f"<p>True cause: {escape(', '.join(b.truth))}</p>")
+        if b.teams:
+            parts.append(_html_table(["rank", "team", "score", "time", "handed in"],
+                                     [[t["rank"], t["team"], f"{t['score']:.1f}", _time(t["time_s"]),
+                                       f"{t['handed_in']}/{t['size']}"] for t in b.teams]))
+        parts.append(_html_table(["rank", "player", "team", "score", "time", "note"],
+                                 [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}",
+                                   _time(p["time_s"]), _flags(p)] for p in b.players]))
+        if b.confidence:
+            parts.append(f"<figure>{_chart(b)}<figcaption>Confidence in the true cause (percent) against minutes "
+                         "since each player started; a team's line is the mean of its players.</figcaption></figure>")
+    if board.skipped:
+        parts.append("<h2>Skipped files</h2><ul>" + "".join(
+            f"<li class=\"note\"><code>{escape(s['file'])}</code>: {escape(s['reason'])}</li>"
+            for s in board.skipped) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

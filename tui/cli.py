@@ -7,6 +7,7 @@ dependency points tui -> game only. Run as `python -m tui.cli ...` or through th
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -28,11 +29,19 @@ _GAME_BENCH = main.commands["bench"]
               help="Deal a random library incident and seed (whichever of the two you did not give).")
 @click.option("--player", default=None, help="Your name in sessions and transcripts (default $USER).")
 @click.option("--plain", is_flag=True, help="Line mode on stdin/stdout instead of the terminal UI.")
+@click.option("--library", multiple=True, hidden=True, type=click.Path(path_type=Path),
+              help="The incident files listed in the picker instead of the library (what `serve --incidents` "
+                   "passes on).")
 @click.pass_context
 def play(ctx: click.Context, incident: str | None, seed: int | None, random_deal: bool, player: str | None,
-         plain: bool) -> None:
+         plain: bool, library: tuple[Path, ...]) -> None:
     """Play an incident (a library id or a file). The terminal UI opens on the incident list with
     INCIDENT highlighted (default: one-slow-replica)."""
+    if library and not plain:
+        from tui.app import run
+
+        run(incident, seed=0 if seed is None else seed, player=player, incidents=list(library))
+        return
     if plain:
         ctx.invoke(_GAME_PLAY, incident=incident, seed=seed, random_deal=random_deal, player=player, plain=True)
         return
@@ -113,7 +122,56 @@ def bench(ctx: click.Context, targets: tuple[str, ...], runs: int, incident: str
         sys.exit(1)
 
 
-for _command in (play, resume, bench):
+@click.command("serve")
+@click.argument("incident", required=False)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback needs --public.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="TCP port.")
+@click.option("--public", is_flag=True,
+              help="Allow a non-loopback --host. Every tab gets the SQL console, without authentication.")
+@click.option("--public-url", default=None,
+              help="The URL browsers reach the server by, when it differs from what they typed (a proxy).")
+@click.option("--incidents", "library", multiple=True, type=click.Path(path_type=Path),
+              help="Incident file or folder for the picker instead of the library (repeatable).")
+@click.option("--seed", type=int, default=None, help="Seed of every tab's variant and telemetry (default 0).")
+@click.option("--random", "random_deal", is_flag=True,
+              help="Deal each tab a random library incident and seed (whichever of the two you did not give).")
+@click.option("--player", default=None, help="Name recorded in every tab's sessions (default $USER).")
+@click.option("--max-sessions", default=32, show_default=True, type=click.IntRange(1, 1000),
+              help="Browser tabs (app processes) open at once; more are refused.")
+def serve(incident: str | None, host: str, port: int, public: bool, public_url: str | None,
+          library: tuple[Path, ...], seed: int | None, random_deal: bool, player: str | None,
+          max_sessions: int) -> None:
+    """Serve the terminal UI in a browser: each tab runs its own `servedrill play` (the picker,
+    INCIDENT highlighted) and so its own session. Sessions go to $SERVEDRILL_DATA as usual."""
+    from tui.serve import ServeError, app_command, check_host, library_files
+    from tui.serve import serve as run_server
+
+    try:
+        warning = check_host(host, public)
+        files = library_files(library)
+    except ServeError as exc:
+        fail(str(exc))
+        return
+    if random_deal and files:
+        fail("--random deals from the library; it does not combine with --incidents")
+    if incident and not files:
+        from game.cli_game import guarded, incident_path
+
+        guarded(False, lambda: incident_path(incident, 0 if seed is None else seed))  # fail now, not per tab
+    elif incident and not Path(incident).is_file() and incident not in {p.stem for p in files}:
+        from tui.library import read_entry
+
+        if incident not in {read_entry(p).id for p in files}:
+            fail(f"incident {incident!r} is not among the --incidents files")
+    if warning:
+        click.echo(warning, err=True)
+    command = app_command(incident=incident, seed=seed, player=player, random_deal=random_deal, library=files)
+    run_server(command, host=host, port=port, public_url=public_url, max_sessions=max_sessions,
+               loopback_only=warning is None)
+
+
+for _command in (play, resume, bench, serve):
     main.add_command(_command)
 
 __all__ = ["main"]

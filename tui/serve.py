@@ -1,0 +1,194 @@
+"""`servedrill serve`: the terminal UI in a browser, through textual-serve.
+
+textual-serve answers `/` with a page that draws a terminal (xterm.js) and, for every websocket a page
+opens on `/ws`, starts one app process: here `servedrill play` (as `python -m tui.cli play ...`, so the
+same interpreter and install), with the seed, player and incident list the server was given. So every
+browser tab is its own process and its own session; sessions land where `servedrill play` puts them
+(`$SERVEDRILL_DATA`, inherited with the rest of the environment, as is `$SERVEDRILL_CACHE`).
+
+Safety. Every tab gets the SQL console on this machine's telemetry, so the server binds to loopback
+unless told otherwise (`check_host`). On top of textual-serve it:
+- refuses browser websockets whose Origin is not the page's own host (another web site open in the
+  same browser could otherwise drive a session), and on loopback refuses Host headers that are not
+  loopback names (DNS rebinding);
+- caps the number of app processes alive at once (`max_sessions`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import shlex
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_MAX_SESSIONS = 32
+"""App processes (browser tabs) alive at once; more websockets are refused with HTTP 503."""
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+log = logging.getLogger("servedrill.serve")
+
+
+class ServeError(Exception):
+    """A serve option that cannot work; the message is one line for the user."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address or a name) means this machine only. A name counts when every
+    address it resolves to is a loopback address; a name that does not resolve does not count."""
+    name = host.strip("[]")
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        pass
+    if name.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        infos = socket.getaddrinfo(name, None)
+    except OSError:
+        return False
+    addresses = {info[4][0] for info in infos}
+    return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
+
+
+def check_host(host: str, public: bool) -> str | None:
+    """None when `host` is loopback; the warning to print when it is not and `public` is set.
+    Raises ServeError when it is not loopback and `public` is not set."""
+    if is_loopback(host):
+        return None
+    if not public:
+        raise ServeError(f"refusing to serve on {host}: not a loopback address, and every browser tab gets "
+                         f"the SQL console; pass --public to allow it")
+    return (f"warning: serving on {host} without authentication: anyone who can reach it gets a game "
+            f"session with the SQL console on this machine's telemetry, and writes session files here")
+
+
+def library_files(paths: Sequence[Path | str]) -> list[Path]:
+    """Incident files from files and folders (a folder gives its *.yaml/*.yml, sorted, without
+    template.yaml). Raises ServeError for a path that is missing or a folder with no incident."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser().resolve()
+        if path.is_dir():
+            found = sorted(p for p in (*path.glob("*.yaml"), *path.glob("*.yml"))
+                           if p.is_file() and p.name != "template.yaml")
+            if not found:
+                raise ServeError(f"no incident files (*.yaml) in {path}")
+            out += found
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise ServeError(f"no such incident file or folder: {raw}")
+    return out
+
+
+def app_command(*, incident: str | None = None, seed: int | None = None, player: str | None = None,
+                random_deal: bool = False, library: Sequence[Path] = (),
+                python: str | None = None) -> str:
+    """The shell command textual-serve runs for each tab: `servedrill play` with these options.
+    `exec` so the app process is the shell's own pid (the server's quit and the load test's memory
+    figures reach it directly)."""
+    argv = [python or sys.executable, "-m", "tui.cli", "play"]
+    if incident:
+        argv.append(incident)
+    if seed is not None:
+        argv += ["--seed", str(seed)]
+    if random_deal:
+        argv.append("--random")
+    if player:
+        argv += ["--player", player]
+    for path in library:
+        argv += ["--library", str(path)]
+    return "exec " + shlex.join(argv)
+
+
+def _host_of(netloc: str) -> str:
+    """The host part of `host[:port]` (IPv6 in brackets kept without them)."""
+    return urlsplit(f"//{netloc}").hostname or ""
+
+
+def request_allowed(host_header: str, origin: str | None, loopback_only: bool,
+                    public_url: str | None = None) -> str | None:
+    """None when a request may proceed, else why not. `origin` is the Origin header (browsers always
+    send it on websockets; other clients may not); it must name this server: the Host the request
+    came to, or the host of `public_url`."""
+    if loopback_only and not is_loopback_name(_host_of(host_header)):
+        return f"Host {host_header!r} is not a loopback name"
+    ours = {host_header.lower()} | ({urlsplit(public_url).netloc.lower()} if public_url else set())
+    if origin is not None and urlsplit(origin).netloc.lower() not in ours:
+        return f"Origin {origin!r} is not this server ({host_header!r})"
+    return None
+
+
+def is_loopback_name(host: str) -> bool:
+    """Loopback without a DNS lookup: a loopback address literal or a localhost name."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower() in LOOPBACK_NAMES
+
+
+def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                public_url: str | None = None, max_sessions: int = DEFAULT_MAX_SESSIONS,
+                loopback_only: bool = True) -> Any:
+    """A textual-serve Server running `command` per tab, with the checks this module describes."""
+    from aiohttp import web
+    from textual_serve.server import Server
+
+    class ServedrillServer(Server):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__(command, host=host, port=port, title="servedrill", public_url=public_url)
+            self.fixed_public_url = public_url
+            self.max_sessions = max_sessions
+            self.loopback_only = loopback_only
+            self.active = 0
+
+        def _refusal(self, request: web.Request) -> str | None:
+            return request_allowed(request.host, request.headers.get("Origin"), self.loopback_only,
+                                   self.fixed_public_url)
+
+        async def handle_index(self, request: web.Request) -> Any:
+            if (why := self._refusal(request)) is not None:
+                log.warning("refused page: %s", why)
+                raise web.HTTPForbidden(text=why)
+            if self.fixed_public_url is None:
+                # The page names its websocket URL: make it the address the browser used, so the
+                # Origin check passes whether the tab opened localhost or 127.0.0.1. Read
+                # synchronously by the handler below, before any other request runs.
+                self.public_url = f"{request.scheme}://{request.host}"
+            return await super().handle_index(request)
+
+        async def handle_websocket(self, request: web.Request) -> Any:
+            if (why := self._refusal(request)) is not None:
+                log.warning("refused websocket: %s", why)
+                raise web.HTTPForbidden(text=why)
+            if self.active >= self.max_sessions:
+                log.warning("refused websocket: %d sessions already open", self.active)
+                raise web.HTTPServiceUnavailable(text=f"servedrill: {self.max_sessions} sessions already open")
+            self.active += 1
+            try:
+                return await super().handle_websocket(request)
+            finally:
+                self.active -= 1
+
+        async def on_startup(self, app: web.Application) -> None:
+            shown = self.fixed_public_url or f"http://{_url_host(host)}:{port}"
+            print(f"servedrill: serving on {shown} (one game per browser tab; ctrl+c stops)", flush=True)
+
+    return ServedrillServer()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def serve(command: str, **options: Any) -> None:
+    """Run the server until interrupted (ctrl+c or SIGTERM); open tabs' apps are told to quit."""
+    make_server(command, **options).serve()

@@ -177,9 +177,11 @@ def _rounds(gd: Any, round_no: int | None, as_json: bool) -> list[Any]:
 
 
 def _collect(gd: Any, rounds: list[Any], folders: list[Path], player: str | None) -> list[Any]:
-    from game.gameday_collect import collect_round, journals, read_state, round_times
+    from game.gameday_collect import collect_round, journals, read_state, round_times, write_state
 
     state = read_state(gd.results)
+    if not state:  # the leaderboard reads the teams and the round order from it
+        write_state(gd, {})
     found = journals(folders)
     return [collect_round(gd, r, folders, started=round_times(state, r.number)[0], only=player, found=found)
             for r in rounds]

@@ -63,6 +63,7 @@ class Entry:
     timeline: list[tuple[float, float]]
     truth: list[str]
     submitted_at: float | None = None
+    round: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"player": self.player, "team": self.team, "score": self.score, "time_s": self.time_s,
@@ -251,7 +252,8 @@ def _entry(con: duckdb.DuckDBPyConnection, path: Path, row: dict[str, Any], team
     team = meta.get("team") if isinstance(meta.get("team"), str) else team_of.get(player, NO_TEAM)
     return Entry(path, str(row["session_id"]), player, team, str(row["incident_id"]), int(row["seed"] or 0),
                  title, round(total, 1), None if time_s is None else round(time_s, 1), time_s is not None,
-                 bool(meta.get("late")), rescored, points, truth, submit_at), None
+                 bool(meta.get("late")), rescored, points, truth, submit_at,
+                 meta.get("round") if isinstance(meta.get("round"), int) else None), None
 
 
 def _dedupe(entries: list[Entry], notices: list[str]) -> list[Entry]:
@@ -331,8 +333,9 @@ def _rank(con: duckdb.DuckDBPyConnection, entries: list[Entry], order: list[tupl
 
 def _boards(entries: list[Entry], players: list[dict[str, Any]], teams: list[dict[str, Any]],
             order: list[tuple[str, int]]) -> list[IncidentBoard]:
+    recorded = {(e.incident_id, e.seed): e.round for e in entries if e.round is not None}
     keys = sorted({(e.incident_id, e.seed) for e in entries},
-                  key=lambda k: (order.index(k) if k in order else len(order), k))
+                  key=lambda k: (order.index(k) if k in order else len(order), recorded.get(k) or 10**6, k))
     boards = []
     for key in keys:
         mine = [e for e in entries if (e.incident_id, e.seed) == key]
@@ -343,7 +346,8 @@ def _boards(entries: list[Entry], players: list[dict[str, Any]], teams: list[dic
                          if (r["incident"], r["seed"]) == key]
         board_teams = [{k: v for k, v in r.items() if k not in strip} for r in teams
                        if (r["incident"], r["seed"]) == key]
-        boards.append(IncidentBoard(key[0], key[1], head.title, order.index(key) + 1 if key in order else None,
+        number = order.index(key) + 1 if key in order else recorded.get(key)
+        boards.append(IncidentBoard(key[0], key[1], head.title, number,
                                     head.truth, board_players, board_teams, team_confidence(mine)))
     return boards
 

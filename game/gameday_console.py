@@ -140,19 +140,20 @@ class Console:
         if rnd is None:
             return
         got = self.collect(rnd)
-        new = [p for p in got.files if p not in self.seen.setdefault(rnd.number, set())]
-        self.seen[rnd.number].update(got.files)
+        seen = self.seen.setdefault(rnd.number, set())
+        new = [p for p in got.files if p not in seen]
+        seen.update(got.files)
         if new and not quiet:
             for p in sorted(new):
                 self.echo(f"  handed in: {p} ({self.gameday.players[p]})")
             self.echo(f"  {len(got.files)}/{len(self.gameday.players)} handed in")
         left = self.left_s(rnd)
-        for mark in (*WARNINGS_S, 0.0):
-            if left <= mark and (rnd.number, mark) not in self.announced:
-                self.announced.add((rnd.number, mark))
-                if left > mark - TICK_S * 2:  # do not repeat stale warnings after a restart
-                    self.echo("TIME UP - ask everyone to submit now, then `end`" if mark == 0.0
-                              else f"{_mmss(mark)} left in round {rnd.number}")
+        crossed = [m for m in (*WARNINGS_S, 0.0) if left <= m and (rnd.number, m) not in self.announced]
+        if crossed:  # only the latest one: a console started late does not read out stale warnings
+            self.announced.update((rnd.number, m) for m in crossed)
+            mark = min(crossed)
+            self.echo("TIME UP - ask everyone to submit now, then `end`" if mark == 0.0
+                      else f"{_mmss(mark)} left in round {rnd.number}")
 
     def collect(self, rnd: Round) -> Collected:
         return collect_round(self.gameday, rnd, self.folders, started=self.times[rnd.number][0])

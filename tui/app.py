@@ -52,6 +52,7 @@ class ServedrillApp(App[None]):
     - `seed`: telemetry seed for new sessions; `player`: name recorded in sessions;
     - `data_root`: where sessions and transcripts live (default: game.session.data_dir());
     - `resume_session`: open this session file straight away instead of the picker;
+    - `watch_session`: open the interviewer's screen on this (another player's) session file;
     - `clock`: wall clock in epoch seconds for the elapsed-time display;
     - `steady`: no blinking cursors and no query timings, so screenshots are repeatable;
     - `query_timeout_s`, `row_cap`: limits handed to the query gateway (seconds, rows)."""
@@ -70,6 +71,7 @@ class ServedrillApp(App[None]):
         player: str | None = None,
         data_root: Path | None = None,
         resume_session: Path | None = None,
+        watch_session: Path | None = None,
         clock: Callable[[], float] = time.time,
         steady: bool = False,
         query_timeout_s: float = 10.0,
@@ -82,6 +84,7 @@ class ServedrillApp(App[None]):
         self.player = player or _default_player()
         self.data_root = data_root
         self.resume_session = resume_session
+        self.watch_session = watch_session
         self.clock = clock
         self.steady = steady
         self.query_timeout_s = query_timeout_s
@@ -100,6 +103,8 @@ class ServedrillApp(App[None]):
         self.push_screen(PickerScreen(read_library(self.incident_paths), self.preselect))
         if self.resume_session is not None:
             self.open_briefing(entry_for_session(self.resume_session), resume_path=self.resume_session)
+        elif self.watch_session is not None:
+            self.open_watch(self.watch_session)
 
     def on_unmount(self) -> None:
         self._close_play()
@@ -190,6 +195,28 @@ class ServedrillApp(App[None]):
             self.call_later(self.notify, f"Cannot write the transcript: {exc}", severity="error")
             return None
 
+    def open_watch(self, path: Path) -> None:
+        """The interviewer's screen on a session file (another process may be playing it)."""
+        from tui.screens.gm import GMScreen
+
+        self.push_screen(GMScreen(path, clock=self.clock))
+
+    def action_watch_session(self) -> None:
+        """Choose a session of the data directory to watch as the interviewer."""
+        from game.session import list_sessions
+        from tui.screens.gm import SessionChooser
+
+        sessions = list_sessions(self.data_root)
+        if not sessions:
+            self.notify("No sessions to watch yet.", severity="warning")
+            return
+
+        def chosen(path: Path | None) -> None:
+            if path is not None:
+                self.open_watch(path)
+
+        self.push_screen(SessionChooser(sessions), chosen)
+
     # ------------------------------------------------------------ actions and palette
 
     def action_help(self) -> None:
@@ -205,6 +232,12 @@ class ServedrillApp(App[None]):
             if command.palette and command.action != "help":
                 yield SystemCommand(command.title, command.help,
                                     _runner(screen if command.scope != "app" else self, command.action))
+        for title, help_text, action in getattr(screen, "EXTRA_COMMANDS", ()):
+            yield SystemCommand(title, help_text, _runner(screen, action))
+        if scope in (None, "picker"):
+            yield SystemCommand("Watch a session (interviewer)",
+                                "Follow a candidate's session live and send messages, hints and injects",
+                                self.action_watch_session)
         yield SystemCommand("Help", "Every key of every screen", self.action_help)
 
 

@@ -2,14 +2,19 @@
 hypothesis board and a status line, on one screen.
 
 Every change goes through the session: queries run in a thread worker via `Session.run_query`, pins and
-notes are recorded at once, the ranking when the player saves it or submits."""
+notes are recorded at once, the ranking when the player saves it or submits.
+
+Updates (the incident's timed injects and what the interviewer sends through the session's inbox) are
+polled twice a second and after each query (`Session.due_updates`); each one is a notification and an
+entry in the Updates tab of the sidebar (F4), which a resumed session fills with those delivered before."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events, on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
@@ -28,12 +33,16 @@ from tui.widgets.query_log import QueryLog
 from tui.widgets.results import ResultsPanel
 from tui.widgets.schema import SchemaTree
 from tui.widgets.sql_editor import CompletionMenu, SqlEditor
+from tui.widgets.updates_feed import UpdatesFeed, update_title
 
 if TYPE_CHECKING:
     from tui.app import Play, ServedrillApp
 
 MARKER_KINDS = ("deploy", "restart", "crash")
 """Change-log kinds marked on plots."""
+
+UPDATE_POLL_S = 0.5
+"""How often the workspace looks for due injects and the interviewer's items."""
 
 MARKERS_SQL = (
     "SELECT ts, kind, replica, component FROM events "
@@ -54,7 +63,12 @@ def markers_from_rows(rows: list[tuple[Any, ...]]) -> list[Marker]:
 
 
 class WorkspaceScreen(Screen[None]):
-    BINDINGS = bindings("workspace")
+    EXTRA_COMMANDS = (("Updates", "Show the updates feed: injects, the interviewer's messages, hints (F4).",
+                       "show_updates"),)
+    """Palette entries beyond the actions table: (title, help, action)."""
+    BINDINGS: ClassVar[list[Any]] = [*bindings("workspace"),
+                                     Binding("f4", "show_updates", "Updates", show=False, priority=True,
+                                             tooltip="Show the updates: injects, messages, hints.")]
 
     def __init__(self) -> None:
         super().__init__()
@@ -88,13 +102,17 @@ class WorkspaceScreen(Screen[None]):
         yield Static("", id="status-line")
         with Horizontal(id="work"):
             with Vertical(id="sidebar"):
-                yield Tabs(Tab("Schema", id="tab-schema"), Tab("Queries", id="tab-queries"), id="side-tabs")
+                updates = session.updates
+                yield Tabs(Tab("Schema", id="tab-schema"), Tab("Queries", id="tab-queries"),
+                           Tab(_updates_label(len(updates)), id="tab-updates"), id="side-tabs")
                 with ContentSwitcher(initial="pane-schema", id="side-switcher"):
                     with Vertical(id="pane-schema"):
                         yield SchemaTree(id="schema")
                         yield Static("Loading tables…", id="schema-desc")
                     with Vertical(id="pane-queries"):
                         yield QueryLog(queries, id="query-log")
+                    with Vertical(id="pane-updates"):
+                        yield UpdatesFeed(updates, id="updates-feed")
             with Vertical(id="main"):
                 editor = SqlEditor(str(last.get("sql", "")) if last else "", id="editor",
                                    placeholder="Write SQL here · F5 runs it · F3 snippets · Tab completes")
@@ -120,14 +138,50 @@ class WorkspaceScreen(Screen[None]):
         self._update_board_title()
         self._update_status()
         self.set_interval(1.0, self._update_status)
+        self.set_interval(UPDATE_POLL_S, self.poll_updates)
+        self.call_after_refresh(self.poll_updates)
         self.query_one(SqlEditor).focus()
         self._load_schema()
         self.call_after_refresh(self.served.mark, "workspace")
 
     @on(Tabs.TabActivated, "#side-tabs")
     def _switch_side(self, event: Tabs.TabActivated) -> None:
-        pane = "pane-queries" if event.tab.id == "tab-queries" else "pane-schema"
+        pane = {"tab-queries": "pane-queries", "tab-updates": "pane-updates"}.get(event.tab.id or "",
+                                                                                   "pane-schema")
         self.query_one("#side-switcher", ContentSwitcher).current = pane
+
+    # ------------------------------------------------------------ updates (injects, the interviewer)
+
+    def poll_updates(self) -> None:
+        """Deliver what is due (timed injects, the interviewer's inbox) and show each one at once."""
+        from game.session import SessionError
+
+        session = self.play.session if self.served.play is not None else None
+        if session is None:
+            return
+        try:
+            updates = session.due_updates(self.served.clock())
+        except (SessionError, OSError) as exc:
+            self.notify(f"Could not deliver an update: {exc}", severity="error")
+            return
+        for update in updates:
+            self._show_update(update)
+
+    def _show_update(self, update: Any, notify: bool = True) -> None:
+        feed = self.query_one(UpdatesFeed)
+        feed.add(update)
+        self.query_one("#tab-updates", Tab).label = _updates_label(feed.count)
+        if notify:
+            self.notify(update.text.strip(), title=update_title(update),
+                        severity="warning" if update.kind == "inject" else "information", timeout=15)
+        if update.kind == "hint":
+            self._update_status()
+        self.call_after_refresh(self.served.mark, f"update-{update.kind}")
+
+    def action_show_updates(self) -> None:
+        self.query_one("#side-tabs", Tabs).active = "tab-updates"
+        self.query_one("#side-switcher", ContentSwitcher).current = "pane-updates"
+        self.query_one(UpdatesFeed).focus()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         widget = event.widget
@@ -226,6 +280,7 @@ class WorkspaceScreen(Screen[None]):
         if budget and len(self.session.queries) == budget:
             self.notify(f"That was query {budget} of your budget of {budget}; more queries cost points.",
                         severity="warning")
+        self.poll_updates()
         self.call_after_refresh(self.served.mark, "rows")
 
     def on_query_refused(self, message: QueryRefused) -> None:
@@ -375,6 +430,7 @@ class WorkspaceScreen(Screen[None]):
                 return
             self.notify(str(event.data["text"]), title=f"Hint {taken + 1} (-{event.data['cost']} points)",
                         timeout=20)
+            self._show_update(self.session.updates[-1], notify=False)
             self._update_status()
 
         self.app.push_screen(ConfirmScreen(f"Take hint {taken + 1} of {len(incident.hints)}? "
@@ -413,8 +469,11 @@ class WorkspaceScreen(Screen[None]):
         self.query_one(HypothesisBoard).focus()
 
     def action_focus_schema(self) -> None:
-        if self.query_one("#side-switcher", ContentSwitcher).current == "pane-schema":
+        current = self.query_one("#side-switcher", ContentSwitcher).current
+        if current == "pane-schema":
             self.query_one(SchemaTree).focus()
+        elif current == "pane-updates":
+            self.query_one(UpdatesFeed).focus()
         else:
             self.query_one(QueryLog).focus()
 
@@ -438,3 +497,7 @@ class WorkspaceScreen(Screen[None]):
             parts.append("[b]● running[/b] (Esc cancels)")
         status = self.query_one("#status-line", Static)
         status.update("  ·  ".join(parts) + f"  ·  [b]{one_line(incident.title, 60)}[/b]")
+
+
+def _updates_label(count: int) -> str:
+    return f"Updates {count}" if count else "Updates"

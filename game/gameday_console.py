@@ -148,7 +148,8 @@ class Console:
                 self.echo(f"  handed in: {p} ({self.gameday.players[p]})")
             self.echo(f"  {len(got.files)}/{len(self.gameday.players)} handed in")
         left = self.left_s(rnd)
-        crossed = [m for m in (*WARNINGS_S, 0.0) if left <= m and (rnd.number, m) not in self.announced]
+        marks = [m for m in WARNINGS_S if m < rnd.time_limit_s] + [0.0]
+        crossed = [m for m in marks if left <= m and (rnd.number, m) not in self.announced]
         if crossed:  # only the latest one: a console started late does not read out stale warnings
             self.announced.update((rnd.number, m) for m in crossed)
             mark = min(crossed)

@@ -55,14 +55,14 @@ def status_text(snap: dict[str, Any]) -> str:
             f"[b]{total}[/b]{pending}")
 
 
-def query_rows(snap: dict[str, Any], width: int = 70) -> list[tuple[str, ...]]:
+def query_rows(snap: dict[str, Any], width: int = 60) -> list[tuple[str, ...]]:
     rows = []
     for q in snap["queries"]:
         outcome = f"{q['row_count']} rows" if q["ok"] else "error"
         seen = ", ".join(q["signals"]) or ("schema" if q["schema_exploration"] else "-")
         if q["decomposes_latency"]:
             seen += " (latency split)"
-        rows.append((f"Q{q['index']}", _clock(q["elapsed_s"]), outcome, seen, one_line(q["sql"], width)))
+        rows.append((f"Q{q['index']}", _clock(q["elapsed_s"]), outcome, one_line(q["sql"], width), seen))
     return rows
 
 
@@ -86,7 +86,7 @@ def truth_text(snap: dict[str, Any]) -> str:
 
 def signals_text(snap: dict[str, Any]) -> str:
     rival = snap["board"]["rival"]
-    lines = [f"★ separates the truth from their top rival ({escape(str(rival))})" if rival else ""]
+    lines = [f"[dim](★ tells the truth from their top rival, {escape(str(rival))})[/dim]" if rival else ""]
     for s in snap["signals"]:
         mark = f"[green]✓ Q{s['first_seen_query']}[/]" if s["seen"] else "[dim]· not yet[/]"
         star = "★" if s["decisive"] else " "
@@ -269,7 +269,7 @@ class GMScreen(Screen[None]):
         with Horizontal(id="gm-work"):
             with Vertical(id="gm-left"):
                 table: DataTable[str] = DataTable(id="gm-queries", cursor_type="row", zebra_stripes=True)
-                table.add_columns("Q", "at", "result", "signals", "SQL")
+                table.add_columns("Q", "at", "result", "SQL", "signals observed")
                 yield table
                 with VerticalScroll(id="gm-detail-scroll"):
                     yield Static("", id="gm-detail")

@@ -248,6 +248,8 @@ def _entry(con: duckdb.DuckDBPyConnection, path: Path, row: dict[str, Any], team
     time_s = submit_at - start if submit_at is not None and start is not None else None
     if truth and start is not None:
         points = [(0.0, 100.0 * len(truth) / max(hypotheses, 1)), *points]
+    elif not truth:
+        points = []  # without the incident the truth is unknown: no curve
     player = str(row["player"])
     team = meta.get("team") if isinstance(meta.get("team"), str) else team_of.get(player, NO_TEAM)
     return Entry(path, str(row["session_id"]), player, team, str(row["incident_id"]), int(row["seed"] or 0),

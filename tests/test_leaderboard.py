@@ -229,3 +229,25 @@ def test_an_empty_folder_gives_an_empty_board(tmp_path: Path) -> None:
     board = read_results(tmp_path)
     assert board.entries == [] and board.incidents == [] and board.players == [] and board.skipped == []
     assert "<svg" not in render_html(board)
+
+
+def test_a_changed_incident_falls_back_to_the_recorded_score(tmp_path: Path) -> None:
+    incident = tmp_path / "mini.yaml"
+    incident.write_bytes(MINI.read_bytes())
+    res = tmp_path / "results"
+    clock = FakeClock()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(session_module, "time", clock)
+        kept = play_transcript(res / "blue--ana.json", incident, 0, "ana", "expert", step=2.0, clock=clock)
+        lost = play_transcript(res / "red--dara.json", incident, 0, "dara", "expert", step=2.0, clock=clock)
+    doc = json.loads(kept.read_text())
+    doc["gameday"] = {"team": "blue", "round": 1, "score": 88.8}
+    kept.write_text(json.dumps(doc))
+    incident.write_text(MINI.read_text() + "# edited after the game\n")
+    board = read_results(res)
+    assert [(e.player, e.score, e.rescored) for e in board.entries] == [("ana", 88.8, False)]
+    assert any("using the score recorded at collection" in n and "changed" in n for n in board.notices)
+    assert [Path(s["file"]).name for s in board.skipped] == [lost.name]
+    assert "cannot be scored" in board.skipped[0]["reason"]
+    assert board.incidents[0].teams[0]["team"] == "blue"
+    assert board.incidents[0].confidence == {}  # the truth is unknown without the incident

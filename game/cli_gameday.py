@@ -56,6 +56,10 @@ def _guard(as_json: bool, body: Any) -> Any:
         return body()
     except KeyboardInterrupt:
         fail("interrupted", as_json=as_json)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        fail(f"{where}{exc.strerror or exc} (hint: check the folder exists and you may write to it)",
+             as_json=as_json)
     except Exception as exc:  # the CLI boundary: report, never a traceback
         fail(f"internal error: {type(exc).__name__}: {exc}", as_json=as_json)
 

@@ -224,7 +224,7 @@ def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, star
             result.files[player] = target
             continue
         doc = j.transcript()
-        tmp = target.with_name(f".{target.name}.check.tmp")
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.check.tmp")
         try:
             _write_json(tmp, doc)
             checked = load_transcript(tmp, incident_path=rnd.path)

@@ -174,7 +174,7 @@ class Console:
         for r in self.gameday.rounds:
             started, ended = self.times[r.number]
             state = ("ended" if ended else "RUNNING" if started else "not started")
-            self.echo(f"  {r.number}. {r.incident_id:<28} seed {r.seed:<6} {_mmss(r.time_limit_s):>6} min  {state}")
+            self.echo(f"  {r.number}. {r.incident_id:<28} seed {r.seed:<6} {r.time_limit_s / 60:>5g} min  {state}")
 
     def do_start(self, arg: str) -> None:
         if self.running is not None:
@@ -188,7 +188,7 @@ class Console:
         self._save()
         self.announced = {a for a in self.announced if a[0] != rnd.number}
         self.echo(f"Round {rnd.number}: {rnd.title}")
-        self.echo(f"  incident {rnd.incident_id}, seed {rnd.seed}; {_mmss(rnd.time_limit_s)} min from "
+        self.echo(f"  incident {rnd.incident_id}, seed {rnd.seed}; {rnd.time_limit_s / 60:g} min from "
                   f"{_clock_text(now)} to {_clock_text(now + rnd.time_limit_s)}")
         self.echo("Each player runs:")
         for team, players in self.gameday.teams.items():

@@ -134,13 +134,14 @@ def append_item(session_path: Path | str, item: Mapping[str, Any]) -> Path:
 
 
 def send(session_path: Path | str, kind: str, *, text: str | None = None, sender: str | None = None,
-         cost: int | None = None, index: int | None = None, check: bool = True) -> dict[str, Any]:
+         cost: int | None = None, index: int | None = None, check: bool = True,
+         watch: Watch | None = None) -> dict[str, Any]:
     """Send one item to a candidate's session; returns the item as written. With `check`, the item is
     first checked against the session's journal as it is now (hints left, inject not yet delivered,
-    round not over)."""
+    round not over), through `watch` when the caller already follows the session."""
     item = make_item(kind, text=text, sender=sender, cost=cost, index=index)
     if check:
-        Watch(session_path).check_send(item)
+        (watch or Watch(session_path)).check_send(item)
     append_item(session_path, item)
     return item
 
@@ -258,9 +259,23 @@ class Watch:
                 raise GMError(f"inject {index} was already delivered or sent")
 
     def pending(self) -> list[dict[str, Any]]:
-        """Items sent to the inbox that the candidate's session has not journalled yet."""
+        """Items sent to the inbox that the candidate's session has not journalled yet, each with
+        `problem`: null while it can still be delivered, else why the candidate's session will refuse
+        it (checked one item at a time against the journal as it is now)."""
         done = self.mirror.gm_delivered
-        return [dict(i) for i in self.sent if i.get("id") not in done]
+        out = []
+        for item in self.sent:
+            if item.get("id") in done:
+                continue
+            problem = None
+            try:
+                kind, data = self.mirror._gm_event(item)
+                self.mirror._check(kind, data)
+            except SessionError as exc:
+                if self.mirror.state != "briefing":  # in the briefing it waits for the start
+                    problem = str(exc)
+            out.append({**item, "problem": problem})
+        return out
 
     # ------------------------------------------------------------ the picture
 

@@ -71,7 +71,7 @@ def build_report(watch: Any) -> dict[str, Any]:
         elif e.kind == NOTE:
             detail = f"Note on {titles.get(d['hypothesis'], d['hypothesis'])}: {' '.join(d['text'].split())}"
         elif e.kind == HINT:
-            who = f"from {d['from']}" if d.get("gm") else "taken"
+            who = f"from {d.get('from') or 'the interviewer'}" if d.get("gm") else "taken"
             detail = f"Hint {who} (-{d.get('cost', 0)} points): {d.get('text', '')}"
         elif e.kind in (INJECT, MESSAGE):
             source = "sent by the interviewer" if d.get("gm") else "from the incident"

@@ -151,6 +151,8 @@ def test_hints_wait_for_the_start_and_are_refused_after_the_submission(incident_
     gm.send(session.path, "message", text="Thanks, let's debrief.")
     assert [u.text for u in session.poll_gm()] == ["Thanks, let's debrief."]
     assert late["id"] in session.gm_refused
+    [refused] = gm.Watch(session.path).pending()  # the watcher says why it will not arrive
+    assert refused["id"] == late["id"] and "already submitted" in refused["problem"]
     session.close()
 
 

@@ -138,3 +138,20 @@ def test_report_says_when_the_candidate_guessed_before_splitting_latency(data: P
     result = _cli("report", session.session_id)
     assert "Not submitted." in result.output and "| Total |" not in result.output.split("## Score")[0]
     session.close()
+
+
+def test_report_timeline_lists_what_the_interviewer_sent(data: Path) -> None:
+    from game import gm
+
+    session = _played(data, submit=False)
+    gm.send(session.path, "hint")
+    gm.send(session.path, "message", text="Talk me through Q3.", sender="Grace")
+    gm.send(session.path, "inject", text="Sales escalates.", sender="Sales")
+    assert len(session.poll_gm()) == 3
+    doc = json.loads(_cli("report", session.session_id, "--json").output)
+    details = [t["detail"] for t in doc["timeline"] if t["kind"] in ("hint", "message", "inject")]
+    assert details == ["Hint from the interviewer (-5 points): Compare the two replicas with each other.",
+                       "Message sent by the interviewer, Grace: Talk me through Q3.",
+                       "Update sent by the interviewer, Sales: Sales escalates."]
+    assert doc["score"]["hint_cost"] == 5
+    session.close()

@@ -80,6 +80,13 @@ def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Pa
             await until(pilot, lambda: "hints 1 / 2" in _status(app), timeout=5)
             assert "-5.0" in str(screen.query_one("#gm-score").render())
 
+            # r: the interview report, next to the session file
+            await pilot.press("r")
+            report = candidate.path.with_name(candidate.path.stem + ".interview.md")
+            await until(pilot, report.exists, timeout=5, what="the report")
+            assert "## Interviewer's notes" in report.read_text(encoding="utf-8")
+            assert report.with_suffix(".html").exists()
+
     try:
         run_async(go())
     finally:

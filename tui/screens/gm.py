@@ -49,7 +49,8 @@ def status_text(snap: dict[str, Any]) -> str:
     queries = f"queries {len(snap['queries'])}" + (f" / {s['query_budget']}" if s["query_budget"] else "")
     score = snap["score"]
     total = f"score {score['total']:.1f}" + ("" if score["submitted"] else " so far")
-    pending = f"  ·  [b]{len(snap['pending'])} waiting[/b]" if snap["pending"] else ""
+    waiting = [p for p in snap["pending"] if not p.get("problem")]
+    pending = f"  ·  [b]{len(waiting)} waiting[/b]" if waiting else ""
     return (f"[b]{escape(s['player'])}[/b] on {escape(s['incident_id'])}  ·  {s['state']}  ·  "
             f"time {_clock(s['elapsed_s'])}  ·  {queries}  ·  hints {hints['taken']} / {hints['total']}  ·  "
             f"[b]{total}[/b]{pending}")
@@ -133,7 +134,8 @@ def feed_text(snap: dict[str, Any]) -> str:
                      f"{escape(one_line(u['text'], 90))}")
     for p in snap["pending"]:
         text = p.get("text") or (f"incident inject {p.get('index')}" if p["kind"] == "inject" else "next hint")
-        lines.append(f"[yellow]waiting[/] [b]{p['kind']}[/b] {escape(one_line(str(text), 90))}")
+        state = f"[red]refused: {escape(p['problem'])}[/]" if p.get("problem") else "[yellow]waiting[/]"
+        lines.append(f"{state} [b]{p['kind']}[/b] {escape(one_line(str(text), 90))}")
     return "\n".join(lines) or "[dim]Nothing delivered yet. m sends a message, h a hint, i an inject.[/dim]"
 
 
@@ -354,7 +356,7 @@ class GMScreen(Screen[None]):
             if not choice:
                 return
             try:
-                item = send(self.path, choice.pop("kind"), **choice)
+                item = send(self.path, choice.pop("kind"), watch=self.watch, **choice)
             except GMError as exc:
                 self.notify(str(exc), severity="error")
                 return

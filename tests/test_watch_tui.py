@@ -49,7 +49,7 @@ def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Pa
             await until(pilot, lambda: table.row_count == 1, timeout=5, what="the candidate's query")
             assert time.monotonic() - ran_at < 1.5
             worker.join()
-            assert table.get_row_at(0)[0] == "Q1" and "clock-drop" in table.get_row_at(0)[4]
+            assert table.get_row_at(0)[0] == "Q1" and "clock-drop" in table.get_row_at(0)[3]
             assert "DCGM_FI_DEV_SM_CLOCK" in str(screen.query_one("#gm-detail").render())
             assert "✓ Q1" in str(screen.query_one("#gm-signals").render())
             assert "queries 1 / 12" in _status(app)

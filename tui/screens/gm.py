@@ -63,7 +63,7 @@ def query_rows(snap: dict[str, Any], width: int = 60) -> list[tuple[str, ...]]:
         seen = ", ".join(q["signals"]) or ("schema" if q["schema_exploration"] else "-")
         if q["decomposes_latency"]:
             seen += " (latency split)"
-        rows.append((f"Q{q['index']}", _clock(q["elapsed_s"]), outcome, one_line(q["sql"], width), seen))
+        rows.append((f"Q{q['index']}", _clock(q["elapsed_s"]), outcome, seen, one_line(q["sql"], width)))
     return rows
 
 
@@ -271,7 +271,7 @@ class GMScreen(Screen[None]):
         with Horizontal(id="gm-work"):
             with Vertical(id="gm-left"):
                 table: DataTable[str] = DataTable(id="gm-queries", cursor_type="row", zebra_stripes=True)
-                table.add_columns("Q", "at", "result", "SQL", "signals observed")
+                table.add_columns("Q", "at", "result", "signals observed", "SQL")
                 yield table
                 with VerticalScroll(id="gm-detail-scroll"):
                     yield Static("", id="gm-detail")

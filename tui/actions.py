@@ -55,6 +55,8 @@ COMMANDS: tuple[Command, ...] = (
             priority=True),
     Command("workspace", "toggle_view", "f2", "Table/Plot", "Switch the result between table and plot."),
     Command("workspace", "snippets", "f3", "Snippets", "Insert a starting query."),
+    Command("workspace", "show_updates", "f4", "Updates",
+            "Show the updates feed: injects, the interviewer's messages, hints."),
     Command("workspace", "save_ranking", "ctrl+s", "Save ranking",
             "Record the board's order and confidences (they must sum to 100)."),
     Command("workspace", "hint", "f6", "Hint", "Reveal the next hint; it costs points."),

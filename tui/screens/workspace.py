@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events, on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
@@ -63,12 +62,7 @@ def markers_from_rows(rows: list[tuple[Any, ...]]) -> list[Marker]:
 
 
 class WorkspaceScreen(Screen[None]):
-    EXTRA_COMMANDS = (("Updates", "Show the updates feed: injects, the interviewer's messages, hints (F4).",
-                       "show_updates"),)
-    """Palette entries beyond the actions table: (title, help, action)."""
-    BINDINGS: ClassVar[list[Any]] = [*bindings("workspace"),
-                                     Binding("f4", "show_updates", "Updates", show=False, priority=True,
-                                             tooltip="Show the updates: injects, messages, hints.")]
+    BINDINGS: ClassVar[list[Any]] = bindings("workspace")
 
     def __init__(self) -> None:
         super().__init__()

@@ -104,6 +104,26 @@ def deep_seeds(path: str, seeds: tuple[int, ...]) -> tuple[int, ...]:
     return VALIDATION_SEEDS if has_variables(path) else (0,)
 
 
+def unobserved_signals(incident: Any, database: Path) -> list[str]:
+    """Signals whose own reference query, run through the player's gateway on `database`, fails or does
+    not observe the signal: a player could never get credit for that evidence. One line per problem."""
+    from game.gateway import Gateway
+    from game.observe import observed_signals
+
+    problems = []
+    with Gateway(database) as gateway:
+        for signal in incident.signals:
+            result = gateway.run(signal.query)
+            if not result.ok:
+                problems.append(f"signal {signal.id}: its query fails in the player's gateway: {result.error}")
+            elif signal.id not in observed_signals(incident, result.reads):
+                read = "; ".join(f"{r.table}({', '.join(r.columns)})" for r in result.reads) or "nothing"
+                problems.append(f"signal {signal.id}: its own query does not observe it as a player would "
+                                f"(the gateway saw it read {read}) (hint: list in reveals only columns the "
+                                "query reads; count(*) reads no column)")
+    return problems
+
+
 def _deep(path: str, seeds: tuple[int, ...], show_progress: bool) -> list[dict[str, Any]]:
     from telemetry_gen.proof import prove
 
@@ -112,7 +132,8 @@ def _deep(path: str, seeds: tuple[int, ...], show_progress: bool) -> list[dict[s
         # each seed is its own variant of an incident with variables
         incident, variant = load_variant(path, seed)
         bar = base._Bar(f"{incident.id} seed {seed}") if show_progress else None
-        report = prove(incident, seed, progress=bar, variant=variant)
+        report = prove(incident, seed, progress=bar, variant=variant,
+                       inspect=lambda db, inc=incident: unobserved_signals(inc, db))
         runs.append({**report.to_dict(), "lines": report.lines()})
     return runs
 

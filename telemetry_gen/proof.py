@@ -23,7 +23,7 @@ import math
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -230,17 +230,20 @@ class ProofReport:
     ablation_wall_s: float | None = None
     check_wall_s: float | None = None
     error: str | None = None
+    # what the caller's `inspect` of the fault database found wrong, and whether it ran
+    inspection: list[str] = field(default_factory=list)
+    inspected: bool = False
 
     @property
     def ok(self) -> bool:
         checks = [*self.claims, *self.expectations, *self.discrimination]
-        return self.error is None and all(c.ok for c in checks)
+        return self.error is None and not self.inspection and all(c.ok for c in checks)
 
     def problems(self) -> list[str]:
         """One line per failed check (or the error that stopped the proof)."""
         out = [self.error] if self.error else []
         checks = [*self.claims, *self.expectations, *self.discrimination]
-        return out + [c.problem for c in checks if c.problem]
+        return out + [c.problem for c in checks if c.problem] + list(self.inspection)
 
     def lines(self) -> list[str]:
         """A human-readable report: header, timings, one line per check (failures marked FAIL)."""
@@ -272,6 +275,9 @@ class ProofReport:
         for d in self.discrimination:
             ok_line = f"  ok   signal {d.signal_id} discriminates: {d.reason()}"
             out.append(ok_line if d.ok else f"  FAIL {d.problem}")
+        if self.inspected and not self.inspection:
+            out.append("  ok   every signal's reference query, run as a player would, observes its signal")
+        out.extend(f"  FAIL {problem}" for problem in self.inspection)
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -290,6 +296,7 @@ class ProofReport:
             "claims": [c.to_dict() for c in self.claims],
             "expectations": [e.to_dict() for e in self.expectations],
             "discrimination": [d.to_dict() for d in self.discrimination],
+            "inspection": list(self.inspection),
         }
 
 
@@ -484,14 +491,21 @@ def check_databases(
 
 
 def prove(
-    incident: Incident, seed: int = 0, *, progress: Progress | None = None, variant: Mapping[str, Any] | None = None
+    incident: Incident,
+    seed: int = 0,
+    *,
+    progress: Progress | None = None,
+    variant: Mapping[str, Any] | None = None,
+    inspect: Callable[[Path], list[str]] | None = None,
 ) -> ProofReport:
     """Simulate `incident` with and without its faults (same seed) and check its claims; never raises
     for a problem in the incident (a failing simulation becomes `error`).
 
     An incident with variables must come resolved for `seed` (`incidents.loader.load_variant`);
     `variant` (the values drawn) only labels the report. progress(fraction 0..1, stage) is called
-    as the two simulations and the checks advance.
+    as the two simulations and the checks advance. `inspect(fault_db)`, if given, runs while the
+    database with the faults exists and returns problems found in it (the game layer checks there that
+    players' queries observe what the signals say they reveal).
     """
     say = progress or (lambda f, s: None)
     report = ProofReport(incident.id, seed, dict(variant or {}))
@@ -522,6 +536,10 @@ def prove(
             finally:
                 con.close()
                 ablation.close()
+            if inspect is not None:
+                stage = "inspecting the fault database"
+                report.inspection = list(inspect(fault_db))
+                report.inspected = True
             report.check_wall_s = time.perf_counter() - started
     except Exception as exc:
         report.error = f"{stage} failed: {exc!r}"

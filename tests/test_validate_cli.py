@@ -267,3 +267,16 @@ def test_topic_coverage_matches_tags_exactly() -> None:
 
     found = topic_coverage([("a", ["KV-Cache", "preemption"]), ("b", ["fallbacks"])])
     assert found["kv-capacity"] == ["a"] and found["fallback"] == [] and found["paged-kv"] == []
+
+
+def test_deep_fails_a_signal_its_own_query_cannot_observe(tmp_path: Path) -> None:
+    text = (DATA / "proof-throttle.yaml").read_text()
+    assert "columns: [name, value], replica: vllm-1}" in text
+    broken = tmp_path / "proof-throttle.yaml"
+    broken.write_text(text.replace("columns: [name, value], replica: vllm-1}",
+                                   "columns: [name, value, ts], replica: vllm-1}"))
+    result = run("validate", "--deep", str(broken))
+    assert result.exit_code == 1
+    [line] = [ln for ln in result.output.splitlines() if "FAIL signal clock-drop:" in ln]
+    assert "does not observe it as a player would" in line and "metrics(" in line
+    assert "every signal's reference query" in run("validate", "--deep", str(DATA / "proof-throttle.yaml")).output

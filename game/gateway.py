@@ -98,9 +98,11 @@ class TableRead:
     """One table a query read, as DuckDB's optimised plan shows it.
 
     `table` is the base table behind any view (schema-qualified only outside ``main``); `columns` are
-    the projected columns in plan order; `filters` are predicates applied at the scan: filters DuckDB
-    pushed into the scan plus a FILTER operator sitting directly on it, split on top-level AND.
-    A table the optimiser answered from statistics alone (e.g. ``count(*)``) has empty lists.
+    the columns the optimised plan projects, in plan order, then any other column the query referred
+    to (the bound plan, before the optimiser drops a column used only in a pushed-down filter or
+    rewrites count(col) of a NOT NULL column to count(*)); `filters` are predicates applied at the
+    scan: filters DuckDB pushed into the scan plus a FILTER operator sitting directly on it, split on
+    top-level AND. A query that names no column of a table (``count(*)``) has no columns for it.
     """
 
     table: str
@@ -509,8 +511,9 @@ class Gateway:
                         _collect_scans(node, reads, parent_filter=None)
             bound = self._con.execute("SELECT json_serialize_plan(?)", [select_text]).fetchone()
             if bound is not None:
-                for table in _bound_tables(json.loads(bound[0])):
-                    reads.setdefault(table, TableRead(table))
+                for table, columns in _bound_tables(json.loads(bound[0])):
+                    read = reads.setdefault(table, TableRead(table))
+                    read.columns.extend(c for c in columns if c not in read.columns)
         except Exception:
             # Reads are a bonus for scoring; a plan we cannot get or parse must not fail the query.
             pass
@@ -793,8 +796,9 @@ def _split_top_level_and(text: str) -> list[str]:
     return parts
 
 
-def _bound_tables(tree: Any) -> Iterator[str]:
-    """Base tables in a bound plan from json_serialize_plan (views already expanded)."""
+def _bound_tables(tree: Any) -> Iterator[tuple[str, list[str]]]:
+    """(base table, columns the query refers to) per scan in a bound plan from json_serialize_plan
+    (views already expanded)."""
     if isinstance(tree, list):
         for item in tree:
             yield from _bound_tables(item)
@@ -806,6 +810,13 @@ def _bound_tables(tree: Any) -> Iterator[str]:
         if isinstance(data, dict) and data.get("table"):
             schema = str(data.get("schema") or "main")
             table = str(data["table"])
-            yield table if schema == "main" else f"{schema}.{table}"
+            names = tree.get("names") or []
+            columns = []
+            for ref in tree.get("column_indexes") or []:
+                index = ref.get("index") if isinstance(ref, dict) else None
+                # virtual columns (rowid) have indexes beyond the table's own columns
+                if isinstance(index, int) and 0 <= index < len(names):
+                    columns.append(str(names[index]))
+            yield (table if schema == "main" else f"{schema}.{table}"), columns
     for value in tree.values():
         yield from _bound_tables(value)

@@ -531,13 +531,23 @@ def test_reads_record_columns_and_pushed_filters(gw: Gateway) -> None:
     )
     assert [r.table for r in result.reads] == ["metrics"]
     read = _read(result, "metrics")
-    assert set(read.columns) == {"ts", "value"}  # replica is filtered inside the scan, never projected
+    # replica is filtered inside the scan and never projected, but the query names it: it was read
+    assert read.columns[:2] == ["ts", "value"] and set(read.columns) == {"ts", "value", "replica"}
     (on_replica,) = filters_on(read, "replica")
     assert "'r3'" in on_replica
     (on_ts,) = filters_on(read, "ts")
     assert "2026-03-01 01:00:00" in on_ts and ">=" in on_ts
     assert filters_on(read, "value") == []
     assert filters_on(read, "name") == []
+
+
+def test_reads_name_columns_the_optimiser_drops(gw: Gateway) -> None:
+    counted = _read(gw.run("SELECT count(ts) FROM metrics"), "metrics")
+    assert counted.columns == ["ts"]
+    assert _read(gw.run("SELECT count(*) FROM metrics"), "metrics").columns == []
+    both = gw.run("SELECT (SELECT max(value) FROM metrics) AS top, "
+                  "(SELECT min(ts) FROM metrics WHERE name LIKE 'vllm%') AS first")
+    assert set(_read(both, "metrics").columns) == {"value", "ts", "name"}
 
 
 def test_reads_resolve_views_to_tables(gw: Gateway) -> None:

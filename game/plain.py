@@ -23,6 +23,7 @@ from game.session import (
     SUBMITTED,
     Session,
     SessionError,
+    Update,
     transcripts_dir,
 )
 from incidents.spec import Incident, Inject
@@ -86,6 +87,14 @@ def briefing_text(incident: Incident) -> str:
 def inject_text(inject: Inject) -> str:
     """An inject as line mode prints it: a header line naming the sender, then the text."""
     return f"--- update from {inject.sender} ---\n{inject.text.strip()}"
+
+
+def update_text(update: Update) -> str:
+    """An update (inject, interviewer's message or hint, a hint taken) as line mode prints it."""
+    label = {"inject": "update", "message": "message", "hint": "hint"}.get(update.kind,
+                                                                                               update.kind)
+    cost = f" (-{update.cost} points)" if update.cost else ""
+    return f"--- {label} from {update.sender}{cost} ---\n{update.text.strip()}"
 
 
 def parse_ranking(words: list[str]) -> list[tuple[str, float]]:
@@ -189,13 +198,14 @@ class PlainGame:
         return True
 
     def _deliver_injects(self) -> None:
-        for inject in self.session.due_injects():
-            self.say(inject_text(inject))
+        # timed injects and whatever an interviewer sent into the session's inbox
+        for update in self.session.due_updates():
+            self.say(update_text(update))
 
     def _updates(self, quiet: bool = False) -> None:
-        delivered = self.session.delivered_injects
-        for inject in delivered:
-            self.say(inject_text(inject))
+        delivered = self.session.updates
+        for update in delivered:
+            self.say(update_text(update))
         if not delivered and not quiet:
             self.say("no updates yet")
 

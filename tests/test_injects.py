@@ -233,3 +233,20 @@ def test_a_deal_is_reproducible_from_its_random_source() -> None:
     assert len({seed for _, seed in deals}) > 1
     for path, seed in deals:
         assert load_incident(path, seed=seed).id == path.stem
+
+
+def test_line_mode_prints_an_interviewers_message_at_the_next_prompt(incident_file: Path) -> None:
+    from game.gm import send
+
+    session = Session.create(incident_file, 0, "ada")
+    session.start()
+    assert session.path is not None
+    send(session.path, "message", text="What did you rule out so far?", sender="Interviewer", check=False)
+    out = io.StringIO()
+    PlainGame(session, PlannedGateway(QUERIES), io.StringIO("SELECT 1\nquit\n"), out).run()
+    session.close()
+    text = out.getvalue()
+    assert text.count("--- message from Interviewer ---\nWhat did you rule out so far?") == 1
+    resumed = Session.resume(session.path)
+    assert [e.kind for e in resumed.events].count("message") == 1  # journalled once
+    resumed.close()

@@ -14,6 +14,7 @@ import click
 
 from game.cli import emit, fail
 from game.commands import main
+from tui.cli_watch import register as register_watch
 
 # The game's commands, captured before this module puts its own under the same names.
 _GAME_PLAY = main.commands["play"]
@@ -173,6 +174,7 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
 
 for _command in (play, resume, bench, serve):
     main.add_command(_command)
+register_watch(main)  # watch, send, report: the interviewer's side
 
 __all__ = ["main"]
 

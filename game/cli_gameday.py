@@ -1,7 +1,7 @@
 """Game-day commands for the `servedrill` CLI: `gameday check|run|collect|submit` and `leaderboard`.
 
 `register(group)` adds them to the main click group. With --json a command prints exactly one JSON
-object (keys in docs/cli-gameday.md). Bad input gets one line per problem on stderr, in the form
+object (keys in docs/cli.md). Bad input gets one line per problem on stderr, in the form
 `file:line:column: what is wrong (hint: ...)`, or {"ok": false, "error", "diagnostics"}, and exit
 code 1, never a traceback.
 """

@@ -10,7 +10,7 @@
   candidate's queries with the signals each observed, the hypothesis board and its history, the
   ground truth, the decisive signals seen and not yet seen, the running score (`game.scoring` on the
   events so far), what was delivered and what is still in the inbox. `servedrill watch --json` prints
-  it; the keys are in docs/cli-watch.md.
+  it; the keys are in docs/cli.md.
 
 Inbox item: {"id", "time", "kind": "message" | "hint" | "inject", "from", "text"?, "cost"?, "index"?}.
 A hint without text is the incident's next hint (at its cost); with text it is the interviewer's own,
@@ -280,7 +280,7 @@ class Watch:
     # ------------------------------------------------------------ the picture
 
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
-        """Everything the interviewer's screen shows, JSON-ready (keys in docs/cli-watch.md)."""
+        """Everything the interviewer's screen shows, JSON-ready (keys in docs/cli.md)."""
         now = time.time() if now is None else now
         incident, session = self.incident, self.mirror
         events = session.events

@@ -5,7 +5,7 @@ split latency into its parts before their first ranking? `game.observe.decompose
 query they named at submit as separating their top two, with the signals it observed; the timeline of
 queries, belief changes (rankings and the submission) and deliveries; the score breakdown; the
 decisive signals seen and missed; and a blank notes section. `build_report` gives a JSON-ready dict
-(`servedrill report --json` prints it; keys in docs/cli-watch.md); `to_markdown` and `to_html` render
+(`servedrill report --json` prints it; keys in docs/cli.md); `to_markdown` and `to_html` render
 it. Pure apart from `report_for`, which reads a session file.
 """
 

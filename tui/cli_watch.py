@@ -2,7 +2,7 @@
 inject into a candidate's session) and `report` (the interview report as Markdown and HTML).
 
 `register(group)` adds them to a click group; tui/cli.py wires them into the `servedrill` script. The
-JSON keys are in docs/cli-watch.md."""
+JSON keys are in docs/cli.md."""
 
 from __future__ import annotations
 

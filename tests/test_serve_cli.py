@@ -1,0 +1,189 @@
+"""`servedrill serve` without a browser: the loopback rule, the command each tab runs, the incident
+options, and the server's refusals (foreign Host or Origin, too many sessions)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from test_serve_browser import free_port, wait_for_port
+from test_tui_support import FIXTURE
+
+pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli() -> Any:
+    from tui.cli import main
+
+    return main
+
+
+@pytest.fixture
+def served_commands(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
+    """Stands in for the server: records (command, options) instead of serving."""
+    import tui.serve
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(tui.serve, "serve", lambda command, **options: calls.append((command, options)))
+    return calls
+
+
+def test_serve_is_listed_and_documents_its_options() -> None:
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "serve", "--help"], capture_output=True, text=True,
+                         cwd=ROOT, check=False, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for flag in ("--host", "--port", "--public", "--incidents", "--seed", "--player", "--max-sessions"):
+        assert flag in out.stdout
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "::"])
+def test_a_non_loopback_host_is_refused_in_one_line(host: str,
+                                                   served_commands: list[tuple[str, dict[str, Any]]]) -> None:
+    result = CliRunner().invoke(_cli(), ["serve", "--host", host])
+    assert result.exit_code == 1
+    assert result.output.strip().count("\n") == 0
+    assert "refusing to serve" in result.output and "--public" in result.output
+    assert served_commands == []
+
+
+def test_public_serves_elsewhere_with_a_warning(served_commands: list[tuple[str, dict[str, Any]]]) -> None:
+    result = CliRunner().invoke(_cli(), ["serve", "--host", "0.0.0.0", "--public", "--port", "8123"])
+    assert result.exit_code == 0, result.output
+    assert "warning" in result.output and "SQL console" in result.output
+    [(_, options)] = served_commands
+    assert options["host"] == "0.0.0.0" and options["port"] == 8123 and options["loopback_only"] is False
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1"])
+def test_loopback_needs_no_flag(host: str, served_commands: list[tuple[str, dict[str, Any]]]) -> None:
+    result = CliRunner().invoke(_cli(), ["serve", "--host", host])
+    assert result.exit_code == 0, result.output
+    assert "warning" not in result.output
+    [(_, options)] = served_commands
+    assert options["loopback_only"] is True
+
+
+def test_each_tab_runs_servedrill_play_with_the_options(served_commands: list[tuple[str, dict[str, Any]]]) -> None:
+    folder = FIXTURE.parent
+    result = CliRunner().invoke(_cli(), ["serve", "tui-mini", "--incidents", str(FIXTURE), "--seed", "4",
+                                         "--player", "ann b"])
+    assert result.exit_code == 0, result.output
+    [(command, _)] = served_commands
+    assert command.startswith("exec ")
+    argv = shlex.split(command[len("exec "):])
+    assert argv[:4] == [sys.executable, "-m", "tui.cli", "play"]
+    assert argv[4:] == ["tui-mini", "--seed", "4", "--player", "ann b", "--library", str(folder / "tui-mini.yaml")]
+
+
+def test_incident_options_are_checked_before_serving(served_commands: list[tuple[str, dict[str, Any]]],
+                                                     tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(_cli(), ["serve", "--incidents", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 1 and "no such incident file or folder" in missing.output
+    empty = runner.invoke(_cli(), ["serve", "--incidents", str(tmp_path)])
+    assert empty.exit_code == 1 and "no incident files" in empty.output
+    stranger = runner.invoke(_cli(), ["serve", "one-slow-replica", "--incidents", str(FIXTURE)])
+    assert stranger.exit_code == 1 and "not among the --incidents files" in stranger.output
+    typo = runner.invoke(_cli(), ["serve", "one-slow-replic"])
+    assert typo.exit_code == 1 and "did you mean one-slow-replica" in typo.output
+    mixed = runner.invoke(_cli(), ["serve", "--random", "--incidents", str(FIXTURE)])
+    assert mixed.exit_code == 1
+    assert served_commands == []
+
+
+def test_a_folder_gives_its_incident_files(tmp_path: Path) -> None:
+    from tui.serve import library_files
+
+    (tmp_path / "b.yaml").write_text("id: b\n")
+    (tmp_path / "a.yml").write_text("id: a\n")
+    (tmp_path / "template.yaml").write_text("id: t\n")
+    (tmp_path / "notes.txt").write_text("x\n")
+    assert [p.name for p in library_files([tmp_path])] == ["a.yml", "b.yaml"]
+
+
+def test_play_with_a_library_opens_the_picker_on_those_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tui.app
+
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(tui.app, "run", lambda incident, seed=0, player=None, incidents=None:
+                        calls.append((incident, seed, player, incidents)))
+    result = CliRunner().invoke(_cli(), ["play", "tui-mini", "--library", str(FIXTURE), "--seed", "2"])
+    assert result.exit_code == 0, result.output
+    assert calls == [("tui-mini", 2, None, [FIXTURE])]
+
+
+def test_requests_must_come_from_this_server() -> None:
+    from tui.serve import request_allowed
+
+    assert request_allowed("127.0.0.1:8000", None, True) is None
+    assert request_allowed("localhost:8000", "http://localhost:8000", True) is None
+    assert "Origin" in request_allowed("127.0.0.1:8000", "http://evil.example", True)
+    assert "loopback" in request_allowed("evil.example:8000", None, True)  # DNS rebinding
+    assert request_allowed("game.example:8000", "http://game.example:8000", False) is None
+    assert request_allowed("10.0.0.5:8000", "https://game.example", False, "https://game.example") is None
+
+
+@pytest.fixture
+def server(tui_env: Path, tmp_path: Path) -> Iterator[int]:
+    """A real `servedrill serve --max-sessions 1` on a free loopback port (no browser needed)."""
+    port = free_port()
+    with (tmp_path / "serve.log").open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "serve", "--port", str(port), "--incidents",
+                                 str(FIXTURE), "--max-sessions", "1"],
+                                cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, proc)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def test_the_server_refuses_foreign_pages_and_too_many_sessions(server: int) -> None:
+    import aiohttp
+
+    base = f"http://127.0.0.1:{server}"
+
+    async def probe() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with aiohttp.ClientSession() as http:
+            async with http.get(base + "/") as page:
+                out["page"] = (page.status, await page.text())
+            async with http.get(base + "/", headers={"Host": "evil.example"}) as page:
+                out["rebound"] = page.status
+            try:
+                async with http.ws_connect(f"ws://127.0.0.1:{server}/ws", headers={"Origin": "http://evil.example"}):
+                    out["foreign"] = 101
+            except aiohttp.WSServerHandshakeError as exc:
+                out["foreign"] = exc.status
+            async with http.ws_connect(f"ws://127.0.0.1:{server}/ws",
+                                       headers={"Origin": f"http://127.0.0.1:{server}"}) as first:
+                out["first"] = 101
+                try:
+                    async with http.ws_connect(f"ws://127.0.0.1:{server}/ws"):
+                        out["second"] = 101
+                except aiohttp.WSServerHandshakeError as exc:
+                    out["second"] = exc.status
+                await first.close()
+        return out
+
+    out = asyncio.run(probe())
+    status, html = out["page"]
+    assert status == 200 and f'ws://127.0.0.1:{server}/ws' in html
+    assert out["rebound"] == 403
+    assert out["foreign"] == 403
+    assert out["first"] == 101 and out["second"] == 503

@@ -3,7 +3,8 @@ page, starts the fixture incident, runs a query, and the session file in the tes
 records it.
 
 The page draws the terminal on a canvas (xterm.js), so there is no text to read in the DOM: the test
-acts by keys and checks what the app writes (the session journal). Skips, saying why, without
+acts by keys, reads the terminal output off the page's websocket, and checks what the app writes (the
+session journal). Skips, saying why, without
 playwright or chromium (`make test` installs both when it can).
 """
 
@@ -11,22 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
+import re
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_serve_support import serving
 from test_tui_support import FIXTURE
 
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
 
-ROOT = Path(__file__).resolve().parent.parent
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed "
+                               "(pip install -e '.[test]')")
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -36,45 +36,30 @@ hosts this closed network refuses."""
 SQL = "SELECT replica, count(*) AS n FROM requests GROUP BY replica ORDER BY replica"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"servedrill serve exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"servedrill serve did not listen on {port} within {timeout:.0f} s")
-
-
 @pytest.fixture
 def served(tui_env: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """`servedrill serve --incidents FIXTURE` on a free loopback port; yields (url, data dir)."""
-    port = free_port()
-    log = (tmp_path / "serve.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", "serve", "--port", str(port), "--incidents", str(FIXTURE),
-         "--player", "browser"],
-        cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(port, proc)
+    with serving(["--incidents", str(FIXTURE), "--player", "browser"], tmp_path / "serve.log") as port:
         yield f"http://127.0.0.1:{port}/", tui_env
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        log.close()
+
+
+class Screen:
+    """The terminal output the page received over its websocket, as text (escape sequences removed)."""
+
+    ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def feed(self, payload: bytes | str) -> None:
+        if isinstance(payload, bytes):
+            self.data = (self.data + payload)[-65536:]
+
+    def clear(self) -> None:
+        self.data = b""
+
+    def text(self) -> str:
+        return self.ANSI.sub(b"", self.data).decode("utf-8", "replace")
 
 
 def events(data: Path) -> list[dict[str, Any]]:
@@ -96,18 +81,19 @@ def wait_until(predicate: Any, timeout: float, interval: float = 0.1) -> bool:
     return bool(predicate())
 
 
+@pytest.mark.skipif(CHROMIUM is None,
+                    reason="Debian chromium is not installed (apt-get install chromium; make test tries)")
 def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple[str, Path],
                                                                     tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed "
-                                   "(pip install -e '.[test]')")
-    if CHROMIUM is None:
-        pytest.skip("Debian chromium is not installed (apt-get install chromium; make test tries)")
+    assert CHROMIUM is not None
     url, data = served
     started = time.monotonic()
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
+            screen = Screen()
+            page.on("websocket", lambda ws: ws.on("framereceived", screen.feed))
             page.goto(url, timeout=20_000)
             page.wait_for_selector("body.-first-byte", timeout=20_000)
             page.click("#terminal")
@@ -124,10 +110,15 @@ def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple
             recorded: list[dict[str, Any]] = []
             for _ in range(3):  # the editor may not have focus yet on the first try
                 time.sleep(0.5)
+                screen.clear()
                 page.keyboard.press("Control+u")
                 page.keyboard.type(SQL)
+                # F5 is a priority key: pressed while typed keys still wait for the editor, it runs
+                # what the editor holds so far. Press it once the terminal shows the whole query.
+                if not wait_until(lambda: f"1  {SQL}" in screen.text(), 10, 0.05):
+                    continue
                 page.keyboard.press("F5")
-                if wait_until(lambda: [e for e in events(data) if e["kind"] == "query"], 8):
+                if wait_until(lambda: [e for e in events(data) if e["kind"] == "query"], 10):
                     recorded = [e for e in events(data) if e["kind"] == "query"]
                     break
             page.screenshot(path=str(tmp_path / "served.png"))

@@ -4,7 +4,6 @@ options, and the server's refusals (foreign Host or Origin, too many sessions)."
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from test_serve_browser import free_port, wait_for_port
+from test_serve_support import serving
 from test_tui_support import FIXTURE
 
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
@@ -136,21 +135,8 @@ def test_requests_must_come_from_this_server() -> None:
 @pytest.fixture
 def server(tui_env: Path, tmp_path: Path) -> Iterator[int]:
     """A real `servedrill serve --max-sessions 1` on a free loopback port (no browser needed)."""
-    port = free_port()
-    with (tmp_path / "serve.log").open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "serve", "--port", str(port), "--incidents",
-                                 str(FIXTURE), "--max-sessions", "1"],
-                                cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(port, proc)
+    with serving(["--incidents", str(FIXTURE), "--max-sessions", "1"], tmp_path / "serve.log") as port:
         yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 def test_the_server_refuses_foreign_pages_and_too_many_sessions(server: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ def test_twenty_browser_sessions_each_see_only_their_own_queries() -> None:
     spec = importlib.util.spec_from_file_location("loadtest_serve", ROOT / "tools" / "loadtest_serve.py")
     assert spec is not None and spec.loader is not None
     tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool  # its dataclasses look their module up there
     spec.loader.exec_module(tool)
     sessions = int(os.environ.get("SERVEDRILL_LOADTEST_SESSIONS", "20"))
     queries = int(os.environ.get("SERVEDRILL_LOADTEST_QUERIES", "10"))

@@ -16,7 +16,9 @@ FAULT_KINDS: dict[str, tuple[str, dict[str, str]]] = {
     "hbm_degradation": ("HBM bandwidth degraded", {"bw_factor": "bandwidth / nominal at intensity 1"}),
     "link_degradation": ("interconnect (NVLink/PCIe) degraded", {"link_factor": "bandwidth / nominal at intensity 1"}),
     "host_contention": ("host CPU contention slows scheduling and launches", {"overhead_factor": "host overhead x"}),
-    "memory_leak": ("GPU memory leaks outside the KV pool", {"bytes_per_s": "leak rate at intensity 1"}),
+    "memory_leak": ("GPU memory leaks outside the KV pool", {
+        "bytes_per_s": "steady leak rate at intensity 1 (default 1 MiB/s unless bytes_per_request is given)",
+        "bytes_per_request": "bytes leaked per completed prefill at intensity 1 (grows with traffic)"}),
     "replica_crash": ("the engine process dies", {"restart_s": "seconds until it serves again"}),
     "model_rollout": (
         "a new model version (possibly quantized)",

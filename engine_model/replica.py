@@ -75,7 +75,9 @@ class Replica:
         self.hw = HardwareState()
         self.expert_skew = 0.0
         self.leak_bytes_per_s = 0.0
+        self.leak_bytes_per_request = 0.0
         self.leak_since = 0.0
+        self.leak_requests = 0  # prefills completed since leak_since (a per-request leak grows with traffic)
         self.state = "up"
         self.noticed_down = False  # the router's health check has seen the crash
         self.events: list[EngineEvent] = []
@@ -145,7 +147,10 @@ class Replica:
         return self.plan is not None
 
     def leaked_bytes(self, now: float) -> int:
-        return int(max(0.0, now - self.leak_since) * self.leak_bytes_per_s)
+        """GPU bytes leaked since the engine (re)started: a steady rate (bytes/s) plus a per-request
+        part (bytes per completed prefill), so a per-request leak runs faster when traffic peaks."""
+        timed = max(0.0, now - self.leak_since) * self.leak_bytes_per_s
+        return int(timed + self.leak_requests * self.leak_bytes_per_request)
 
     # ----- requests -------------------------------------------------------------------------
     def enqueue(self, req: Request, now: float) -> None:
@@ -262,6 +267,7 @@ class Replica:
         for seq in firsts:
             self.prompt_tokens_total += seq.req.prompt_tokens
             self.generation_tokens_total += 1
+        self.leak_requests += len(firsts)
         out = [self._outcome(seq, now, "ok") for seq in finished]
         self.requests_finished_total += len(out)
         return out
@@ -348,6 +354,7 @@ class Replica:
         self.state = "up"
         self.noticed_down = False
         self.leak_since = now
+        self.leak_requests = 0
         self.log(
             now,
             "engine_ready",

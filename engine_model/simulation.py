@@ -249,9 +249,14 @@ class Simulation:
                 rep.set_hardware(now, **{attr: value})
                 self._interrupt(rep)
         elif kind == "memory_leak":
+            # a steady leak (bytes/s) unless the fault gives only a per-request one (bytes per prefill)
+            per_s = float(p.get("bytes_per_s", 0.0 if "bytes_per_request" in p else 2**20))
+            per_request = float(p.get("bytes_per_request", 0.0))
             for rep in targets:
-                rep.leak_bytes_per_s = float(p.get("bytes_per_s", 2**20)) * fault.intensity if start else 0.0
+                rep.leak_bytes_per_s = per_s * fault.intensity if start else 0.0
+                rep.leak_bytes_per_request = per_request * fault.intensity if start else 0.0
                 rep.leak_since = now
+                rep.leak_requests = 0
         elif kind == "replica_crash":
             if not start:
                 return

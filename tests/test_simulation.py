@@ -160,6 +160,25 @@ def test_high_memory_utilization_ooms_at_peak() -> None:
     assert not any(e.kind == "crash" for e in safe.events)
 
 
+def _first_oom(run) -> float:
+    return min((e.t for e in run.events if e.kind == "crash" and e.detail.get("reason") == "oom"), default=np.inf)
+
+
+def test_a_per_request_leak_ooms_sooner_under_more_traffic_and_a_steady_one_does_not() -> None:
+    """A leak per prefill (bytes) crashes a busy engine first; a leak per second ignores the load."""
+    def crash_at(rate: float, params: dict[str, float]) -> float:
+        reqs = poisson_requests(rate, 900, 600, 100, seed=3)
+        run = simulate(fleet(1), reqs, [Fault("memory_leak", 0.0, None, None, 1.0, params)], 900)
+        return _first_oom(run)
+
+    per_request = {"bytes_per_request": 12 * 2**20}
+    quiet, busy = crash_at(4, per_request), crash_at(8, per_request)
+    assert busy < quiet < np.inf
+    assert busy == pytest.approx(quiet / 2, rel=0.25)  # twice the prefills per second, half the time
+    steady = {"bytes_per_s": 20 * 2**20}
+    assert crash_at(8, steady) == pytest.approx(crash_at(4, steady), abs=15.0)
+
+
 def test_redeploy_applies_new_config_after_drain() -> None:
     reqs = poisson_requests(6, 400, 1000, 100, seed=9)
     spec = FleetSpec(primary=PoolSpec("Llama-3.1-8B", "H100-SXM", 2, EngineConfig()), restart_s=20.0,

@@ -10,8 +10,8 @@ from incidents.claims import evaluate_incident
 from incidents.loader import load_incident
 from telemetry_gen.runner import build_telemetry
 
-inc = load_incident(Path(sys.argv[1]))
 seed = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+inc = load_incident(Path(sys.argv[1]), seed=seed)  # the variant of that seed, as the game would deal it
 for ablate in (False, True):
     t = time.time()
     tel = build_telemetry(inc, seed, ablate=ablate)

@@ -173,3 +173,17 @@ def test_the_server_refuses_foreign_pages_and_too_many_sessions(server: int) -> 
     assert out["rebound"] == 403
     assert out["foreign"] == 403
     assert out["first"] == 101 and out["second"] == 503
+
+
+def test_a_taken_port_is_one_line_not_a_traceback() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "tui.cli", "serve", "--port", str(port)], capture_output=True,
+                             text=True, cwd=ROOT, check=False, timeout=60)
+    assert out.returncode == 1
+    assert out.stderr.strip().startswith(f"servedrill: cannot serve on 127.0.0.1:{port}")
+    assert "Traceback" not in out.stderr + out.stdout and "serving on" not in out.stdout

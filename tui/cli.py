@@ -168,8 +168,11 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
     if warning:
         click.echo(warning, err=True)
     command = app_command(incident=incident, seed=seed, player=player, random_deal=random_deal, library=files)
-    run_server(command, host=host, port=port, public_url=public_url, max_sessions=max_sessions,
-               loopback_only=warning is None)
+    try:
+        run_server(command, host=host, port=port, public_url=public_url, max_sessions=max_sessions,
+                   loopback_only=warning is None)
+    except OSError as exc:  # the port is taken, the address is not this machine's...
+        fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
 
 
 for _command in (play, resume, bench, serve):

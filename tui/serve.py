@@ -16,6 +16,7 @@ unless told otherwise (`check_host`). On top of textual-serve it:
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import shlex
@@ -179,8 +180,24 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                 self.active -= 1
 
         async def on_startup(self, app: web.Application) -> None:
+            """Quiet: textual-serve prints its banner here, before the port is bound."""
+
+        def serve(self, debug: bool = False) -> None:
+            """textual-serve's `serve`, announcing the URL only once the port is bound."""
+            import asyncio
+            import signal
+
+            self.debug = debug
+            self.initialize_logging()
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError):
+                    loop.add_signal_handler(signum, self.request_exit)
             shown = self.fixed_public_url or f"http://{_url_host(host)}:{port}"
-            print(f"servedrill: serving on {shown} (one game per browser tab; ctrl+c stops)", flush=True)
+            web.run_app(self._make_app(), host=host, port=port, handle_signals=False, loop=loop,
+                        print=lambda *_: print(f"servedrill: serving on {shown} (one game per browser tab; "
+                                               f"ctrl+c stops)", flush=True))
 
     return ServedrillServer()
 

@@ -208,11 +208,12 @@ class SessionSummary:
     state: str
     queries: int
     updated: float
+    in_use: bool = False  # open in a live servedrill process (another terminal or browser tab)
 
     def to_dict(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "path": str(self.path), "incident_id": self.incident_id,
                 "player": self.player, "created": self.created, "state": self.state,
-                "queries": self.queries, "updated": self.updated}
+                "queries": self.queries, "updated": self.updated, "in_use": self.in_use}
 
 
 @dataclass(frozen=True)
@@ -1032,7 +1033,24 @@ def summarize(path: Path) -> SessionSummary | None:
             queries += 1
         state = {START: INVESTIGATING, SUBMIT: SUBMITTED, DEBRIEF_VIEWED: DEBRIEFED}.get(event.kind, state)
     return SessionSummary(header.session_id, path, header.incident_id, header.player, header.created,
-                          state, queries, updated)
+                          state, queries, updated, in_use=session_in_use(path))
+
+
+def session_in_use(path: Path) -> bool:
+    """Whether a live Session holds the file's lock (it is being played right now, maybe in this very
+    process). Probes with a shared, non-blocking lock that is released at once; never blocks."""
+    if fcntl is None:
+        return False
+    try:
+        with open(path, "rb") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
 
 
 def list_sessions(root: Path | None = None) -> list[SessionSummary]:

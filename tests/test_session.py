@@ -295,6 +295,18 @@ def test_unfinished_sessions_are_listed_and_found(root: Path) -> None:
         find_session("nothing-like-this")
 
 
+def test_a_session_open_in_a_live_process_is_listed_as_in_use(root: Path) -> None:
+    live = Session.create(INCIDENT, 0, "tab-1")
+    closed = Session.create(INCIDENT, 0, "tab-2")
+    closed.close()
+    in_use = {x.session_id: x.in_use for x in list_unfinished()}
+    assert in_use == {live.session_id: True, closed.session_id: False}
+    assert all(x.to_dict()["in_use"] is x.in_use for x in list_unfinished())
+    live.close()
+    assert not any(x.in_use for x in list_unfinished())
+    Session.resume(root / "sessions" / f"{live.session_id}.jsonl").close()  # the probe left no lock behind
+
+
 # ------------------------------------------------------------------ surviving a kill
 
 CHILD = textwrap.dedent(

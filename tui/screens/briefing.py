@@ -128,7 +128,9 @@ class BriefingScreen(Screen[None]):
                 self.post_message(SessionOpened(session, list(session.warnings)))
             else:
                 incident, seed = load_incident(self.entry.path), served.seed
-                mine = [s for s in list_unfinished(served.data_root) if s.incident_id == incident.id]
+                # a session open elsewhere (another tab of `servedrill serve`, another terminal) is not ours
+                mine = [s for s in list_unfinished(served.data_root)
+                        if s.incident_id == incident.id and s.player == served.player and not s.in_use]
                 self.post_message(IncidentLoaded(incident, mine))
             info = ensure_database(incident, seed, progress=self._progress)
             gateway = Gateway(Path(info.path), timeout_s=served.query_timeout_s, row_cap=served.row_cap)

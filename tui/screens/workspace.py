@@ -243,7 +243,15 @@ class WorkspaceScreen(Screen[None]):
         if self.running:
             self.notify("A query is already running; Escape cancels it.", severity="warning")
             return
-        sql = self.query_one(SqlEditor).text
+        # F5 is a priority binding, handled before keys typed just before it reach the editor: read the
+        # text from a callback queued behind those keys, so the query is what the player typed
+        editor = self.query_one(SqlEditor)
+        editor.call_later(self._run_editor_text, editor)
+
+    def _run_editor_text(self, editor: SqlEditor) -> None:
+        if self.running:
+            return
+        sql = editor.text
         if not sql.strip():
             self.notify("Type a query first (F3 offers starting points).", severity="warning")
             return

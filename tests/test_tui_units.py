@@ -346,3 +346,17 @@ def test_coverage_line_counts_topics_covered_and_solved(tmp_path: Path) -> None:
                LibraryEntry(tmp_path / "b.yaml", "b", "B", tags=("fallback",))]
     assert "covers 3 of 15" in coverage_line(entries, {}) and "solved 0" in coverage_line(entries, {})
     assert "solved 2" in coverage_line(entries, {"a": SOLVED_SCORE, "b": SOLVED_SCORE - 1})
+
+
+def test_a_variant_incident_shows_placeholders_hidden_then_its_drawn_text() -> None:
+    from incidents.loader import find_incident, load_incident
+    from tui.library import entry_for_incident, hide_placeholders, read_entry
+
+    assert hide_placeholders("since {{throttle_at|hhmm}} on {{ slow }}") == "since … on …"
+    path = find_incident("one-slow-replica")
+    peek = read_entry(path)
+    assert "{{" not in peek.briefing.since + " ".join(peek.briefing.evidence) and "…" in peek.briefing.since
+    incident = load_incident(path, seed=1)
+    shown = entry_for_incident(peek, incident)
+    assert shown.briefing.since == incident.briefing.since and "{{" not in shown.briefing.since
+    assert shown.hypotheses == tuple(h.title for h in incident.hypotheses)

@@ -8,8 +8,9 @@ happens in a worker when the player opens an incident, and its diagnostics win o
 from __future__ import annotations
 
 import importlib.util
+import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,18 +77,41 @@ def entry_from_data(path: Path, data: Any) -> LibraryEntry:
     return LibraryEntry(
         path=path,
         id=_text(data.get("id")) or path.stem,
-        title=_text(data.get("title")) or path.stem,
+        title=hide_placeholders(_text(data.get("title"))) or path.stem,
         difficulty=difficulty if isinstance(difficulty, int) and not isinstance(difficulty, bool) else None,
         tags=tuple(_text(t) for t in tags),
         time_limit_s=_number(data.get("time_limit_s")),
         query_budget=budget if isinstance(budget, int) and not isinstance(budget, bool) else None,
         briefing=BriefingCard(
-            reported_by=_text(brief.get("reported_by")),
-            since=_text(brief.get("since")),
-            summary=" ".join(_text(brief.get("summary")).split()),
-            evidence=tuple(_text(e) for e in evidence),
+            reported_by=hide_placeholders(_text(brief.get("reported_by"))),
+            since=hide_placeholders(_text(brief.get("since"))),
+            summary=hide_placeholders(" ".join(_text(brief.get("summary")).split())),
+            evidence=tuple(hide_placeholders(_text(e)) for e in evidence),
         ),
-        hypotheses=tuple(_text(h.get("title")) for h in hyps if isinstance(h, dict)),
+        hypotheses=tuple(hide_placeholders(_text(h.get("title"))) for h in hyps if isinstance(h, dict)),
+    )
+
+
+_PLACEHOLDER = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*(\|\s*[A-Za-z_]+\s*)?\}\}")
+
+
+def hide_placeholders(text: str) -> str:
+    """Text of an incident with variables, before its variant is drawn: {{name|filter}} becomes "…"
+    (the briefing shows the drawn values once the incident has loaded for its seed)."""
+    return _PLACEHOLDER.sub("…", text)
+
+
+def entry_for_incident(entry: LibraryEntry, incident: Any) -> LibraryEntry:
+    """`entry` with the display fields of the loaded incident (its variant's text for the seed)."""
+    b = incident.briefing
+    return replace(
+        entry,
+        title=incident.title,
+        briefing=BriefingCard(reported_by=b.reported_by, since=b.since, summary=" ".join(b.summary.split()),
+                              evidence=tuple(b.evidence)),
+        hypotheses=tuple(h.title for h in incident.hypotheses),
+        time_limit_s=incident.time_limit_s,
+        query_budget=incident.query_budget,
     )
 
 

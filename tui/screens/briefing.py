@@ -18,7 +18,7 @@ from textual.widgets import ProgressBar, Static
 
 from tui.actions import bindings
 from tui.formatting import clock_text
-from tui.library import LibraryEntry
+from tui.library import LibraryEntry, entry_for_incident
 from tui.messages import (
     BuildProgress,
     IncidentLoaded,
@@ -161,6 +161,10 @@ class BriefingScreen(Screen[None]):
 
     def on_incident_loaded(self, message: IncidentLoaded) -> None:
         self.play.incident = message.incident
+        # the card was painted from a quick peek at the file; now show this seed's variant of it
+        self.entry = entry_for_incident(self.entry, message.incident)
+        self.query_one("#alert-card", Static).update(card_markup(self.entry, self.hints))
+        self.query_one("#briefing-limits", Static).update(limits_text(self.entry))
         self.unfinished = message.unfinished
         self.query_one("#prepare-stage", Static).update("Opening telemetry…")
         self._show_action()

@@ -439,10 +439,12 @@ class WorkspaceScreen(Screen[None]):
                                            f"It costs {cost} points."), take)
 
     def action_briefing(self) -> None:
+        from tui.library import entry_for_incident
         from tui.screens.briefing import BriefingScreen
 
         hints = [str(e.data.get("text", "")) for e in self.session.events if e.kind == "hint"]
-        self.app.push_screen(BriefingScreen(self.play.entry, review=True, hints=hints))
+        entry = entry_for_incident(self.play.entry, self.session.incident)  # the variant being played
+        self.app.push_screen(BriefingScreen(entry, review=True, hints=hints))
 
     def action_submit(self) -> None:
         from tui.screens.submit import SubmitScreen

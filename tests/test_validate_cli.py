@@ -280,3 +280,12 @@ def test_deep_fails_a_signal_its_own_query_cannot_observe(tmp_path: Path) -> Non
     [line] = [ln for ln in result.output.splitlines() if "FAIL signal clock-drop:" in ln]
     assert "does not observe it as a player would" in line and "metrics(" in line
     assert "every signal's reference query" in run("validate", "--deep", str(DATA / "proof-throttle.yaml")).output
+
+
+def test_the_library_spans_every_difficulty() -> None:
+    """At least two incidents at each difficulty 1-4 and one at 5 (a cascade or two concurrent faults)."""
+    incidents = json.loads(run("list", "--json").output)["incidents"]
+    counts = {d: sum(inc["difficulty"] == d for inc in incidents) for d in range(1, 6)}
+    assert all(counts[d] >= 2 for d in range(1, 5)) and counts[5] >= 1, counts
+    hardest = [load_incident(Path(inc["path"])) for inc in incidents if inc["difficulty"] == 5]
+    assert any(len(inc.faults) >= 2 for inc in hardest)

@@ -282,7 +282,7 @@ class GMScreen(Screen[None]):
                 yield Static("", id="gm-score", classes="gm-panel")
         with VerticalScroll(id="gm-feed-scroll"):
             yield Static("", id="gm-feed")
-        yield Footer()
+        yield Footer(show_command_palette=False)  # ctrl+p is already among the bindings
 
     def on_mount(self) -> None:
         for wid, title in (("gm-truth", "Ground truth"), ("gm-signals", "Decisive signals"),

@@ -176,6 +176,8 @@ class BriefingScreen(Screen[None]):
         rows = message.build.rows.get("requests", 0)
         how = "cached" if message.build.cached else f"built in {message.build.build_s:.1f} s"
         self.query_one("#prepare-stage", Static).update(f"Telemetry ready ({how}): {rows:,} requests.")
+        # the seed picks the variant and the telemetry: what a player quotes to replay this exact game
+        self.query_one("#briefing-limits", Static).update(f"{limits_text(self.entry)} · seed {message.seed}")
         self.query_one(ProgressBar).update(progress=100)
         self.served.mark("ready")
         self._show_action()

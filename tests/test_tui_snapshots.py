@@ -56,3 +56,18 @@ def test_debrief(tui_env: Path, snap_compare: Any) -> None:
         assert screen_name(pilot.app) == "DebriefScreen"
 
     assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+
+
+def test_workspace_light_theme(tui_env: Path, snap_compare: Any) -> None:
+    """The same workspace in Textual's light theme: the styles use theme variables only."""
+    path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
+    app = make_app(tui_env, resume_session=path, steady=True, clock=lambda: START + 125.0)
+
+    async def settle(pilot: Any) -> None:
+        await until(pilot, lambda: "workspace" in pilot.app.marks)
+        await until(pilot, lambda: len(pilot.app.screen.query_one("#schema").root.children) > 0)
+        await pilot.app.workers.wait_for_complete()
+        pilot.app.theme = "textual-light"
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle)

@@ -76,10 +76,10 @@ class Router:
         best: Replica | None = None
         best_load = 1 << 60
         start = self._rr
-        self._rr = (self._rr + 1) % n  # rotate ties so no replica is favoured
-        for step in range(n):
-            r = reps[(start + step) % n]
-            if not self._routable(r):
+        self._rr = (start + 1) % n  # rotate ties so no replica is favoured
+        for r in reps[start:] + reps[:start]:
+            state = r.state
+            if state != "up" and (state != "down" or r.noticed_down):  # not self._routable(r), inlined
                 continue
             load = r.outstanding
             if load < best_load:

@@ -49,7 +49,7 @@ class Sequence:
     state: str = "waiting"  # waiting | prefilling | decoding | done
 
 
-@dataclass
+@dataclass(slots=True)
 class StepPlan:
     """What one step (or a run of identical-shape decode steps) holds."""
 
@@ -108,6 +108,10 @@ class Scheduler:
     def num_running(self) -> int:
         return len(self.prefilling) + len(self.decoding)
 
+    def num_outstanding(self) -> int:
+        """num_running + num_waiting (the router asks this of every replica per request)."""
+        return len(self.prefilling) + len(self.decoding) + len(self._waiting)
+
     def all_sequences(self) -> list[Sequence]:
         return [s for *_, s in self._waiting] + self.prefilling + list(self.decoding.values())
 
@@ -144,22 +148,29 @@ class Scheduler:
         newest sequences when blocks run out. Touches only sequences whose reservation ends
         before the target, so a step costs O(sequences crossing a block boundary).
         Returns False if some sequence was preempted."""
-        bs = self.kv.block_size
-        clean = True
         resv = self._resv
-        while resv and resv[0][0] < clock_target - EPS:
-            _, sid, epoch = heapq.heappop(resv)
-            seq = self.decoding.get(sid)
+        limit = clock_target - EPS
+        if not resv or resv[0][0] >= limit:  # the common case: no reservation runs out this step
+            return True
+        kv, decoding = self.kv, self.decoding
+        bs = kv.block_size
+        roomy = kv.num_blocks // 4
+        heappop, heappush = heapq.heappop, heapq.heappush
+        clean = True
+        while resv and resv[0][0] < limit:
+            _, sid, epoch = heappop(resv)
+            seq = decoding.get(sid)
             if seq is None or seq.epoch != epoch:
                 continue
-            need = seq.req.prompt_tokens + math.ceil(clock_target - seq.base - EPS)
+            prompt = seq.req.prompt_tokens
+            need = prompt + math.ceil(clock_target - seq.base - EPS)
             # whole blocks, several at a time while the pool is roomy, so top-ups are rare;
             # one at a time under pressure, so reservations never cause a preemption
-            ahead = RESERVE_BLOCKS if self.kv.num_free > self.kv.num_blocks // 4 else 1
+            ahead = RESERVE_BLOCKS if kv.num_free > roomy else 1
             need = (-(-need // bs) + ahead - 1) * bs
             if self._grow_or_preempt(seq, need, plan):
                 seq.kv_reserved = need
-                heapq.heappush(resv, (need - seq.req.prompt_tokens + seq.base, sid, seq.epoch))
+                heappush(resv, (need - prompt + seq.base, sid, seq.epoch))
             else:
                 clean = False
         return clean
@@ -221,29 +232,32 @@ class Scheduler:
         budget = cfg.max_num_batched_tokens
         if not cfg.enable_chunked_prefill and self._waiting and self._admissible_whole():
             return self._plan_prefill_only()
-        plan = StepPlan(kind="mixed")
+        plan = StepPlan("mixed")
         # running decodes first; preemption takes the newest
         self._reserve_decode(self.clock + math.ceil(self.tokens_per_step), plan)
-        plan.decode_seqs = len(self.decoding)
-        plan.decode_ctx = self.decode_ctx()
-        budget -= plan.decode_seqs
-        slots = cfg.max_num_seqs - plan.decode_seqs
+        n_decode = len(self.decoding)
+        plan.decode_seqs = n_decode
+        plan.decode_ctx = int(n_decode * self.clock + self._offset_sum)  # decode_ctx()
+        budget -= n_decode
+        slots = cfg.max_num_seqs - n_decode
         if cfg.enable_chunked_prefill:
-            for seq in list(self.prefilling):
-                if budget <= 0:
-                    break
-                chunk = self._chunk(seq, budget)
-                if seq.state != "prefilling" or not self._grow_or_preempt(seq, seq.computed + chunk, plan):
-                    continue
-                self._add_chunk(plan, seq, chunk)
-                budget -= chunk
-            slots -= len(self.prefilling)
-            while self._waiting and budget > 0 and slots > 0:
-                seq = self._waiting[0][3]
+            if self.prefilling:
+                for seq in list(self.prefilling):
+                    if budget <= 0:
+                        break
+                    chunk = self._chunk(seq, budget)
+                    if seq.state != "prefilling" or not self._grow_or_preempt(seq, seq.computed + chunk, plan):
+                        continue
+                    self._add_chunk(plan, seq, chunk)
+                    budget -= chunk
+                slots -= len(self.prefilling)
+            waiting = self._waiting
+            while waiting and budget > 0 and slots > 0:
+                seq = waiting[0][3]
                 chunk = self._admit(seq, budget)
                 if chunk is None:
                     break
-                heapq.heappop(self._waiting)
+                heapq.heappop(waiting)
                 self._add_chunk(plan, seq, chunk)
                 budget -= chunk
                 slots -= 1
@@ -295,7 +309,7 @@ class Scheduler:
 
     def _plan_prefill_only(self) -> StepPlan | None:
         """Chunked prefill off: whole prompts in a step of their own; decodes wait."""
-        plan = StepPlan(kind="prefill_only")
+        plan = StepPlan("prefill_only")
         budget = max(self.config.max_num_batched_tokens, 1)
         slots = self.config.max_num_seqs - len(self.decoding)
         while self._waiting and slots > 0:
@@ -335,10 +349,12 @@ class Scheduler:
         n = min(n, n_kv) if n_kv >= 2 else 1
         if n > 1:
             adv = math.ceil(n * tps)
-            for seq in self.decoding.values():
-                ok = self.kv.grow(seq.seq_id, seq.req.prompt_tokens + self.output_so_far(seq) + adv)
-                if not ok:  # cannot happen given the bound; fall back to single steps
-                    return 1
+            clock = self.clock
+            # prompt + output_so_far(seq) + adv for every decoding sequence, in one batched grow
+            wants = [(sid, seq.req.prompt_tokens + int(clock - seq.base + EPS) + adv)
+                     for sid, seq in self.decoding.items()]
+            if not self.kv.grow_many(wants):  # cannot happen given the bound; fall back to single steps
+                return 1
         return n
 
     # ----- commit ---------------------------------------------------------------------------
@@ -363,15 +379,17 @@ class Scheduler:
                     seq.batch_at_first_token = batch
                     firsts.append(seq)
                 self._start_decoding(seq)
-        while self._finish:
-            target, sid, epoch = self._finish[0]
-            seq = self.decoding.get(sid)
+        fin, decoding = self._finish, self.decoding
+        done_at = self.clock + EPS
+        while fin:
+            target, sid, epoch = fin[0]
+            seq = decoding.get(sid)
             if seq is None or seq.epoch != epoch:
-                heapq.heappop(self._finish)
+                heapq.heappop(fin)
                 continue
-            if target > self.clock + EPS:
+            if target > done_at:
                 break
-            heapq.heappop(self._finish)
+            heapq.heappop(fin)
             self._stop_decoding(seq)
             seq.generated = seq.req.output_tokens
             seq.state = "done"

@@ -111,6 +111,7 @@ class Simulation:
         i = 0
         horizon = self.duration_s + self.drain_s
         heap = self._heap
+        replicas = self.replicas
         while True:
             t_arr = reqs[i].arrival_s if i < n_req else math.inf
             if t_arr >= self.duration_s:
@@ -131,7 +132,12 @@ class Simulation:
                 break
             self.now = t
             if kind == _STEP_END:
-                self._step_end(self.replicas[a], b)
+                rep = replicas[a]
+                if b == rep.version and rep.plan is not None:  # else the step was cut short or the replica died
+                    outs = rep.finish_step(t)
+                    if outs:
+                        self._record_all(outs)
+                    self._kick(rep)
             elif kind == _SAMPLE:
                 self._sample(t)
             elif kind == _FAULT:
@@ -196,9 +202,13 @@ class Simulation:
 
     def _kick(self, rep: Replica) -> None:
         """Start the replica's next step if it is idle."""
-        if rep.busy or rep.state == "down":
+        if rep.plan is not None or rep.state == "down":  # busy or down
             return
         res = rep.start_step(self.now)
+        if res.__class__ is float:  # the step's end time (the common case, tested first)
+            self._seq += 1
+            heapq.heappush(self._heap, (res, _STEP_END, self._seq, rep.index, rep.version))  # _push inlined
+            return
         if res is None:
             if rep.drained():
                 self._shutdown_for_restart(rep)
@@ -209,12 +219,6 @@ class Simulation:
             self._push(self.now + self.fleet.restart_s, _RESTART, rep.index)
             return
         self._push(res, _STEP_END, rep.index, rep.version)
-
-    def _step_end(self, rep: Replica, version: int) -> None:
-        if version != rep.version or rep.plan is None:
-            return
-        self._record_all(rep.finish_step(self.now))
-        self._kick(rep)
 
     def _shutdown_for_restart(self, rep: Replica) -> None:
         rep.go_down(self.now, "shutdown")

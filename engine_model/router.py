@@ -81,7 +81,8 @@ class Router:
             state = r.state
             if state != "up" and (state != "down" or r.noticed_down):  # not self._routable(r), inlined
                 continue
-            load = r.outstanding
+            sched = r.sched
+            load = len(sched.prefilling) + len(sched.decoding) + len(sched.waiting)  # r.outstanding
             if load < best_load:
                 best, best_load = r, load
         return best

@@ -43,6 +43,9 @@ class Sequence:
     admit_order: int = 0
     epoch: int = 0  # bumps on preemption so stale heap entries are skipped
     kv_reserved: int = 0  # tokens of KV the sequence holds blocks for
+    # while decoding, a lower bound (to float rounding) of (KV tokens held - prompt) + base: the clock
+    # value up to which its blocks hold the output; lets a decode run skip sequences that need nothing
+    grow_key: float = 0.0
     first_scheduled_s: float = -1.0
     first_token_s: float = -1.0
     batch_at_first_token: int = 0
@@ -78,7 +81,8 @@ class Scheduler:
         self.config = config
         self.kv = kv
         self.tokens_per_step = tokens_per_step
-        self._waiting: list[tuple[int, float, int, Sequence]] = []
+        # the queue, a heap of (priority, arrival or front key, seq_id, sequence); public for cheap reads
+        self.waiting: list[tuple[int, float, int, Sequence]] = []
         self._front = 0  # decreasing key that puts preempted sequences at the head of the queue
         self.prefilling: list[Sequence] = []
         self.decoding: dict[int, Sequence] = {}
@@ -93,16 +97,16 @@ class Scheduler:
     # ----- queue -----------------------------------------------------------------------------
     def add(self, seq: Sequence) -> None:
         prio = seq.req.priority if self.config.scheduling_policy == "priority" else 0
-        heapq.heappush(self._waiting, (prio, seq.req.arrival_s, seq.seq_id, seq))
+        heapq.heappush(self.waiting, (prio, seq.req.arrival_s, seq.seq_id, seq))
 
     def _requeue_front(self, seq: Sequence) -> None:
         prio = seq.req.priority if self.config.scheduling_policy == "priority" else 0
         self._front -= 1
-        heapq.heappush(self._waiting, (prio, float(self._front), seq.seq_id, seq))
+        heapq.heappush(self.waiting, (prio, float(self._front), seq.seq_id, seq))
 
     @property
     def num_waiting(self) -> int:
-        return len(self._waiting)
+        return len(self.waiting)
 
     @property
     def num_running(self) -> int:
@@ -110,10 +114,10 @@ class Scheduler:
 
     def num_outstanding(self) -> int:
         """num_running + num_waiting (the router asks this of every replica per request)."""
-        return len(self.prefilling) + len(self.decoding) + len(self._waiting)
+        return len(self.prefilling) + len(self.decoding) + len(self.waiting)
 
     def all_sequences(self) -> list[Sequence]:
-        return [s for *_, s in self._waiting] + self.prefilling + list(self.decoding.values())
+        return [s for *_, s in self.waiting] + self.prefilling + list(self.decoding.values())
 
     def decode_ctx(self) -> int:
         return int(len(self.decoding) * self.clock + self._offset_sum)
@@ -122,7 +126,7 @@ class Scheduler:
         return int(self.clock - seq.base + EPS)
 
     def has_prefill_work(self) -> bool:
-        return bool(self.prefilling or self._waiting)
+        return bool(self.prefilling or self.waiting)
 
     # ----- decode bookkeeping ---------------------------------------------------------------
     def _start_decoding(self, seq: Sequence) -> None:
@@ -136,6 +140,7 @@ class Scheduler:
         heapq.heappush(self._finish, (seq.target, seq.seq_id, seq.epoch))
         seq.kv_reserved = seq.prefill_len
         heapq.heappush(self._resv, (seq.kv_reserved - seq.req.prompt_tokens + seq.base, seq.seq_id, seq.epoch))
+        seq.grow_key = self.kv.num_tokens(seq.seq_id) - seq.req.prompt_tokens + seq.base
 
     def _stop_decoding(self, seq: Sequence) -> None:
         del self.decoding[seq.seq_id]
@@ -168,9 +173,16 @@ class Scheduler:
             # one at a time under pressure, so reservations never cause a preemption
             ahead = RESERVE_BLOCKS if kv.num_free > roomy else 1
             need = (-(-need // bs) + ahead - 1) * bs
-            if self._grow_or_preempt(seq, need, plan):
+            key = need - prompt + seq.base
+            # Usually a decode run already gave it the blocks: key <= grow_key means need <= tokens
+            # held (both keys are an integer plus the same base, far below 2**52, so the float order
+            # is the integer order) and grow would change nothing. Else try the plain grow, then
+            # preemption.
+            if key <= seq.grow_key or kv.grow(sid, need) or self._grow_or_preempt(seq, need, plan):
                 seq.kv_reserved = need
-                heappush(resv, (need - prompt + seq.base, sid, seq.epoch))
+                heappush(resv, (key, sid, seq.epoch))
+                if key > seq.grow_key:  # it now holds at least `need` tokens
+                    seq.grow_key = key
             else:
                 clean = False
         return clean
@@ -230,7 +242,7 @@ class Scheduler:
         """Choose the next step. Allocates KV blocks for it. None when there is nothing to run."""
         cfg = self.config
         budget = cfg.max_num_batched_tokens
-        if not cfg.enable_chunked_prefill and self._waiting and self._admissible_whole():
+        if not cfg.enable_chunked_prefill and self.waiting and self._admissible_whole():
             return self._plan_prefill_only()
         plan = StepPlan("mixed")
         # running decodes first; preemption takes the newest
@@ -251,7 +263,7 @@ class Scheduler:
                     self._add_chunk(plan, seq, chunk)
                     budget -= chunk
                 slots -= len(self.prefilling)
-            waiting = self._waiting
+            waiting = self.waiting
             while waiting and budget > 0 and slots > 0:
                 seq = waiting[0][3]
                 chunk = self._admit(seq, budget)
@@ -312,8 +324,8 @@ class Scheduler:
         plan = StepPlan("prefill_only")
         budget = max(self.config.max_num_batched_tokens, 1)
         slots = self.config.max_num_seqs - len(self.decoding)
-        while self._waiting and slots > 0:
-            seq = self._waiting[0][3]
+        while self.waiting and slots > 0:
+            seq = self.waiting[0][3]
             need = seq.prefill_len
             if plan.chunks and need > budget:
                 break
@@ -322,7 +334,7 @@ class Scheduler:
             hit = self.kv.admit(seq.seq_id, seq.prefill_len, req.prefix_key, req.prefix_tokens, ph, seq.prefill_len)
             if hit is None:
                 break
-            heapq.heappop(self._waiting)
+            heapq.heappop(self.waiting)
             seq.computed = hit
             if seq.cached_tokens == 0 and seq.preemptions == 0:
                 seq.cached_tokens = hit
@@ -350,11 +362,20 @@ class Scheduler:
         if n > 1:
             adv = math.ceil(n * tps)
             clock = self.clock
-            # prompt + output_so_far(seq) + adv for every decoding sequence, in one batched grow
-            wants = [(sid, seq.req.prompt_tokens + int(clock - seq.base + EPS) + adv)
-                     for sid, seq in self.decoding.items()]
-            if not self.kv.grow_many(wants):  # cannot happen given the bound; fall back to single steps
-                return 1
+            # Every decoding sequence must hold prompt + output_so_far(seq) + adv tokens. Most already
+            # do: one that does not has int(clock - base + EPS) + adv > held - prompt, hence
+            # grow_key < clock + adv (to float rounding; the margin of one token covers it). Only those
+            # go to grow_many, in the order of `decoding`, which tests each exactly.
+            limit = clock + adv + 1.0
+            due = [seq for seq in self.decoding.values() if seq.grow_key < limit]
+            if due:
+                kv = self.kv
+                ok = kv.grow_many([(seq.seq_id, seq.req.prompt_tokens + int(clock - seq.base + EPS) + adv)
+                                   for seq in due])
+                for seq in due:
+                    seq.grow_key = kv.num_tokens(seq.seq_id) - seq.req.prompt_tokens + seq.base
+                if not ok:  # cannot happen given the bound; fall back to single steps
+                    return 1
         return n
 
     # ----- commit ---------------------------------------------------------------------------
@@ -367,7 +388,7 @@ class Scheduler:
         finished: list[Sequence] = []
         if plan.kind != "prefill_only" and self.decoding and n_done > 0:
             self.clock += n_done * self.tokens_per_step
-        batch = plan.num_seqs
+        batch = len(plan.chunks) + plan.decode_seqs  # plan.num_seqs
         for seq, chunk in plan.chunks:
             if seq.state != "prefilling":
                 continue
@@ -400,7 +421,7 @@ class Scheduler:
     def drop_all(self) -> list[Sequence]:
         """Remove every sequence (engine death). Returns them; KV state is discarded by the caller."""
         seqs = self.all_sequences()
-        self._waiting.clear()
+        self.waiting.clear()
         self.prefilling.clear()
         self.decoding.clear()
         self._finish.clear()

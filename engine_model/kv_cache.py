@@ -332,7 +332,7 @@ class KVCache:
         n_new = -(-num_tokens // bs) - len(hits)
         ref, evictable = self._ref, self._evictable
         # Hits that sit in the LRU are taken out of it, so they cannot also serve as fresh blocks.
-        revived = [ref[b] for b in hits].count(0)
+        revived = list(map(ref.__getitem__, hits)).count(0)
         if n_new > len(self._free) + len(evictable) - revived:
             return None
         if revived:

@@ -27,7 +27,7 @@ ITL_BUCKETS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
                                   7.5, 10.0, 20.0, 40.0, 80.0)
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     """A request that left a replica (or never reached one), with its final status."""
 

@@ -332,7 +332,7 @@ class KVCache:
         n_new = -(-num_tokens // bs) - len(hits)
         ref, evictable = self._ref, self._evictable
         # Hits that sit in the LRU are taken out of it, so they cannot also serve as fresh blocks.
-        revived = [ref[b] for b in hits].count(0)
+        revived = list(map(ref.__getitem__, hits)).count(0)
         if n_new > len(self._free) + len(evictable) - revived:
             return None
         if revived:
@@ -395,6 +395,35 @@ class KVCache:
             self._register(seq, first, num_tokens // bs)
         return True
 
+    def grow_many(self, wants: list[tuple[int, int]]) -> bool:
+        """`grow(seq_id, num_tokens)` for each pair in order, stopping at the first that fails (False;
+        the earlier ones stay applied, as with separate calls).
+
+        The decode-run planner grows every decoding sequence by about one block per run, so this keeps
+        the common case (an unforked sequence past its prompt blocks, blocks on the free list) to a few
+        list operations per sequence, with the same blocks handed out in the same order as grow()."""
+        seqs, free, bs = self._seqs, self._free, self.block_size
+        for seq_id, num_tokens in wants:
+            seq = seqs[seq_id]
+            old = seq.num_tokens
+            if num_tokens <= old:
+                continue
+            table = seq.table
+            n_new = -(-num_tokens // bs) - len(table)
+            if seq.shared or n_new > len(free) or old // bs < seq.reg_bound:
+                if not self.grow(seq_id, num_tokens):
+                    return False
+                continue
+            if n_new == 1:
+                table.append(free.pop())
+            elif n_new > 0:
+                got = free[-n_new:]
+                del free[-n_new:]
+                got.reverse()
+                table += got
+            seq.num_tokens = num_tokens
+        return True
+
     def free(self, seq_id: int) -> None:
         """Release the sequence. A block whose refcount reaches 0 becomes evictable if cached (most
         recently used end of the LRU), else returns to the free list; a partial last block is never
@@ -409,16 +438,40 @@ class KVCache:
             tail = table[head:]
             tail.reverse()
             free += tail
+        if head:
+            # in release order: the prompt blocks (tail first), then the prefix blocks, which other
+            # sequences often still hold; each part usually takes one of _release's fast paths
+            split = min(seq.p_full, head)
+            if split < head:
+                self._release(table[split:head][::-1])
+            if split:
+                self._release(table[:split][::-1])
+
+    def _release(self, blocks: list[int]) -> None:
+        """Drop one reference to each block, in order: a block whose refcount reaches 0 goes to the free
+        list, or to the most recently used end of the LRU if cached."""
         ref, hash_of, evictable = self._ref, self._hash_of, self._evictable
-        for b in reversed(table[:head]):
-            r = ref[b] - 1
-            if r:
-                ref[b] = r
-            elif hash_of[b] is None:
-                free.append(b)
-            else:
+        refs = list(map(ref.__getitem__, blocks))
+        if 1 not in refs:  # every block has another holder (a shared prefix)
+            for b in blocks:
+                ref[b] -= 1
+        elif refs.count(1) == len(refs) and None not in map(hash_of.__getitem__, blocks):
+            # every block was this sequence's alone and is cached: all become evictable, in order
+            # (a loop of setitems: OrderedDict.update is slower)
+            for b in blocks:
                 ref[b] = 0
                 evictable[b] = None
+        else:
+            free = self._free
+            for b in blocks:
+                r = ref[b] - 1
+                if r:
+                    ref[b] = r
+                elif hash_of[b] is None:
+                    free.append(b)
+                else:
+                    ref[b] = 0
+                    evictable[b] = None
 
     def fork(self, parent_id: int, child_id: int) -> None:
         """Parallel sampling (n > 1): the child shares every parent block (refcount +1 each), no allocation.

@@ -27,7 +27,7 @@ ITL_BUCKETS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
                                   7.5, 10.0, 20.0, 40.0, 80.0)
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     """A request that left a replica (or never reached one), with its final status."""
 
@@ -120,6 +120,8 @@ class Replica:
         worst_tokens = max(config.max_num_batched_tokens, config.max_model_len) + config.max_num_seqs * k1
         self._act_worst = step_activation_bytes(model, config, worst_tokens, config.max_num_seqs,
                                                 config.max_num_seqs * k1)
+        # _check_memory's first test with nothing leaked
+        self._always_fits = self._act_worst <= mem.activation_peak_bytes + mem.headroom_bytes
         self._frac = (0.0, 0.0)
         self.plan: StepPlan | None = None
         self.plan_start = 0.0
@@ -140,7 +142,7 @@ class Replica:
 
     @property
     def outstanding(self) -> int:
-        return self.sched.num_running + self.sched.num_waiting
+        return self.sched.num_outstanding()
 
     @property
     def busy(self) -> bool:
@@ -166,22 +168,26 @@ class Replica:
         plan = self.sched.plan()
         if plan is None:
             return None
-        for seq in plan.chunks:
-            if seq[0].first_scheduled_s < 0:
-                seq[0].first_scheduled_s = now
-        oom = self._check_memory(plan, now)
-        if oom is not None:
-            return oom
-        hw = self.hw
-        b = self.cost.breakdown(plan.prefill_tokens, plan.prefill_attn, plan.decode_seqs, plan.decode_ctx, hw,
-                                prefill_seqs=len(plan.chunks))
+        chunks = plan.chunks
+        for seq, _ in chunks:
+            if seq.first_scheduled_s < 0:
+                seq.first_scheduled_s = now
+        # no leak and even the largest step fits: skip the per-step memory check (it would pass)
+        if self.leak_bytes_per_s or self.leak_bytes_per_request or not self._always_fits:
+            oom = self._check_memory(plan, now)
+            if oom is not None:
+                return oom
+        hw, cost = self.hw, self.cost
+        decode_seqs, decode_ctx = plan.decode_seqs, plan.decode_ctx
+        total, compute, memory, *_ = cost.step_parts(plan.prefill_tokens, plan.prefill_attn, decode_seqs,
+                                                     decode_ctx, hw, len(chunks))
         # share of the step the GPU spends on compute / on memory traffic (for DCGM-like gauges)
-        self._frac = (b.compute_s / b.total_s, b.memory_s / b.total_s) if b.total_s > 0 else (0.0, 0.0)
-        if plan.kind == "decode_run" and plan.n_steps > 1:
-            dur = self.cost.decode_run_time(plan.n_steps, plan.decode_seqs, plan.decode_ctx, hw,
-                                            growth_per_seq=self.sched.tokens_per_step)
+        self._frac = (compute / total, memory / total) if total > 0 else (0.0, 0.0)
+        if plan.n_steps > 1 and plan.kind == "decode_run":
+            dur = cost.decode_run_time(plan.n_steps, decode_seqs, decode_ctx, hw,
+                                       growth_per_seq=self.sched.tokens_per_step)
         else:
-            dur = b.total_s
+            dur = total
         self.plan = plan
         self.plan_start = now
         self.plan_end = now + dur
@@ -240,34 +246,39 @@ class Replica:
         n = plan.n_steps
         dur = now - self.plan_start
         self.busy_s_total += dur
-        self.compute_s_total += dur * self._frac[0]
-        self.memory_s_total += dur * self._frac[1]
+        frac_c, frac_m = self._frac
+        self.compute_s_total += dur * frac_c
+        self.memory_s_total += dur * frac_m
         self.steps_total += n
-        tps = self.sched.tokens_per_step
+        sched = self.sched
+        tps = sched.tokens_per_step
+        decode_seqs = plan.decode_seqs
         if plan.kind == "prefill_only":
-            if self.sched.decoding:
+            if sched.decoding:
                 self._stall += dur
-        elif plan.decode_seqs:
+        elif decode_seqs:
             per_step = dur / n
             first_gap = per_step + self._stall
             self._stall = 0.0
             counts = self.itl_counts
-            counts[bisect.bisect_left(ITL_BUCKETS, first_gap)] += plan.decode_seqs
+            counts[bisect.bisect_left(ITL_BUCKETS, first_gap)] += decode_seqs
             if n > 1:
-                counts[bisect.bisect_left(ITL_BUCKETS, per_step)] += (n - 1) * plan.decode_seqs
-            self.itl_sum += (dur + first_gap - per_step) * plan.decode_seqs
-        if plan.kind != "prefill_only" and plan.decode_seqs:
-            self.generation_tokens_total += round(n * plan.decode_seqs * tps)
+                counts[bisect.bisect_left(ITL_BUCKETS, per_step)] += (n - 1) * decode_seqs
+            self.itl_sum += (dur + first_gap - per_step) * decode_seqs
+            self.generation_tokens_total += round(n * decode_seqs * tps)
             k = self.config.num_speculative_tokens
             if k > 0:
-                self.spec_drafts_total += n * plan.decode_seqs
-                self.spec_draft_tokens_total += n * plan.decode_seqs * k
-                self.spec_accepted_tokens_total += n * plan.decode_seqs * (tps - 1.0)
-        firsts, finished = self.sched.commit(plan, n, now)
-        for seq in firsts:
-            self.prompt_tokens_total += seq.req.prompt_tokens
-            self.generation_tokens_total += 1
-        self.leak_requests += len(firsts)
+                self.spec_drafts_total += n * decode_seqs
+                self.spec_draft_tokens_total += n * decode_seqs * k
+                self.spec_accepted_tokens_total += n * decode_seqs * (tps - 1.0)
+        firsts, finished = sched.commit(plan, n, now)
+        if firsts:
+            for seq in firsts:
+                self.prompt_tokens_total += seq.req.prompt_tokens
+                self.generation_tokens_total += 1
+            self.leak_requests += len(firsts)
+        if not finished:
+            return []
         out = [self._outcome(seq, now, "ok") for seq in finished]
         self.requests_finished_total += len(out)
         return out

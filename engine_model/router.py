@@ -76,12 +76,13 @@ class Router:
         best: Replica | None = None
         best_load = 1 << 60
         start = self._rr
-        self._rr = (self._rr + 1) % n  # rotate ties so no replica is favoured
-        for step in range(n):
-            r = reps[(start + step) % n]
-            if not self._routable(r):
+        self._rr = (start + 1) % n  # rotate ties so no replica is favoured
+        for r in reps[start:] + reps[:start]:
+            state = r.state
+            if state != "up" and (state != "down" or r.noticed_down):  # not self._routable(r), inlined
                 continue
-            load = r.outstanding
+            sched = r.sched
+            load = len(sched.prefilling) + len(sched.decoding) + len(sched.waiting)  # r.outstanding
             if load < best_load:
                 best, best_load = r, load
         return best

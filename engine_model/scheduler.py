@@ -43,13 +43,16 @@ class Sequence:
     admit_order: int = 0
     epoch: int = 0  # bumps on preemption so stale heap entries are skipped
     kv_reserved: int = 0  # tokens of KV the sequence holds blocks for
+    # while decoding, a lower bound (to float rounding) of (KV tokens held - prompt) + base: the clock
+    # value up to which its blocks hold the output; lets a decode run skip sequences that need nothing
+    grow_key: float = 0.0
     first_scheduled_s: float = -1.0
     first_token_s: float = -1.0
     batch_at_first_token: int = 0
     state: str = "waiting"  # waiting | prefilling | decoding | done
 
 
-@dataclass
+@dataclass(slots=True)
 class StepPlan:
     """What one step (or a run of identical-shape decode steps) holds."""
 
@@ -78,7 +81,8 @@ class Scheduler:
         self.config = config
         self.kv = kv
         self.tokens_per_step = tokens_per_step
-        self._waiting: list[tuple[int, float, int, Sequence]] = []
+        # the queue, a heap of (priority, arrival or front key, seq_id, sequence); public for cheap reads
+        self.waiting: list[tuple[int, float, int, Sequence]] = []
         self._front = 0  # decreasing key that puts preempted sequences at the head of the queue
         self.prefilling: list[Sequence] = []
         self.decoding: dict[int, Sequence] = {}
@@ -93,23 +97,27 @@ class Scheduler:
     # ----- queue -----------------------------------------------------------------------------
     def add(self, seq: Sequence) -> None:
         prio = seq.req.priority if self.config.scheduling_policy == "priority" else 0
-        heapq.heappush(self._waiting, (prio, seq.req.arrival_s, seq.seq_id, seq))
+        heapq.heappush(self.waiting, (prio, seq.req.arrival_s, seq.seq_id, seq))
 
     def _requeue_front(self, seq: Sequence) -> None:
         prio = seq.req.priority if self.config.scheduling_policy == "priority" else 0
         self._front -= 1
-        heapq.heappush(self._waiting, (prio, float(self._front), seq.seq_id, seq))
+        heapq.heappush(self.waiting, (prio, float(self._front), seq.seq_id, seq))
 
     @property
     def num_waiting(self) -> int:
-        return len(self._waiting)
+        return len(self.waiting)
 
     @property
     def num_running(self) -> int:
         return len(self.prefilling) + len(self.decoding)
 
+    def num_outstanding(self) -> int:
+        """num_running + num_waiting (the router asks this of every replica per request)."""
+        return len(self.prefilling) + len(self.decoding) + len(self.waiting)
+
     def all_sequences(self) -> list[Sequence]:
-        return [s for *_, s in self._waiting] + self.prefilling + list(self.decoding.values())
+        return [s for *_, s in self.waiting] + self.prefilling + list(self.decoding.values())
 
     def decode_ctx(self) -> int:
         return int(len(self.decoding) * self.clock + self._offset_sum)
@@ -118,7 +126,7 @@ class Scheduler:
         return int(self.clock - seq.base + EPS)
 
     def has_prefill_work(self) -> bool:
-        return bool(self.prefilling or self._waiting)
+        return bool(self.prefilling or self.waiting)
 
     # ----- decode bookkeeping ---------------------------------------------------------------
     def _start_decoding(self, seq: Sequence) -> None:
@@ -132,6 +140,7 @@ class Scheduler:
         heapq.heappush(self._finish, (seq.target, seq.seq_id, seq.epoch))
         seq.kv_reserved = seq.prefill_len
         heapq.heappush(self._resv, (seq.kv_reserved - seq.req.prompt_tokens + seq.base, seq.seq_id, seq.epoch))
+        seq.grow_key = self.kv.num_tokens(seq.seq_id) - seq.req.prompt_tokens + seq.base
 
     def _stop_decoding(self, seq: Sequence) -> None:
         del self.decoding[seq.seq_id]
@@ -144,22 +153,36 @@ class Scheduler:
         newest sequences when blocks run out. Touches only sequences whose reservation ends
         before the target, so a step costs O(sequences crossing a block boundary).
         Returns False if some sequence was preempted."""
-        bs = self.kv.block_size
-        clean = True
         resv = self._resv
-        while resv and resv[0][0] < clock_target - EPS:
-            _, sid, epoch = heapq.heappop(resv)
-            seq = self.decoding.get(sid)
+        limit = clock_target - EPS
+        if not resv or resv[0][0] >= limit:  # the common case: no reservation runs out this step
+            return True
+        kv, decoding = self.kv, self.decoding
+        bs = kv.block_size
+        roomy = kv.num_blocks // 4
+        heappop, heappush = heapq.heappop, heapq.heappush
+        clean = True
+        while resv and resv[0][0] < limit:
+            _, sid, epoch = heappop(resv)
+            seq = decoding.get(sid)
             if seq is None or seq.epoch != epoch:
                 continue
-            need = seq.req.prompt_tokens + math.ceil(clock_target - seq.base - EPS)
+            prompt = seq.req.prompt_tokens
+            need = prompt + math.ceil(clock_target - seq.base - EPS)
             # whole blocks, several at a time while the pool is roomy, so top-ups are rare;
             # one at a time under pressure, so reservations never cause a preemption
-            ahead = RESERVE_BLOCKS if self.kv.num_free > self.kv.num_blocks // 4 else 1
+            ahead = RESERVE_BLOCKS if kv.num_free > roomy else 1
             need = (-(-need // bs) + ahead - 1) * bs
-            if self._grow_or_preempt(seq, need, plan):
+            key = need - prompt + seq.base
+            # Usually a decode run already gave it the blocks: key <= grow_key means need <= tokens
+            # held (both keys are an integer plus the same base, far below 2**52, so the float order
+            # is the integer order) and grow would change nothing. Else try the plain grow, then
+            # preemption.
+            if key <= seq.grow_key or kv.grow(sid, need) or self._grow_or_preempt(seq, need, plan):
                 seq.kv_reserved = need
-                heapq.heappush(resv, (need - seq.req.prompt_tokens + seq.base, sid, seq.epoch))
+                heappush(resv, (key, sid, seq.epoch))
+                if key > seq.grow_key:  # it now holds at least `need` tokens
+                    seq.grow_key = key
             else:
                 clean = False
         return clean
@@ -219,31 +242,34 @@ class Scheduler:
         """Choose the next step. Allocates KV blocks for it. None when there is nothing to run."""
         cfg = self.config
         budget = cfg.max_num_batched_tokens
-        if not cfg.enable_chunked_prefill and self._waiting and self._admissible_whole():
+        if not cfg.enable_chunked_prefill and self.waiting and self._admissible_whole():
             return self._plan_prefill_only()
-        plan = StepPlan(kind="mixed")
+        plan = StepPlan("mixed")
         # running decodes first; preemption takes the newest
         self._reserve_decode(self.clock + math.ceil(self.tokens_per_step), plan)
-        plan.decode_seqs = len(self.decoding)
-        plan.decode_ctx = self.decode_ctx()
-        budget -= plan.decode_seqs
-        slots = cfg.max_num_seqs - plan.decode_seqs
+        n_decode = len(self.decoding)
+        plan.decode_seqs = n_decode
+        plan.decode_ctx = int(n_decode * self.clock + self._offset_sum)  # decode_ctx()
+        budget -= n_decode
+        slots = cfg.max_num_seqs - n_decode
         if cfg.enable_chunked_prefill:
-            for seq in list(self.prefilling):
-                if budget <= 0:
-                    break
-                chunk = self._chunk(seq, budget)
-                if seq.state != "prefilling" or not self._grow_or_preempt(seq, seq.computed + chunk, plan):
-                    continue
-                self._add_chunk(plan, seq, chunk)
-                budget -= chunk
-            slots -= len(self.prefilling)
-            while self._waiting and budget > 0 and slots > 0:
-                seq = self._waiting[0][3]
+            if self.prefilling:
+                for seq in list(self.prefilling):
+                    if budget <= 0:
+                        break
+                    chunk = self._chunk(seq, budget)
+                    if seq.state != "prefilling" or not self._grow_or_preempt(seq, seq.computed + chunk, plan):
+                        continue
+                    self._add_chunk(plan, seq, chunk)
+                    budget -= chunk
+                slots -= len(self.prefilling)
+            waiting = self.waiting
+            while waiting and budget > 0 and slots > 0:
+                seq = waiting[0][3]
                 chunk = self._admit(seq, budget)
                 if chunk is None:
                     break
-                heapq.heappop(self._waiting)
+                heapq.heappop(waiting)
                 self._add_chunk(plan, seq, chunk)
                 budget -= chunk
                 slots -= 1
@@ -295,11 +321,11 @@ class Scheduler:
 
     def _plan_prefill_only(self) -> StepPlan | None:
         """Chunked prefill off: whole prompts in a step of their own; decodes wait."""
-        plan = StepPlan(kind="prefill_only")
+        plan = StepPlan("prefill_only")
         budget = max(self.config.max_num_batched_tokens, 1)
         slots = self.config.max_num_seqs - len(self.decoding)
-        while self._waiting and slots > 0:
-            seq = self._waiting[0][3]
+        while self.waiting and slots > 0:
+            seq = self.waiting[0][3]
             need = seq.prefill_len
             if plan.chunks and need > budget:
                 break
@@ -308,7 +334,7 @@ class Scheduler:
             hit = self.kv.admit(seq.seq_id, seq.prefill_len, req.prefix_key, req.prefix_tokens, ph, seq.prefill_len)
             if hit is None:
                 break
-            heapq.heappop(self._waiting)
+            heapq.heappop(self.waiting)
             seq.computed = hit
             if seq.cached_tokens == 0 and seq.preemptions == 0:
                 seq.cached_tokens = hit
@@ -335,8 +361,19 @@ class Scheduler:
         n = min(n, n_kv) if n_kv >= 2 else 1
         if n > 1:
             adv = math.ceil(n * tps)
-            for seq in self.decoding.values():
-                ok = self.kv.grow(seq.seq_id, seq.req.prompt_tokens + self.output_so_far(seq) + adv)
+            clock = self.clock
+            # Every decoding sequence must hold prompt + output_so_far(seq) + adv tokens. Most already
+            # do: one that does not has int(clock - base + EPS) + adv > held - prompt, hence
+            # grow_key < clock + adv (to float rounding; the margin of one token covers it). Only those
+            # go to grow_many, in the order of `decoding`, which tests each exactly.
+            limit = clock + adv + 1.0
+            due = [seq for seq in self.decoding.values() if seq.grow_key < limit]
+            if due:
+                kv = self.kv
+                ok = kv.grow_many([(seq.seq_id, seq.req.prompt_tokens + int(clock - seq.base + EPS) + adv)
+                                   for seq in due])
+                for seq in due:
+                    seq.grow_key = kv.num_tokens(seq.seq_id) - seq.req.prompt_tokens + seq.base
                 if not ok:  # cannot happen given the bound; fall back to single steps
                     return 1
         return n
@@ -351,7 +388,7 @@ class Scheduler:
         finished: list[Sequence] = []
         if plan.kind != "prefill_only" and self.decoding and n_done > 0:
             self.clock += n_done * self.tokens_per_step
-        batch = plan.num_seqs
+        batch = len(plan.chunks) + plan.decode_seqs  # plan.num_seqs
         for seq, chunk in plan.chunks:
             if seq.state != "prefilling":
                 continue
@@ -363,15 +400,17 @@ class Scheduler:
                     seq.batch_at_first_token = batch
                     firsts.append(seq)
                 self._start_decoding(seq)
-        while self._finish:
-            target, sid, epoch = self._finish[0]
-            seq = self.decoding.get(sid)
+        fin, decoding = self._finish, self.decoding
+        done_at = self.clock + EPS
+        while fin:
+            target, sid, epoch = fin[0]
+            seq = decoding.get(sid)
             if seq is None or seq.epoch != epoch:
-                heapq.heappop(self._finish)
+                heapq.heappop(fin)
                 continue
-            if target > self.clock + EPS:
+            if target > done_at:
                 break
-            heapq.heappop(self._finish)
+            heapq.heappop(fin)
             self._stop_decoding(seq)
             seq.generated = seq.req.output_tokens
             seq.state = "done"
@@ -382,7 +421,7 @@ class Scheduler:
     def drop_all(self) -> list[Sequence]:
         """Remove every sequence (engine death). Returns them; KV state is discarded by the caller."""
         seqs = self.all_sequences()
-        self._waiting.clear()
+        self.waiting.clear()
         self.prefilling.clear()
         self.decoding.clear()
         self._finish.clear()

@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any
 
 from engine_model.config import ENGINE_KNOBS, EngineConfig
@@ -80,7 +81,8 @@ class Simulation:
         self.router_events: list[EngineEvent] = []
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
-        self.req_cols = empty_columns(REQUEST_FIELDS)
+        self.req_cols = empty_columns(REQUEST_FIELDS)  # filled from _req_rows at the end of run()
+        self._req_rows: list[tuple[Any, ...]] = []
         self.samples = empty_columns(SAMPLE_FIELDS)
         self.now = 0.0
         self.n_events = 0
@@ -111,27 +113,39 @@ class Simulation:
         i = 0
         horizon = self.duration_s + self.drain_s
         heap = self._heap
+        replicas = self.replicas
+        duration, progress = self.duration_s, self.progress
+
+        def arrival_time(i: int) -> float:
+            """Time of request i, or infinity once none arrives within the run."""
+            t = reqs[i].arrival_s if i < n_req else math.inf
+            return math.inf if t >= duration else t
+
+        t_arr = arrival_time(i)
         while True:
-            t_arr = reqs[i].arrival_s if i < n_req else math.inf
-            if t_arr >= self.duration_s:
-                t_arr = math.inf
             t_ev = heap[0][0] if heap else math.inf
             if t_arr == math.inf and t_ev == math.inf:
                 break
             self.n_events += 1
-            if self.progress is not None and self.n_events % 20000 == 0:
-                self.progress(min(1.0, self.now / self.duration_s))
+            if progress is not None and self.n_events % 20000 == 0:
+                progress(min(1.0, self.now / duration))
             if t_arr <= t_ev:
                 self.now = t_arr
                 self._arrival(reqs[i])
                 i += 1
+                t_arr = arrival_time(i)
                 continue
             t, kind, _, a, b = heapq.heappop(heap)
             if t > horizon:
                 break
             self.now = t
             if kind == _STEP_END:
-                self._step_end(self.replicas[a], b)
+                rep = replicas[a]
+                if b == rep.version and rep.plan is not None:  # else the step was cut short or the replica died
+                    outs = rep.finish_step(t)
+                    if outs:
+                        self._record_all(outs)
+                    self._kick(rep)
             elif kind == _SAMPLE:
                 self._sample(t)
             elif kind == _FAULT:
@@ -159,6 +173,10 @@ class Simulation:
                     self._record_all(rep.crash(t, reason="drain_timeout"))
                     rep.noticed_down = True
                     self._push(t + self.fleet.restart_s, _RESTART, rep.index)
+        rows = self._req_rows
+        for j, name in enumerate(REQUEST_FIELDS):  # column by column: no transposed copy of all rows
+            self.req_cols[name].extend(map(itemgetter(j), rows))
+        rows.clear()
         events = [e for r in self.replicas for e in r.events] + self.router_events
         events.sort(key=lambda e: e.t)
         stats = {
@@ -196,9 +214,13 @@ class Simulation:
 
     def _kick(self, rep: Replica) -> None:
         """Start the replica's next step if it is idle."""
-        if rep.busy or rep.state == "down":
+        if rep.plan is not None or rep.state == "down":  # busy or down
             return
         res = rep.start_step(self.now)
+        if res.__class__ is float:  # the step's end time (the common case, tested first)
+            self._seq += 1
+            heapq.heappush(self._heap, (res, _STEP_END, self._seq, rep.index, rep.version))  # _push inlined
+            return
         if res is None:
             if rep.drained():
                 self._shutdown_for_restart(rep)
@@ -209,12 +231,6 @@ class Simulation:
             self._push(self.now + self.fleet.restart_s, _RESTART, rep.index)
             return
         self._push(res, _STEP_END, rep.index, rep.version)
-
-    def _step_end(self, rep: Replica, version: int) -> None:
-        if version != rep.version or rep.plan is None:
-            return
-        self._record_all(rep.finish_step(self.now))
-        self._kick(rep)
 
     def _shutdown_for_restart(self, rep: Replica) -> None:
         rep.go_down(self.now, "shutdown")
@@ -341,31 +357,34 @@ class Simulation:
             self._record(out)
 
     def _record(self, out: Outcome) -> None:
+        # one tuple per request in REQUEST_FIELDS order, turned into columns once at the end of run()
+        # (23 column appends per request cost more)
         seq, req = out.seq, out.seq.req
-        cols = self.req_cols
-        cols["request_id"].append(req.request_id)
-        cols["arrival_s"].append(req.arrival_s)
-        cols["first_scheduled_s"].append(seq.first_scheduled_s if seq.first_scheduled_s >= 0 else math.nan)
-        cols["first_token_s"].append(seq.first_token_s if seq.first_token_s >= 0 else math.nan)
-        cols["finish_s"].append(out.finish_s)
-        cols["prompt_tokens"].append(req.prompt_tokens)
-        cols["cached_tokens"].append(seq.cached_tokens)
-        cols["output_tokens"].append(seq.generated)
-        cols["num_preemptions"].append(seq.preemptions)
-        cols["replica"].append(out.replica)
-        cols["route"].append(out.route)
-        cols["model"].append(out.model)
-        cols["model_version"].append(out.model_version)
-        cols["status"].append(out.status)
-        cols["finish_reason"].append(out.finish_reason)
-        cols["output_hash"].append(out.output_hash)
-        cols["batch_at_first_token"].append(seq.batch_at_first_token)
-        cols["app"].append(req.app)
-        cols["tenant"].append(req.tenant)
-        cols["temperature"].append(req.temperature)
-        cols["seed"].append(req.seed)
-        cols["prompt_hash"].append(req.prompt_hash)
-        cols["first_logprob"].append(out.first_logprob)
+        self._req_rows.append((
+            req.request_id,
+            req.arrival_s,
+            seq.first_scheduled_s if seq.first_scheduled_s >= 0 else math.nan,
+            seq.first_token_s if seq.first_token_s >= 0 else math.nan,
+            out.finish_s,
+            req.prompt_tokens,
+            seq.cached_tokens,
+            seq.generated,
+            seq.preemptions,
+            out.replica,
+            out.route,
+            out.model,
+            out.model_version,
+            out.status,
+            out.finish_reason,
+            out.output_hash,
+            seq.batch_at_first_token,
+            req.app,
+            req.tenant,
+            req.temperature,
+            req.seed,
+            req.prompt_hash,
+            out.first_logprob,
+        ))
 
     def _record_rejected(self, req: Request, rep: Replica | None, route: str) -> None:
         """The router had no live replica, or sent the request to a crashed one it has not noticed yet."""

@@ -326,7 +326,10 @@ class StepCostModel:
         self._prefill_attn_flop = 4.0 * self._q_heads * m.head_dim * m.num_layers
         # every input of the memoised parts is a function of this key (and of the HardwareState)
         self._memos = _shared_memos((model, gpu, config, self.expert_skew, self.pp_link))
-        self._memo = self._memo_for(NOMINAL)  # the HardwareState of the last call, checked by identity
+        # the memo of the HardwareState object of the last call, checked by identity: a replica passes
+        # its own (equal to NOMINAL, not the same object), so comparing with memo.hw would miss every time
+        self._memo_hw = NOMINAL
+        self._memo = self._memo_for(NOMINAL)
 
     def _memo_for(self, hw: HardwareState) -> _HwMemo:
         """The memo of `hw` (made on first use), which becomes the current one."""
@@ -341,6 +344,7 @@ class StepCostModel:
             )
             self._memos[hw] = memo
         self._memo = memo
+        self._memo_hw = hw
         return memo
 
     # ---- linear layers (the calibrated part) ------------------------------------------------------
@@ -508,7 +512,21 @@ class StepCostModel:
         """
         if prefill_seqs is None:
             prefill_seqs = 1 if prefill_tokens > 0 else 0
-        memo = self._memo if self._memo.hw is hw else self._memo_for(hw)
+        return StepBreakdown._make(self.step_parts(prefill_tokens, prefill_attn, decode_seqs, decode_ctx, hw,
+                                                   prefill_seqs))
+
+    def step_parts(
+        self,
+        prefill_tokens: int,
+        prefill_attn: float,
+        decode_seqs: int,
+        decode_ctx: int,
+        hw: HardwareState,
+        prefill_seqs: int,
+    ) -> tuple[float, float, float, float, float, str, float]:
+        """`breakdown` as a plain tuple in StepBreakdown's field order, for the simulator's per-step call
+        (building the NamedTuple costs more than the arithmetic). prefill_seqs is required here."""
+        memo = self._memo if self._memo_hw is hw else self._memo_for(hw)
         f = memo.fixed.get((prefill_tokens, decode_seqs, prefill_seqs))
         if f is None:
             f = self._fixed_memo(prefill_tokens, decode_seqs, prefill_seqs, memo)
@@ -532,7 +550,7 @@ class StepCostModel:
         compute = f_compute + pc + dc
         memory = f_memory + pm + dm
         overhead = f_host + exposed_launch
-        return StepBreakdown(
+        return (
             gpu_busy + overhead,
             compute,
             memory,
@@ -559,7 +577,7 @@ class StepCostModel:
 
     def _decode_affine(self, decode_seqs: int, hw: HardwareState) -> tuple[float, float, float, float]:
         """(gpu_s at zero context, gpu seconds per context token, launch_s, host_s) of a decode-only step."""
-        memo = self._memo if self._memo.hw is hw else self._memo_for(hw)
+        memo = self._memo if self._memo_hw is hw else self._memo_for(hw)
         got = memo.affine.get(decode_seqs)
         if got is None:
             f = self._fixed_memo(0, decode_seqs, 0, memo)

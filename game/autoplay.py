@@ -68,7 +68,7 @@ def reveal_reads(incident: Incident, reveal: Reveal) -> Read:
         t0 = incident.window.start
         start, end = (t0 + timedelta(seconds=s) for s in reveal.window)
         filters += [f"ts >= '{start}'::TIMESTAMP", f"ts < '{end}'::TIMESTAMP"]
-    return Read(reveal.table, tuple(reveal.columns), tuple(filters))
+    return Read(reveal.table, tuple(reveal.columns), tuple(filters), counted=reveal.counts)
 
 
 def signal_queries(incident: Incident) -> list[PlannedQuery]:
@@ -147,7 +147,7 @@ def plan(incident: Incident, strategy: str, rng: np.random.Generator | None = No
 
 def filler_queries(count: int) -> list[PlannedQuery]:
     """Queries that look busy and observe nothing: row counts of whole tables."""
-    return [PlannedQuery(f"SELECT count(*) AS n_{i} FROM {t}", (Read(t),), "filler")
+    return [PlannedQuery(f"SELECT count(*) AS n_{i} FROM {t}", (Read(t, counted=True),), "filler")
             for i, t in ((i, DATA_TABLES[i % len(DATA_TABLES)]) for i in range(count))]
 
 
@@ -178,7 +178,7 @@ class PlannedGateway:
     def run(self, sql: str) -> QueryResult:
         if sql not in self._reads:
             return QueryResult(sql, ok=False, error="not in the plan", error_kind="sql")
-        reads = [TableRead(r.table, list(r.columns), list(r.filters)) for r in self._reads[sql]]
+        reads = [TableRead(r.table, list(r.columns), list(r.filters), r.counted) for r in self._reads[sql]]
         return QueryResult(sql, ok=True, reads=reads)
 
 

@@ -103,11 +103,14 @@ class TableRead:
     rewrites count(col) of a NOT NULL column to count(*)); `filters` are predicates applied at the
     scan: filters DuckDB pushed into the scan plus a FILTER operator sitting directly on it, split on
     top-level AND. A query that names no column of a table (``count(*)``) has no columns for it.
+    `counted` is true when a count aggregate (``count(*)``, ``count(col)``, also as a window function)
+    sits above the table's scan: the query counted its rows.
     """
 
     table: str
     columns: list[str] = field(default_factory=list)
     filters: list[str] = field(default_factory=list)
+    counted: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -511,9 +514,10 @@ class Gateway:
                         _collect_scans(node, reads, parent_filter=None)
             bound = self._con.execute("SELECT json_serialize_plan(?)", [select_text]).fetchone()
             if bound is not None:
-                for table, columns in _bound_tables(json.loads(bound[0])):
+                for table, columns, counted in _bound_tables(json.loads(bound[0])):
                     read = reads.setdefault(table, TableRead(table))
                     read.columns.extend(c for c in columns if c not in read.columns)
+                    read.counted = read.counted or counted
         except Exception:
             # Reads are a bonus for scoring; a plan we cannot get or parse must not fail the query.
             pass
@@ -796,15 +800,32 @@ def _split_top_level_and(text: str) -> list[str]:
     return parts
 
 
-def _bound_tables(tree: Any) -> Iterator[tuple[str, list[str]]]:
-    """(base table, columns the query refers to) per scan in a bound plan from json_serialize_plan
-    (views already expanded)."""
+_COUNT_FUNCTIONS = {"count", "count_star"}
+
+
+def _counts_rows(node: dict[str, Any]) -> bool:
+    """Whether a bound aggregate or window operator computes count(*) or count(col)."""
+    if node.get("type") not in ("LOGICAL_AGGREGATE_AND_GROUP_BY", "LOGICAL_WINDOW"):
+        return False
+    for expression in node.get("expressions") or []:
+        if isinstance(expression, dict) and expression.get("expression_class") in ("BOUND_AGGREGATE",
+                                                                                    "BOUND_WINDOW"):
+            path = (expression.get("qname") or {}).get("path") or []
+            if path and path[-1] in _COUNT_FUNCTIONS:
+                return True
+    return False
+
+
+def _bound_tables(tree: Any, counted: bool = False) -> Iterator[tuple[str, list[str], bool]]:
+    """(base table, columns the query refers to, whether a count aggregate sits above the scan) per scan
+    in a bound plan from json_serialize_plan (views already expanded)."""
     if isinstance(tree, list):
         for item in tree:
-            yield from _bound_tables(item)
+            yield from _bound_tables(item, counted)
         return
     if not isinstance(tree, dict):
         return
+    counted = counted or _counts_rows(tree)
     if tree.get("type") == "LOGICAL_GET":
         data = tree.get("function_data")
         if isinstance(data, dict) and data.get("table"):
@@ -817,6 +838,6 @@ def _bound_tables(tree: Any) -> Iterator[tuple[str, list[str]]]:
                 # virtual columns (rowid) have indexes beyond the table's own columns
                 if isinstance(index, int) and 0 <= index < len(names):
                     columns.append(str(names[index]))
-            yield (table if schema == "main" else f"{schema}.{table}"), columns
+            yield (table if schema == "main" else f"{schema}.{table}"), columns, counted
     for value in tree.values():
-        yield from _bound_tables(value)
+        yield from _bound_tables(value, counted)

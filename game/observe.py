@@ -4,9 +4,10 @@ The rule (also in docs/cli.md):
 
 - Only successful queries observe anything.
 - A query observes a signal when it observes any one of the signal's reveals. It observes a reveal
-  when one of its reads is the reveal's table and every column the reveal lists was read, either
-  projected or used in a scan filter (``WHERE name = 'x'`` reads ``name``), and the filters did not
-  exclude the reveal's place:
+  when one of its reads is the reveal's table and every column the reveal lists was read (named
+  anywhere in the query: projected, filtered, grouped, aggregated; ``count(*)`` names none), the
+  query counted the table's rows if the reveal says ``counts``, and the filters did not exclude the
+  reveal's place:
   - replica: when the reveal names a replica and the filters on ``replica`` admit only other
     replicas, the reveal is excluded. Parsed forms: ``replica = 'v'``, ``replica IN ('a', 'b')``,
     ``replica != 'v'`` / ``<>``, ``replica NOT IN (...)`` and ORs of equalities;
@@ -51,19 +52,22 @@ class Read:
     table: str
     columns: tuple[str, ...] = ()
     filters: tuple[str, ...] = ()
+    counted: bool = False  # a count aggregate sat above the scan
 
     @classmethod
     def of(cls, raw: Any) -> Read:
-        """From a TableRead, a Read, or its dict form ({table, columns, filters})."""
+        """From a TableRead, a Read, or its dict form ({table, columns, filters, counted})."""
         if isinstance(raw, Read):
             return raw
         if isinstance(raw, Mapping):
             return cls(str(raw.get("table", "")), tuple(map(str, raw.get("columns") or ())),
-                       tuple(map(str, raw.get("filters") or ())))
-        return cls(str(raw.table), tuple(map(str, raw.columns)), tuple(map(str, raw.filters)))
+                       tuple(map(str, raw.get("filters") or ())), bool(raw.get("counted", False)))
+        return cls(str(raw.table), tuple(map(str, raw.columns)), tuple(map(str, raw.filters)),
+                   bool(getattr(raw, "counted", False)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "columns": list(self.columns), "filters": list(self.filters)}
+        return {"table": self.table, "columns": list(self.columns), "filters": list(self.filters),
+                "counted": self.counted}
 
 
 @dataclass
@@ -266,6 +270,8 @@ def read_observes(read: Read, reveal: Reveal, t0: datetime) -> bool:
     if read.table.lower() != reveal.table.lower():
         return False
     if not {c.lower() for c in reveal.columns} <= columns_read(read):
+        return False
+    if reveal.counts and not read.counted:
         return False
     replica = _replica_name(reveal.replica)
     if replica is not None:

@@ -1087,6 +1087,16 @@ _TRANSCRIPT_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 
+def _ends_early(text: str, exc: json.JSONDecodeError) -> bool:
+    """Whether a JSON error comes from text cut short (rather than text that is wrong): the error is at
+    the end, in an unterminated string, or in a last token that is the start of a literal or number."""
+    if exc.msg.startswith("Unterminated"):
+        return True
+    tail = text[exc.pos:].strip()
+    return (not tail or any(word.startswith(tail) for word in ("true", "false", "null"))
+            or all(c in "0123456789+-.eE" for c in tail))
+
+
 def load_transcript(path: Path | str, *, incident_path: Path | str | None = None) -> Transcript:
     """Read and check a transcript. The incident is `incident_path`, else the path stored in the
     transcript, else the library incident with its id; its file must still have the recorded digest.
@@ -1108,7 +1118,7 @@ def load_transcript(path: Path | str, *, incident_path: Path | str | None = None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated"):
+        if _ends_early(text, exc):
             raise bad("the JSON ends early: the file is truncated") from None
         raise bad(f"not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
     if not isinstance(doc, dict):

@@ -481,6 +481,8 @@ class Reveal(_Strict):
     columns: list[str] = Field(min_length=1)
     replica: ReplicaRef | None = None
     window: WindowPair | None = None
+    counts: bool = Field(False, description="The signal is in how many rows there are (arrivals, requests "
+                         "per replica): the query must also count this table's rows (count(*) or count(col)).")
 
 
 class ExpectValue(_Strict):

@@ -575,7 +575,23 @@ def test_reads_include_tables_answered_from_statistics(gw: Gateway) -> None:
     # The optimiser answers count(*) without scanning; the bound plan still names the table.
     result = gw.run("SELECT count(*) FROM metrics")
     assert result.rows == [(N_METRICS,)]
-    assert [r.to_dict() for r in result.reads] == [{"table": "metrics", "columns": [], "filters": []}]
+    assert [r.to_dict() for r in result.reads] == [{"table": "metrics", "columns": [], "filters": [],
+                                                     "counted": True}]
+
+
+@pytest.mark.parametrize(
+    ("sql", "counted"),
+    [
+        ("SELECT replica, count(*) AS n FROM metrics GROUP BY replica", True),
+        ("SELECT replica, count(value) FILTER (WHERE value > 0) FROM metrics GROUP BY replica", True),
+        ("SELECT replica, count(*) OVER (PARTITION BY replica) FROM metrics LIMIT 3", True),
+        ("SELECT * FROM (SELECT replica, count(*) AS n FROM metrics GROUP BY 1) WHERE n > 1", True),
+        ("SELECT replica, avg(value) FROM metrics GROUP BY replica", False),
+        ("SELECT replica, value FROM metrics LIMIT 3", False),
+    ],
+)
+def test_reads_say_whether_the_query_counted_rows(gw: Gateway, sql: str, counted: bool) -> None:
+    assert _read(gw.run(sql), "metrics").counted is counted
 
 
 @pytest.mark.parametrize(

@@ -124,6 +124,15 @@ def test_a_reveal_needs_its_table_and_every_listed_column() -> None:
     assert not read_observes(Read("metrics"), reveal, T0)  # count(*): no columns
 
 
+def test_a_counting_reveal_needs_a_query_that_counted_rows() -> None:
+    reveal = Reveal(table="requests", columns=["replica"], counts=True)
+    assert read_observes(Read("requests", ("replica",), counted=True), reveal, T0)
+    assert not read_observes(Read("requests", ("replica", "prefill_s")), reveal, T0)  # per-replica means only
+    assert not read_observes(Read("requests", (), counted=True), reveal, T0)  # count(*) without the replica
+    assert Read.of(Read("requests", ("replica",), counted=True).to_dict()).counted
+    assert not Read.of({"table": "requests", "columns": ["replica"]}).counted  # journals from before
+
+
 def test_replica_and_window_narrow_a_reveal() -> None:
     reveal = Reveal(table="requests", columns=["replica", "ttft_s"], replica="vllm-1",
                     window=(1800.0, 3600.0))

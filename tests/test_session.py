@@ -109,7 +109,7 @@ def test_a_query_event_keeps_what_review_and_scoring_need(session: Session) -> N
     data = event.data
     assert data["index"] == 1 and data["sql"] == CLOCK_SQL and data["ok"] is True
     assert data["reads"] == [{"table": "metrics", "columns": ["name", "value"],
-                              "filters": ["replica = 'vllm-1'"]}]
+                              "filters": ["replica = 'vllm-1'"], "counted": False}]
     for key in ("error", "row_count", "columns", "truncated", "duration_s", "rows"):
         assert key in data
 
@@ -395,6 +395,9 @@ def _broken(root: Path, how: str) -> Path:
         out.write_text("this is not json at all")
     elif how == "truncated":
         out.write_text(text[: len(text) // 2])
+    elif how == "cut in a literal":
+        cut = text.index("true") + 2  # in the middle of `true`
+        out.write_text(text[:cut])
     elif how == "version":
         doc["format_version"] = 2
         out.write_text(json.dumps(doc))
@@ -414,6 +417,7 @@ def _broken(root: Path, how: str) -> Path:
     [
         ("not json", "not JSON"),
         ("truncated", "truncated"),
+        ("cut in a literal", "truncated"),
         ("version", "format version 2 is not supported"),
         ("missing", "missing field 'seed'"),
         ("bad event", r"events\[1\] \(debrief_viewed\)"),

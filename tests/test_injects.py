@@ -220,7 +220,7 @@ def test_play_random_passes_the_deal_to_the_tui(monkeypatch: pytest.MonkeyPatch)
     from tui.cli import main
 
     calls: list[tuple[Path, int]] = []
-    monkeypatch.setattr(tui.app, "run", lambda path, seed=0, player=None: calls.append((Path(path), seed)))
+    monkeypatch.setattr(tui.app, "run", lambda path, seed=0, player=None, **_:  calls.append((Path(path), seed)))
     result = CliRunner().invoke(main, ["play", "--random"])
     incident, seed = _dealt(result.output)
     assert calls == [(calls[0][0], seed)] and calls[0][0].stem == incident

@@ -84,6 +84,14 @@ def test_each_tab_runs_servedrill_play_with_the_options(served_commands: list[tu
     assert argv[4:] == ["tui-mini", "--seed", "4", "--player", "ann b", "--library", str(folder / "tui-mini.yaml")]
 
 
+def test_without_a_player_each_tab_asks_for_one(served_commands: list[tuple[str, dict[str, Any]]]) -> None:
+    assert CliRunner().invoke(_cli(), ["serve"]).exit_code == 0
+    assert CliRunner().invoke(_cli(), ["serve", "--player", "ann"]).exit_code == 0
+    (asked, _), (named, _) = served_commands
+    assert shlex.split(asked)[-1] == "--ask-player"
+    assert "--ask-player" not in shlex.split(named) and shlex.split(named)[-2:] == ["--player", "ann"]
+
+
 def test_incident_options_are_checked_before_serving(served_commands: list[tuple[str, dict[str, Any]]],
                                                      tmp_path: Path) -> None:
     runner = CliRunner()
@@ -114,11 +122,11 @@ def test_play_with_a_library_opens_the_picker_on_those_files(monkeypatch: pytest
     import tui.app
 
     calls: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(tui.app, "run", lambda incident, seed=0, player=None, incidents=None:
-                        calls.append((incident, seed, player, incidents)))
+    monkeypatch.setattr(tui.app, "run", lambda incident, seed=0, player=None, incidents=None, ask_player=False:
+                        calls.append((incident, seed, player, incidents, ask_player)))
     result = CliRunner().invoke(_cli(), ["play", "tui-mini", "--library", str(FIXTURE), "--seed", "2"])
     assert result.exit_code == 0, result.output
-    assert calls == [("tui-mini", 2, None, [FIXTURE])]
+    assert calls == [("tui-mini", 2, None, [FIXTURE], False)]
 
 
 def test_requests_must_come_from_this_server() -> None:

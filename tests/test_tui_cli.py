@@ -39,7 +39,7 @@ def test_play_opens_the_tui_with_the_incident_seed_and_player(monkeypatch: pytes
 
     calls: list[tuple[Any, ...]] = []
     monkeypatch.setattr(tui.app, "run",
-                        lambda incident, seed=0, player=None: calls.append((incident, seed, player)))
+                        lambda incident, seed=0, player=None, **_: calls.append((incident, seed, player)))
     result = CliRunner().invoke(_cli(), ["play", str(FIXTURE), "--seed", "3", "--player", "bob"])
     assert result.exit_code == 0, result.output
     assert calls == [(str(FIXTURE), 3, "bob")]
@@ -56,7 +56,7 @@ def test_play_random_picks_from_the_library(monkeypatch: pytest.MonkeyPatch) -> 
     from tui.library import library_paths
 
     calls: list[Any] = []
-    monkeypatch.setattr(tui.app, "run", lambda incident, seed=0, player=None: calls.append(incident))
+    monkeypatch.setattr(tui.app, "run", lambda incident, seed=0, player=None, **_: calls.append(incident))
     result = CliRunner().invoke(_cli(), ["play", "--random"])
     assert result.exit_code == 0, result.output
     assert calls and Path(calls[0]).stem in {p.stem for p in library_paths()}

@@ -309,3 +309,20 @@ def test_a_broken_incident_shows_its_diagnostics(tui_env: Path, tmp_path: Path) 
             await until(pilot, lambda: screen_name(app) == "PickerScreen")
 
     run_async(go())
+
+
+def test_a_tab_that_asks_for_the_players_name_records_it(tui_env: Path) -> None:
+    app = make_app(tui_env, ask_player=True, player="server-user")
+
+    async def go() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: screen_name(app) == "PlayerNameScreen", what="the name dialog")
+            await pilot.press("ctrl+u")  # select-all is not needed: clear the suggestion
+            await pilot.press(*"   ")
+            await pilot.press("enter")  # blank: refused, the dialog stays
+            assert screen_name(app) == "PlayerNameScreen" and app.player == "server-user"
+            await pilot.press("ctrl+u", *"Ada  Lovelace", "enter")
+            await until(pilot, lambda: screen_name(app) == "PickerScreen", what="the picker")
+            assert app.player == "Ada Lovelace"
+
+    run_async(go())

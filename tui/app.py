@@ -76,6 +76,7 @@ class ServedrillApp(App[None]):
         steady: bool = False,
         query_timeout_s: float = 10.0,
         row_cap: int = 5000,
+        ask_player: bool = False,
     ) -> None:
         super().__init__()
         self.incident_paths = [Path(p) for p in incidents] if incidents is not None else None
@@ -89,6 +90,7 @@ class ServedrillApp(App[None]):
         self.steady = steady
         self.query_timeout_s = query_timeout_s
         self.row_cap = row_cap
+        self.ask_player = ask_player
         self.play: Play | None = None
         self.marks: dict[str, float] = {}
         self.mark_hook: Callable[[str], None] | None = None
@@ -101,10 +103,19 @@ class ServedrillApp(App[None]):
         if self.steady:
             self.theme = "textual-dark"
         self.push_screen(PickerScreen(read_library(self.incident_paths), self.preselect))
+        if self.ask_player:
+            from tui.screens.dialogs import PlayerNameScreen
+
+            self.push_screen(PlayerNameScreen(self.player), self._set_player)
         if self.resume_session is not None:
             self.open_briefing(entry_for_session(self.resume_session), resume_path=self.resume_session)
         elif self.watch_session is not None:
             self.open_watch(self.watch_session)
+
+    def _set_player(self, name: str | None) -> None:
+        # the picker rescans sessions and best scores for this name when it shows again
+        if name:
+            self.player = name
 
     def on_unmount(self) -> None:
         self._close_play()
@@ -280,9 +291,9 @@ def entry_for_session(path: Path) -> LibraryEntry:
 
 
 def run(incident: Path | str | None = None, seed: int = 0, player: str | None = None,
-        incidents: Sequence[Path | str] | None = None) -> None:
+        incidents: Sequence[Path | str] | None = None, ask_player: bool = False) -> None:
     """Play in the terminal: the picker with `incident` highlighted (an id or a file path). A file
-    outside the library joins the list."""
+    outside the library joins the list. `ask_player`: ask the player's name first (browser tabs)."""
     paths: list[Path] | None = None
     if incident is not None and Path(str(incident)).is_file():
         from tui.library import library_paths
@@ -290,7 +301,7 @@ def run(incident: Path | str | None = None, seed: int = 0, player: str | None = 
         paths = [*(Path(p) for p in incidents or library_paths()), Path(str(incident))]
     elif incidents is not None:
         paths = [Path(p) for p in incidents]
-    ServedrillApp(incidents=paths, preselect=incident, seed=seed, player=player).run()
+    ServedrillApp(incidents=paths, preselect=incident, seed=seed, player=player, ask_player=ask_player).run()
 
 
 def resume(session_path: Path | str) -> None:

@@ -33,15 +33,18 @@ _GAME_BENCH = main.commands["bench"]
 @click.option("--library", multiple=True, hidden=True, type=click.Path(path_type=Path),
               help="The incident files listed in the picker instead of the library (what `serve --incidents` "
                    "passes on).")
+@click.option("--ask-player", is_flag=True, hidden=True,
+              help="Ask the player's name first (what `serve` passes on when it was given no --player).")
 @click.pass_context
 def play(ctx: click.Context, incident: str | None, seed: int | None, random_deal: bool, player: str | None,
-         plain: bool, library: tuple[Path, ...]) -> None:
+         plain: bool, library: tuple[Path, ...], ask_player: bool) -> None:
     """Play an incident (a library id or a file). The terminal UI opens on the incident list with
     INCIDENT highlighted (default: one-slow-replica)."""
     if library and not plain:
         from tui.app import run
 
-        run(incident, seed=0 if seed is None else seed, player=player, incidents=list(library))
+        run(incident, seed=0 if seed is None else seed, player=player, incidents=list(library),
+            ask_player=ask_player)
         return
     if plain:
         ctx.invoke(_GAME_PLAY, incident=incident, seed=seed, random_deal=random_deal, player=player, plain=True)
@@ -60,7 +63,7 @@ def play(ctx: click.Context, incident: str | None, seed: int | None, random_deal
     ref, chosen = guarded(False, pick)
     from tui.app import run
 
-    run(ref, seed=chosen, player=player)
+    run(ref, seed=chosen, player=player, ask_player=ask_player)
 
 
 @click.command("resume")
@@ -137,7 +140,8 @@ def bench(ctx: click.Context, targets: tuple[str, ...], runs: int, incident: str
 @click.option("--seed", type=int, default=None, help="Seed of every tab's variant and telemetry (default 0).")
 @click.option("--random", "random_deal", is_flag=True,
               help="Deal each tab a random library incident and seed (whichever of the two you did not give).")
-@click.option("--player", default=None, help="Name recorded in every tab's sessions (default $USER).")
+@click.option("--player", default=None,
+              help="Name recorded in every tab's sessions; without it each tab asks its player's name.")
 @click.option("--max-sessions", default=32, show_default=True, type=click.IntRange(1, 1000),
               help="Browser tabs (app processes) open at once; more are refused.")
 def serve(incident: str | None, host: str, port: int, public: bool, public_url: str | None,
@@ -167,7 +171,8 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
             fail(f"incident {incident!r} is not among the --incidents files")
     if warning:
         click.echo(warning, err=True)
-    command = app_command(incident=incident, seed=seed, player=player, random_deal=random_deal, library=files)
+    command = app_command(incident=incident, seed=seed, player=player, random_deal=random_deal, library=files,
+                          ask_player=player is None)
     try:
         run_server(command, host=host, port=port, public_url=public_url, max_sessions=max_sessions,
                    loopback_only=warning is None)

@@ -92,7 +92,7 @@ def library_files(paths: Sequence[Path | str]) -> list[Path]:
 
 def app_command(*, incident: str | None = None, seed: int | None = None, player: str | None = None,
                 random_deal: bool = False, library: Sequence[Path] = (),
-                python: str | None = None) -> str:
+                python: str | None = None, ask_player: bool = False) -> str:
     """The shell command textual-serve runs for each tab: `servedrill play` with these options.
     `exec` so the app process is the shell's own pid (the server's quit and the load test's memory
     figures reach it directly)."""
@@ -107,6 +107,8 @@ def app_command(*, incident: str | None = None, seed: int | None = None, player:
         argv += ["--player", player]
     for path in library:
         argv += ["--library", str(path)]
+    if ask_player:
+        argv.append("--ask-player")
     return "exec " + shlex.join(argv)
 
 

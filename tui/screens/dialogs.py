@@ -1,4 +1,4 @@
-"""Small modal dialogs: help, confirm, a note, the snippet menu."""
+"""Small modal dialogs: help, confirm, a note, the snippet menu, the player's name."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, Markdown, OptionList, TextArea
+from textual.widgets import Button, Input, Label, Markdown, OptionList, TextArea
 from textual.widgets.option_list import Option
 
 from tui.actions import help_markdown
@@ -82,6 +82,48 @@ class NoteScreen(ModalScreen[str | None]):
 
     def action_save(self) -> None:
         self.dismiss(self.query_one(TextArea).text)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+MAX_PLAYER_CHARS = 40
+
+
+def clean_player_name(text: str) -> str | None:
+    """A player name as typed, trimmed, or None when it is empty, too long or has control characters."""
+    name = " ".join(text.split())
+    if not name or len(name) > MAX_PLAYER_CHARS or any(not c.isprintable() for c in name):
+        return None
+    return name
+
+
+class PlayerNameScreen(ModalScreen[str | None]):
+    """Ask who is playing (a browser tab of `servedrill serve` has no $USER of its own); Enter keeps the
+    name, Escape keeps the suggested one."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "cancel", "Keep")]
+
+    def __init__(self, suggested: str) -> None:
+        super().__init__()
+        self.suggested = suggested
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="player-dialog", classes="dialog"):
+            yield Label("Your name: it goes on your sessions and on the game day's leaderboard.")
+            yield Input(value=self.suggested, max_length=MAX_PLAYER_CHARS, id="player-name")
+            yield Label("Enter to start · Escape keeps the suggested name", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    @on(Input.Submitted, "#player-name")
+    def _submitted(self, event: Input.Submitted) -> None:
+        name = clean_player_name(event.value)
+        if name is None:
+            self.notify(f"A name of 1 to {MAX_PLAYER_CHARS} printable characters, please.", severity="warning")
+            return
+        self.dismiss(name)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -288,6 +288,20 @@ def _instant(t0: datetime, seconds: float) -> datetime:
     return t0 + timedelta(seconds=float(seconds))
 
 
+OFFSET_RE = re.compile(r"^([a-z_][a-z0-9_]*)\s*([+-])\s*(\d+(?:\.\d+)?)$")
+
+
+def _split_offset(expression: str) -> tuple[str, float]:
+    """`name` or `name + 480` / `name - 60` (seconds, or whatever unit the variable has): the variable
+    and the offset to add. Ties two values together, e.g. a window that starts 8 minutes after a
+    drawn fault time: `{{fault_at + 480|ts}}`."""
+    found = OFFSET_RE.match(expression.strip())
+    if found is None:
+        return expression, 0.0
+    amount = float(found.group(3))
+    return found.group(1), amount if found.group(2) == "+" else -amount
+
+
 def apply_filter(name: str, value: Any, t0: datetime | None) -> tuple[Any, str | None]:
     """(filtered value, None) or (None, why the filter cannot apply to this value)."""
     if name == "replica":
@@ -337,6 +351,7 @@ class _Substituter:
         occurrence = seen.get(text, 0)
         seen[text] = occurrence + 1
         name, flt = match.group(1), match.group(2)
+        name, offset = _split_offset(name)
 
         def fail(message: str, hint: str | None = None) -> tuple[Any, bool]:
             self.problems.append(Problem(loc, message, hint, text, occurrence))
@@ -353,6 +368,11 @@ class _Substituter:
         if name not in self.values:
             return None, False  # a broken declaration, reported where it is declared
         value = self.values[name]
+        if offset:
+            if not _number(value):
+                return fail(f"{text}: an offset needs a number, got {value!r}")
+            # an int stays an int under a whole offset (a time in seconds, a replica count)
+            value = value + (int(offset) if isinstance(value, int) and offset.is_integer() else offset)
         if flt is None:
             return value, True
         result, why = apply_filter(flt, value, self.t0)

@@ -352,7 +352,8 @@ def test_a_variant_incident_shows_placeholders_hidden_then_its_drawn_text() -> N
     from incidents.loader import find_incident, load_incident
     from tui.library import entry_for_incident, hide_placeholders, read_entry
 
-    assert hide_placeholders("since {{throttle_at|hhmm}} on {{ slow }}") == "since … on …"
+    shown = hide_placeholders("since {{throttle_at|hhmm}} on {{ slow }}, seen {{at + 300|hhmm}}")
+    assert shown == "since … on …, seen …"
     path = find_incident("one-slow-replica")
     peek = read_entry(path)
     assert "{{" not in peek.briefing.since + " ".join(peek.briefing.evidence) and "…" in peek.briefing.since

@@ -302,3 +302,31 @@ def test_one_slow_replica_proves_its_claims_on_every_checked_seed() -> None:
     assert len({tuple(sorted(v.items())) for *_, v in results}) == len(VALIDATION_SEEDS)
     for seed, ok, problems, values in results:
         assert ok, (seed, values, problems)
+
+
+def test_an_offset_ties_a_value_to_a_drawn_one() -> None:
+    text = _variant_text(**{
+        "WHERE name = 'DCGM_FI_DEV_SM_CLOCK'\"":
+            "WHERE name = 'DCGM_FI_DEV_SM_CLOCK' AND ts >= TIMESTAMP '{{at + 480|ts}}'\"",
+        "a: {window: [1800, 3600]}": 'a: {window: ["{{ at - 60 }}", 3600]}',
+        "summary: A GPU was throttled.": "summary: Throttled from {{at|hhmm}}, noticed at {{at + 300|hhmm}}.",
+    })
+    raw = _raw(text)
+    for seed in range(3):
+        at = resolve(raw, seed).values["at"]
+        incident = load_incident_text(text, "v.yaml", seed=seed)
+        later = (at + 480) // 60
+        assert f"TIMESTAMP '2025-03-04 {9 + later // 60:02d}:{later % 60:02d}:00'" in incident.signals[1].query
+        assert incident.symptoms[0].a.window == (at - 60, 3600)
+        noticed = (at + 300) // 60
+        assert incident.debrief.summary.endswith(f"noticed at {9 + noticed // 60:02d}:{noticed % 60:02d}.")
+
+
+def test_an_offset_needs_a_number_and_a_declared_variable() -> None:
+    bad_name = _variant_text(**{"summary: A GPU was throttled.": "summary: From {{att + 5|hhmm}}."})
+    assert any("unknown variable 'att'" in d.message for d in check_incident_text(bad_name, "v.yaml"))
+    bad_type = _variant_text(**{
+        "  rps: {range: [4, 8]}\n": "  rps: {range: [4, 8]}\n  team: {choice: [search, ads]}\n",
+        "summary: A GPU was throttled.": "summary: Paged by {{team + 1}}.",
+    })
+    assert any("an offset needs a number, got" in d.message for d in check_incident_text(bad_type, "v.yaml"))

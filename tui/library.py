@@ -92,7 +92,7 @@ def entry_from_data(path: Path, data: Any) -> LibraryEntry:
     )
 
 
-_PLACEHOLDER = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*(\|\s*[A-Za-z_]+\s*)?\}\}")
+_PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}")
 
 
 def hide_placeholders(text: str) -> str:

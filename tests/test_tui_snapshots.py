@@ -71,3 +71,16 @@ def test_workspace_light_theme(tui_env: Path, snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+
+
+def test_interviewer_screen(tui_env: Path, snap_compare: Any) -> None:
+    """The game master's view of a candidate mid-investigation: queries, truth, signals, board, score."""
+    path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
+    app = make_app(tui_env, watch_session=path, steady=True, clock=lambda: START + 125.0)
+
+    async def settle(pilot: Any) -> None:
+        await until(pilot, lambda: screen_name(pilot.app) == "GMScreen")
+        await until(pilot, lambda: getattr(pilot.app.screen, "snap", None) is not None)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle)

@@ -78,14 +78,16 @@ def bench(targets: tuple[str, ...], as_json: bool) -> None:
         emit({"ok": all(r.get("ok") for r in results.values()), "results": results})
         return
     for t, r in results.items():
-        if not r.get("ok"):
-            click.echo(f"{t}: FAILED {r.get('error')}")
-            continue
-        verdict = "meets" if r["meets_target"] else "MISSES"
-        click.echo(
-            f"{t}: {r['wall_s']:.2f} s wall, {r['peak_mb']:.0f} MB peak, {r['requests']} requests "
-            f"({r['requests_per_wall_s']:.0f}/s) - {verdict} target {r['limit_wall_s']} s / {r['limit_peak_mb']} MB"
-        )
+        click.echo(format_bench(t, r))
+
+
+def format_bench(target: str, r: dict[str, Any]) -> str:
+    """One line for an engine or generate bench result (see game.bench)."""
+    if not r.get("ok"):
+        return f"{target}: FAILED {r.get('error')}"
+    verdict = "meets" if r["meets_target"] else "MISSES"
+    return (f"{target}: {r['wall_s']:.2f} s wall, {r['peak_mb']:.0f} MB peak, {r['requests']} requests "
+            f"({r['requests_per_wall_s']:.0f}/s) - {verdict} target {r['limit_wall_s']} s / {r['limit_peak_mb']} MB")
 
 
 # ----- incidents ----------------------------------------------------------------------------------
@@ -198,26 +200,11 @@ def query_cmd(incident: str, sql: str, seed: int, as_json: bool) -> None:
         sys.exit(0 if res.ok else 1)
     if not res.ok:
         fail(res.error or "query failed")
-    click.echo(format_table(res.columns, res.rows))
+    from game.plain import format_table
+
+    click.echo(format_table(res.columns, res.rows, max_rows=50))
     more = " (truncated)" if res.truncated else ""
     click.echo(f"{res.row_count} rows{more} in {res.duration_s * 1000:.0f} ms")
-
-
-def format_table(columns: list[str], rows: list[tuple[Any, ...]], max_rows: int = 50) -> str:
-    """A plain fixed-width table for terminals."""
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return "NULL" if v is None else str(v)
-
-    shown = [[cell(v) for v in row] for row in rows[:max_rows]]
-    widths = [min(40, max([len(c)] + [len(r[i]) for r in shown])) for i, c in enumerate(columns)]
-    line = "  ".join(c[:w].ljust(w) for c, w in zip(columns, widths, strict=True))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(v[:w].ljust(w) for v, w in zip(r, widths, strict=True)) for r in shown]
-    if len(rows) > max_rows:
-        out.append(f"... {len(rows) - max_rows} more rows")
-    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -41,8 +41,9 @@ def _fail(message: str, as_json: bool) -> NoReturn:
     sys.exit(1)
 
 
-def _guarded(as_json: bool, body: Any) -> Any:
-    """Run `body()`; turn every expected failure (and, at this boundary, any other) into one line."""
+def guarded(as_json: bool, body: Any) -> Any:
+    """Run `body()` at a CLI boundary: every expected failure (and any other) becomes one line on stderr
+    (or JSON) and exit code 1."""
     from incidents.loader import IncidentError
 
     try:
@@ -70,11 +71,6 @@ def incident_path(ref: str, seed: int) -> Path:
     """The resolved file of incident `ref` (library id or file), checked to load as the variant of `seed`.
     Raises IncidentError (with file:line diagnostics) when it does not."""
     return _incident(ref, seed)[1]
-
-
-def guarded(as_json: bool, body: Any) -> Any:
-    """Run `body()` at a CLI boundary: any failure becomes one line on stderr (or JSON) and exit 1."""
-    return _guarded(as_json, body)
 
 
 def deal(incident: str | None, seed: int | None, rng: random.Random | None = None) -> tuple[Path, int]:
@@ -195,7 +191,7 @@ def register(group: click.Group) -> None:
                 path = _incident(incident, chosen)[1] if incident else None
             _play_plain(path or _pick_incident(), chosen, _player(player))
 
-        _guarded(False, body)
+        guarded(False, body)
 
     @group.command("resume")
     @click.argument("session_id", required=False)
@@ -221,7 +217,7 @@ def register(group: click.Group) -> None:
             path = find_session(session_id)
             _play_plain(None, 0, "", session_path=path)
 
-        _guarded(as_json, body)
+        guarded(as_json, body)
 
     @group.command("score")
     @click.argument("transcript", type=click.Path(path_type=Path))
@@ -244,7 +240,7 @@ def register(group: click.Group) -> None:
                 click.echo(f"{t.header.player} on {t.incident.id} (seed {t.header.seed})")
                 click.echo(format_report(report))
 
-        _guarded(as_json, body)
+        guarded(as_json, body)
 
     @group.command("replay")
     @click.argument("transcript", type=click.Path(path_type=Path))
@@ -268,7 +264,7 @@ def register(group: click.Group) -> None:
             click.echo("results match the transcript" if result["results_match"] else "results DIFFER")
             click.echo(f"score: recorded run {result['recorded_total']:.1f}, replayed {result['total']:.1f}")
 
-        _guarded(as_json, body)
+        guarded(as_json, body)
 
     @group.command("autoplay")
     @click.argument("incident")
@@ -298,7 +294,7 @@ def register(group: click.Group) -> None:
             if written:
                 click.echo(f"Transcript: {written}")
 
-        _guarded(as_json, body)
+        guarded(as_json, body)
 
 
 def replay(transcript: Path, incident_file: Path | None = None) -> dict[str, Any]:

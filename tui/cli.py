@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from game.cli import emit, fail
+from game.cli import emit, fail, format_bench
 from game.commands import main
 from tui.cli_watch import register as register_watch
 
@@ -114,14 +114,7 @@ def bench(ctx: click.Context, targets: tuple[str, ...], runs: int, incident: str
         emit({"ok": all(r.get("ok") for r in results.values()), "results": results})
         return
     for target, result in results.items():
-        if target == "tui":
-            click.echo(format_tui(result))
-        elif result.get("ok"):
-            verdict = "meets" if result["meets_target"] else "MISSES"
-            click.echo(f"{target}: {result['wall_s']:.2f} s wall, {result['peak_mb']:.0f} MB peak - "
-                       f"{verdict} target")
-        else:
-            click.echo(f"{target}: FAILED {result.get('error')}")
+        click.echo(format_tui(result) if target == "tui" else format_bench(target, result))
     if not all(r.get("ok") for r in results.values()):
         sys.exit(1)
 

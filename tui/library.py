@@ -92,6 +92,8 @@ def entry_from_data(path: Path, data: Any) -> LibraryEntry:
     )
 
 
+# Any {{...}}, as incidents.variants.PLACEHOLDER_RE finds them; not imported from there because that
+# module pulls in numpy, and this peek is on the path to the picker's first paint.
 _PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}")
 
 

@@ -10,7 +10,8 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# setup.py compiles the engine model (mypyc), so an edited engine source reinstalls too
+$(STAMP): pyproject.toml setup.py $(wildcard engine_model/*.py) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 

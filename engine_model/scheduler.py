@@ -266,12 +266,12 @@ class Scheduler:
             waiting = self.waiting
             while waiting and budget > 0 and slots > 0:
                 seq = waiting[0][3]
-                chunk = self._admit(seq, budget)
-                if chunk is None:
+                got = self._admit(seq, budget)
+                if got is None:
                     break
                 heapq.heappop(waiting)
-                self._add_chunk(plan, seq, chunk)
-                budget -= chunk
+                self._add_chunk(plan, seq, got)
+                budget -= got
                 slots -= 1
         if not plan.chunks:
             if plan.decode_seqs == 0:
@@ -404,10 +404,11 @@ class Scheduler:
         done_at = self.clock + EPS
         while fin:
             target, sid, epoch = fin[0]
-            seq = decoding.get(sid)
-            if seq is None or seq.epoch != epoch:
+            dseq = decoding.get(sid)
+            if dseq is None or dseq.epoch != epoch:
                 heapq.heappop(fin)
                 continue
+            seq = dseq
             if target > done_at:
                 break
             heapq.heappop(fin)

@@ -305,11 +305,11 @@ class Simulation:
             detail = {"old": old, "new": self.router.policy}
             self.router_events.append(EngineEvent(now, "router", "router_policy", detail))
         elif kind == "fallback_routing":
-            old = self.router.fallback_threshold
+            old_t = self.router.fallback_threshold
             new = int(p.get("queue_threshold", 8)) if start else self.fleet.fallback_threshold
             self.router.fallback_threshold = new
             self.router_events.append(
-                EngineEvent(now, "router", "fallback_policy", {"old": old, "new": self.router.fallback_threshold})
+                EngineEvent(now, "router", "fallback_policy", {"old": old_t, "new": self.router.fallback_threshold})
             )
 
     def _interrupt(self, rep: Replica) -> None:

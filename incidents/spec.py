@@ -155,10 +155,16 @@ def _str_enum(values: Iterable[str]) -> dict[str, Any]:
     return {"enum": list(values)}
 
 
+def _type_name(annotation: object) -> str:
+    """A dataclass field's type as written ("int"): the annotation string, or the class itself when
+    engine_model is compiled (mypyc resolves annotations)."""
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
+
+
 def _knob_properties() -> dict[str, Any]:
     """JSON schema of an {engine knob: value} mapping, typed per knob for editor completion."""
     json_types = {"bool": "boolean", "int": "integer", "float": "number", "str": "string"}
-    props = {f.name: {"type": json_types.get(str(f.type), "string")} for f in fields(EngineConfig)}
+    props = {f.name: {"type": json_types.get(_type_name(f.type), "string")} for f in fields(EngineConfig)}
     return {"properties": props, "additionalProperties": False}
 
 
@@ -714,7 +720,7 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
-_KNOB_TYPES: dict[str, str] = {f.name: str(f.type) for f in fields(EngineConfig)}
+_KNOB_TYPES: dict[str, str] = {f.name: _type_name(f.type) for f in fields(EngineConfig)}
 
 
 def _knob_type_ok(knob: str, value: Any) -> bool:

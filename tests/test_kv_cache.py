@@ -15,8 +15,10 @@ from engine_model.kv_cache import KVCache, block_hash
 
 
 def snapshot(cache: KVCache) -> dict[str, Any]:
-    """Every attribute of the cache, deep-copied: equal snapshots mean nothing changed (LRU order too)."""
-    return copy.deepcopy(vars(cache))
+    """Every attribute of the cache, deep-copied: equal snapshots mean nothing changed (LRU order too).
+    A mypyc-compiled KVCache has no __dict__; its class lists its attributes instead."""
+    names = getattr(type(cache), "__mypyc_attrs__", None) or vars(cache)
+    return {name: copy.deepcopy(getattr(cache, name)) for name in names}
 
 
 def ceil_div(a: int, b: int) -> int:

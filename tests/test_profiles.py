@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from engine_model.profiles import GIB, GPUS, LINKS, MODELS, get_gpu, get_model
@@ -79,7 +81,7 @@ def test_moe_and_bias_flags() -> None:
     assert MODELS["Mixtral-8x7B"].is_moe
     assert not MODELS["Llama-3.1-8B"].is_moe
     qwen = MODELS["Qwen2.5-7B"]
-    no_bias = type(qwen)(**{**qwen.__dict__, "qkv_bias": False})
+    no_bias = dataclasses.replace(qwen, qkv_bias=False)
     assert qwen.params_total - no_bias.params_total == qwen.num_layers * (qwen.q_dim + 2 * qwen.kv_dim)
 
 

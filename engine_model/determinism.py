@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import hashlib
 
+# Each hash is taken over the text of a tuple's repr, e.g. "('greedy', 7, 'v1', 40, 0)". The keys are
+# built with f-strings that spell that text exactly (ints and a repr'd str), which is cheaper than
+# building and repr-ing the tuple, and keeps every hash what earlier versions of the engine gave.
 
-def _h(*parts: object) -> str:
-    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+
+def _h(key: str) -> str:
+    return hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
 
 
 def output_hash(
@@ -36,10 +40,10 @@ def output_hash(
     """
     batch_part = 0 if batch_invariant else batch_size
     if temperature <= 0.0:
-        return _h("greedy", prompt_hash, model_version, output_tokens, batch_part)
+        return _h(f"('greedy', {prompt_hash}, {model_version!r}, {output_tokens}, {batch_part})")
     if seed is not None and seed_pinned:
-        return _h("seeded", prompt_hash, model_version, output_tokens, seed, batch_part)
-    return _h("sampled", request_id, prompt_hash, model_version)
+        return _h(f"('seeded', {prompt_hash}, {model_version!r}, {output_tokens}, {seed}, {batch_part})")
+    return _h(f"('sampled', {request_id}, {prompt_hash}, {model_version!r})")
 
 
 def first_token_logprob(prompt_hash: int, model_version: str, *, batch_invariant: bool, batch_size: int) -> float:
@@ -49,9 +53,9 @@ def first_token_logprob(prompt_hash: int, model_version: str, *, batch_invariant
     perturbation of order 1e-3 that depends on the batch shape, as reported for bf16
     reductions. Batch-invariant kernels give the same value at every batch size.
     """
-    digest = hashlib.blake2b(repr((prompt_hash, model_version)).encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(f"({prompt_hash}, {model_version!r})".encode(), digest_size=8).digest()
     clean = -0.05 - 2.0 * int.from_bytes(digest, "big") / 2**64
     if batch_invariant:
         return clean
-    noise = hashlib.blake2b(repr((prompt_hash, model_version, batch_size)).encode(), digest_size=8).digest()
+    noise = hashlib.blake2b(f"({prompt_hash}, {model_version!r}, {batch_size})".encode(), digest_size=8).digest()
     return clean + 2e-3 * (int.from_bytes(noise, "big") / 2**64 - 0.5)

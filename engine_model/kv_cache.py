@@ -17,16 +17,17 @@ Simplifications, each deliberate:
 - Free blocks are used before any cached block is evicted. vLLM keeps one queue for both, which can
   evict a cached block while never-used blocks remain; preferring the free list keeps more hits.
 
-Every operation costs O(blocks touched) with plain lists and dicts; nothing loops over tokens or over
-the whole pool, except `check_invariants`, which is for tests. The simulator calls grow/free once per
-sequence per block boundary, so Python-level work per block is kept off the common path: a free block's
-refcount slot already holds 1 (the count it is handed out with), and only the blocks of a sequence that
-can be cached or shared are visited one by one on free; the rest move to the free list as one slice.
+Every operation costs O(blocks touched) with plain lists and dicts (amortised: the LRU is compacted
+now and then); nothing loops over tokens or over the whole pool, except `check_invariants`, which is for
+tests. The simulator calls grow/free once per sequence per block boundary, so work per block is kept
+off the common path: a free block's refcount slot already holds 1 (the count it is handed out with),
+and only the blocks of a sequence that can be cached or shared are visited one by one on free; the
+rest move to the free list as one slice.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from dataclasses import dataclass
 
 BlockHash = tuple[str, int, int]
@@ -109,8 +110,17 @@ class KVCache:
         self._p_index: dict[int, list[int]] = {}
         self._q_index: dict[int, list[int]] = {}
         self._n_cached = 0
-        # Cached blocks with refcount 0, least recently released first.
-        self._evictable: OrderedDict[int, None] = OrderedDict()
+        # The LRU of evictable blocks (cached, refcount 0), as runs: each release that leaves cached blocks
+        # unreferenced appends one run (its blocks, the first released last, so eviction pops from the
+        # end). A block belongs to the run _run_of names (the list itself; None: not evictable); an entry
+        # for a block revived or re-released since is stale and skipped when reached. Per block this costs
+        # two list writes where a hashed LRU (an OrderedDict) cost an insert and a delete, and a popular
+        # system prompt's blocks go in and out of the LRU whenever its last user leaves. The eviction
+        # order is the same: least recently released first, tail before head within a release.
+        self._lru: deque[list[int]] = deque()
+        self._run_of: list[list[int] | None] = [None] * num_blocks
+        self._n_evictable = 0
+        self._lru_slots = 0  # entries in all runs, stale ones included (compacted past 2 * num_blocks)
         self._seqs: dict[int, _Seq] = {}
         # Monotone counters, in tokens (vllm:prefix_cache_queries / _hits) and blocks.
         self.prefix_queries_tokens = 0
@@ -127,12 +137,12 @@ class KVCache:
     @property
     def num_evictable(self) -> int:
         """Cached blocks no sequence holds: reusable by a prefix hit until evicted."""
-        return len(self._evictable)
+        return self._n_evictable
 
     @property
     def num_in_use(self) -> int:
         """Blocks held by at least one sequence."""
-        return self.num_blocks - len(self._free) - len(self._evictable)
+        return self.num_blocks - len(self._free) - self._n_evictable
 
     @property
     def usage(self) -> float:
@@ -161,7 +171,7 @@ class KVCache:
 
     def can_allocate(self, n_blocks: int) -> bool:
         """True when n_blocks new blocks could be had now (free list plus evictable cached blocks)."""
-        return n_blocks <= len(self._free) + len(self._evictable)
+        return n_blocks <= len(self._free) + self._n_evictable
 
     def _shared_partial_last(self, seq: _Seq) -> bool:
         return bool(seq.table) and seq.num_tokens % self.block_size != 0 and self._ref[seq.table[-1]] > 1
@@ -261,12 +271,31 @@ class KVCache:
 
         Blocks still held by a sequence keep their registration: their content stays resident and valid.
         """
-        ref = self._ref
-        for b in self._evictable:
+        ref, run_of = self._ref, self._run_of
+        order = self.evictable_blocks()
+        for b in order:
             self._uncache(b)
             ref[b] = 1  # the free-list convention
-        self._free.extend(self._evictable)
-        self._evictable.clear()
+            run_of[b] = None
+        self._free.extend(order)
+        self._lru.clear()
+        self._n_evictable = self._lru_slots = 0
+
+    def evictable_blocks(self) -> list[int]:
+        """The evictable blocks in eviction order: least recently released first."""
+        run_of = self._run_of
+        return [b for run in self._lru for b in reversed(run) if run_of[b] is run]
+
+    def _compact_lru(self) -> None:
+        """Drop stale LRU entries and emptied runs (order kept); afterwards slots == evictable blocks."""
+        run_of = self._run_of
+        kept: deque[list[int]] = deque()
+        for run in self._lru:
+            run[:] = [b for b in run if run_of[b] is run]  # in place: _run_of keeps naming it
+            if run:
+                kept.append(run)
+        self._lru = kept
+        self._lru_slots = self._n_evictable
 
     # ---- allocation --------------------------------------------------------------------------------
 
@@ -281,16 +310,20 @@ class KVCache:
             got.reverse()
             table += got
         if n > take:
-            ref = self._ref
+            ref, run_of, lru = self._ref, self._run_of, self._lru
             # _uncache inlined: eviction is the costliest per-block step when prompts rarely recur.
-            evictable, hash_of, p_index, q_index = (
-                self._evictable,
-                self._hash_of,
-                self._p_index,
-                self._q_index,
-            )
+            hash_of, p_index, q_index = self._hash_of, self._p_index, self._q_index
+            popped = 0
             for _ in range(n - take):
-                b, _ = evictable.popitem(last=False)
+                while True:  # the oldest live entry of the LRU (stale ones are skipped)
+                    run = lru[0]
+                    b = run.pop()
+                    popped += 1
+                    if not run:
+                        lru.popleft()
+                    if run_of[b] is run:
+                        break
+                run_of[b] = None
                 kind, key, i = hash_of[b]  # type: ignore[misc]
                 hash_of[b] = None
                 index = p_index if kind == "p" else q_index
@@ -302,6 +335,8 @@ class KVCache:
                     del index[key]
                 ref[b] = 1
                 table.append(b)
+            self._lru_slots -= popped
+            self._n_evictable -= n - take
             self._n_cached -= n - take
             self.evictions += n - take
 
@@ -330,19 +365,19 @@ class KVCache:
         if num_tokens < cached_tokens:
             raise ValueError(f"num_tokens {num_tokens} is below the {cached_tokens} cached tokens")
         n_new = -(-num_tokens // bs) - len(hits)
-        ref, evictable = self._ref, self._evictable
+        ref, run_of = self._ref, self._run_of
         # Hits that sit in the LRU are taken out of it, so they cannot also serve as fresh blocks.
-        revived = list(map(ref.__getitem__, hits)).count(0)
-        if n_new > len(self._free) + len(evictable) - revived:
+        revived = 0
+        for b in hits:
+            if ref[b] == 0:
+                revived += 1
+        if n_new > len(self._free) + self._n_evictable - revived:
             return None
-        if revived:
-            for b in hits:
-                if ref[b] == 0:
-                    del evictable[b]
-                ref[b] += 1
-        else:
-            for b in hits:
-                ref[b] += 1
+        for b in hits:
+            if ref[b] == 0:
+                run_of[b] = None  # its LRU entry is stale now
+            ref[b] += 1
+        self._n_evictable -= revived
         self._allocate_into(hits, n_new)
         if self.enable_prefix_caching:
             p_full = min(prefix_tokens, prompt_tokens) // bs if prefix_key else 0
@@ -374,7 +409,7 @@ class KVCache:
         n_new = -(-num_tokens // bs) - len(table)
         # only a fork shares a partial block (partial blocks carry no hash, so no prefix hit shares one)
         if seq.shared and self._shared_partial_last(seq):
-            if n_new + 1 > len(self._free) + len(self._evictable):
+            if n_new + 1 > len(self._free) + self._n_evictable:
                 return False
             self._copy_last(seq)
             self._allocate_into(table, n_new)
@@ -385,7 +420,7 @@ class KVCache:
                 del free[-n_new:]
                 got.reverse()
                 table += got
-            elif n_new <= len(free) + len(self._evictable):
+            elif n_new <= len(free) + self._n_evictable:
                 self._allocate_into(table, n_new)
             else:
                 return False
@@ -439,39 +474,33 @@ class KVCache:
             tail.reverse()
             free += tail
         if head:
-            # in release order: the prompt blocks (tail first), then the prefix blocks, which other
-            # sequences often still hold; each part usually takes one of _release's fast paths
-            split = min(seq.p_full, head)
-            if split < head:
-                self._release(table[split:head][::-1])
-            if split:
-                self._release(table[:split][::-1])
+            # tail first: the prompt blocks, then the prefix blocks (which other sequences often hold)
+            self._release(table, head)
 
-    def _release(self, blocks: list[int]) -> None:
-        """Drop one reference to each block, in order: a block whose refcount reaches 0 goes to the free
-        list, or to the most recently used end of the LRU if cached."""
-        ref, hash_of, evictable = self._ref, self._hash_of, self._evictable
-        refs = list(map(ref.__getitem__, blocks))
-        if 1 not in refs:  # every block has another holder (a shared prefix)
-            for b in blocks:
-                ref[b] -= 1
-        elif refs.count(1) == len(refs) and None not in map(hash_of.__getitem__, blocks):
-            # every block was this sequence's alone and is cached: all become evictable, in order
-            # (a loop of setitems: OrderedDict.update is slower)
-            for b in blocks:
+    def _release(self, table: list[int], head: int) -> None:
+        """Drop one reference to each of table[head - 1], ..., table[0], in that order: a block whose
+        refcount reaches 0 goes to the free list, or to the most recently used end of the LRU if cached."""
+        # one pass, no temporaries: compiled (mypyc) this beats the list(map(...)) shortcuts it replaced
+        ref, hash_of, free, run_of = self._ref, self._hash_of, self._free, self._run_of
+        run: list[int] = []
+        for j in range(head - 1, -1, -1):
+            b = table[j]
+            r = ref[b] - 1
+            if r:
+                ref[b] = r
+            elif hash_of[b] is None:
+                free.append(b)
+            else:
                 ref[b] = 0
-                evictable[b] = None
-        else:
-            free = self._free
-            for b in blocks:
-                r = ref[b] - 1
-                if r:
-                    ref[b] = r
-                elif hash_of[b] is None:
-                    free.append(b)
-                else:
-                    ref[b] = 0
-                    evictable[b] = None
+                run_of[b] = run
+                run.append(b)
+        if run:
+            run.reverse()  # eviction pops from the end: the first released goes first
+            self._lru.append(run)
+            self._n_evictable += len(run)
+            self._lru_slots += len(run)
+            if self._lru_slots > 2 * self.num_blocks:
+                self._compact_lru()
 
     def fork(self, parent_id: int, child_id: int) -> None:
         """Parallel sampling (n > 1): the child shares every parent block (refcount +1 each), no allocation.
@@ -504,7 +533,7 @@ class KVCache:
         seq = self._seqs[seq_id]
         if not self._shared_partial_last(seq):
             return True
-        if not self._free and not self._evictable:
+        if not self._free and not self._n_evictable:
             return False
         self._copy_last(seq)
         return True
@@ -537,7 +566,12 @@ class KVCache:
                 continue
             assert self._ref[b] >= 0, f"block {b}: negative refcount {self._ref[b]}"
             assert self._ref[b] == holders[b], f"block {b}: refcount {self._ref[b]} but {holders[b]} holders"
-        evict_set = set(self._evictable)
+        evict_list = self.evictable_blocks()
+        evict_set = set(evict_list)
+        assert len(evict_set) == len(evict_list) == self._n_evictable, "evictable blocks counted wrong"
+        assert self._lru_slots == sum(len(run) for run in self._lru), "LRU slot count is off"
+        for b in range(n):
+            assert (self._run_of[b] is not None) == (b in evict_set), f"block {b}: its LRU run is wrong"
         assert not free_set & evict_set, f"blocks both free and evictable: {sorted(free_set & evict_set)}"
         for b in free_set:
             assert self._hash_of[b] is None, f"free block {b} still has a hash"

@@ -8,6 +8,7 @@ rather than with steps times batch size.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time
@@ -102,6 +103,18 @@ class Simulation:
 
     # ----- main loop ------------------------------------------------------------------------
     def run(self) -> SimResult:
+        """Simulate to the end of the window (plus the drain); the result holds every request."""
+        # The run allocates millions of short-lived, acyclic tuples and objects; the cyclic collector's
+        # passes over the growing live set cost about a seventh of the run and never find garbage.
+        gc_on = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run()
+        finally:
+            if gc_on:
+                gc.enable()
+
+    def _run(self) -> SimResult:
         wall0 = time.perf_counter()
         for i, fault in enumerate(self.faults):
             self._push(fault.start_s, _FAULT, i)

@@ -144,6 +144,28 @@ def test_lru_evicts_oldest_released_first_and_tail_before_head() -> None:
     kv.check_invariants()
 
 
+def test_lru_order_survives_many_revivals() -> None:
+    """A popular prompt goes in and out of the LRU on every request; the entries that churn leaves
+    behind must never disturb the order of blocks released long ago."""
+    kv = KVCache(24, 16)
+    kv.admit(1, 65, 0, 0, 201, 65)
+    kv.free(1)
+    old = kv.evictable_blocks()
+    assert len(old) == 4
+    for sid in range(2, 200):  # far more releases than the pool has blocks
+        assert kv.admit(sid, 65, 0, 0, 301, 65) == (0 if sid == 2 else 64)
+        kv.free(sid)
+        hot = kv.evictable_blocks()[4:]
+        assert kv.evictable_blocks() == old + hot and len(hot) == 4
+    kv.check_invariants()
+    # the oldest go first, tail before head, then the popular prompt's
+    kv.admit(500, 16 * 20, 0, 0, 0, 16 * 20)  # 16 free + 4 evictions
+    assert kv.evictions == 4 and kv.evictable_blocks() == hot
+    kv.admit(501, 16 * 2, 0, 0, 0, 16 * 2)
+    assert kv.evictable_blocks() == hot[2:]
+    kv.check_invariants()
+
+
 def test_hits_stop_at_the_first_missing_block() -> None:
     kv = KVCache(6, 16)
     kv.admit(1, 65, 0, 0, prompt_hash=1, num_tokens=16)  # W: block 0 cached
@@ -330,6 +352,8 @@ class KVCacheMachine(RuleBasedStateMachine):
         self.next_id = 0
         # seq -> (family, hit blocks, prompt index); a forked child joins its parent's family
         self.seqs: dict[int, tuple[int, int, int]] = {}
+        # the expected LRU, least recently released first, kept from what each operation must do to it
+        self.lru: list[int] = []
 
     @initialize(
         num_blocks=st.integers(3, 24),
@@ -350,6 +374,14 @@ class KVCacheMachine(RuleBasedStateMachine):
         assert kv.evictions - evictions0 == n_new - from_free
         assert kv.num_evictable == evict0 - revived - (n_new - from_free)
 
+    def expect_evictions(self, evictable_before: set[int], revived: list[int], fresh: list[int]) -> None:
+        """Hits taken out of the LRU leave it; the fresh blocks that came from it must be its oldest
+        entries, taken oldest first."""
+        self.lru = [b for b in self.lru if b not in revived]
+        evicted = [b for b in fresh if b in evictable_before]
+        assert evicted == self.lru[: len(evicted)], "eviction did not take the least recently released blocks"
+        del self.lru[: len(evicted)]
+
     def counts(self) -> tuple[int, int, int]:
         return self.kv.num_free, self.kv.num_evictable, self.kv.evictions
 
@@ -362,6 +394,7 @@ class KVCacheMachine(RuleBasedStateMachine):
         num_tokens = cached + chunk
         live = self.live_blocks()
         before, state, q0, h0 = self.counts(), snapshot(kv), kv.prefix_queries_tokens, kv.prefix_hits_tokens
+        evictable = set(kv.evictable_blocks())
         sid = self.next_id
         self.next_id += 1
         got = kv.admit(sid, *args, num_tokens)
@@ -374,6 +407,7 @@ class KVCacheMachine(RuleBasedStateMachine):
         assert len(table) == ceil_div(num_tokens, kv.block_size)
         assert all(b not in live for b in table[hits:]), "a fresh block was taken from a live sequence"
         self.expect_allocation(before, len(table) - hits, sum(1 for b in table[:hits] if b not in live))
+        self.expect_evictions(evictable, [b for b in table[:hits] if b in evictable], table[hits:])
         if kv.enable_prefix_caching:
             assert (kv.prefix_queries_tokens - q0, kv.prefix_hits_tokens - h0) == (prompt, cached)
         self.seqs[sid] = (sid, hits, p)
@@ -395,6 +429,7 @@ class KVCacheMachine(RuleBasedStateMachine):
         need = kv.blocks_needed(sid, target)
         assert need == max(0, ceil_div(target, kv.block_size) - len(old_table)) + cow
         before, state = self.counts(), snapshot(kv)
+        evictable = set(kv.evictable_blocks())
         if not kv.grow(sid, target):
             assert need > before[0] + before[1] and not kv.can_allocate(need)
             assert snapshot(kv) == state
@@ -405,6 +440,7 @@ class KVCacheMachine(RuleBasedStateMachine):
         assert kv.num_tokens(sid) == target
         assert all(b not in live for b in table[kept:]), "grow wrote into a block another sequence holds"
         self.expect_allocation(before, need, 0)
+        self.expect_evictions(evictable, [], table[kept:])
 
     @precondition(lambda self: self.seqs)
     @rule(data=st.data())
@@ -415,7 +451,12 @@ class KVCacheMachine(RuleBasedStateMachine):
         free0, evict0, in_use0 = kv.num_free, kv.num_evictable, kv.num_in_use
         del self.seqs[sid]
         released = set(table) - set(self.live_blocks())
+        evictable = set(kv.evictable_blocks())
         kv.free(sid)
+        # released cached blocks join the LRU's young end, the sequence's tail before its head
+        now = set(kv.evictable_blocks())
+        assert now - evictable <= released and evictable <= now
+        self.lru += [b for b in reversed(table) if b in now - evictable]
         assert kv.num_in_use == in_use0 - len(released)
         assert kv.num_free - free0 + kv.num_evictable - evict0 == len(released)
         if not kv.enable_prefix_caching:
@@ -448,6 +489,7 @@ class KVCacheMachine(RuleBasedStateMachine):
         live = self.live_blocks()
         shared_partial = bool(table) and tokens % kv.block_size != 0 and live[table[-1]] > 1
         before, state = self.counts(), snapshot(kv)
+        evictable = set(kv.evictable_blocks())
         ok = kv.ensure_writable_last(sid)
         if not shared_partial:
             assert ok and snapshot(kv) == state
@@ -459,6 +501,7 @@ class KVCacheMachine(RuleBasedStateMachine):
         assert new[:-1] == table[:-1] and new[-1] not in live
         assert self.live_blocks()[table[-1]] == live[table[-1]] - 1
         self.expect_allocation(before, 1, 0)
+        self.expect_evictions(evictable, [], new[-1:])
 
     @rule()
     def reset(self) -> None:
@@ -466,6 +509,7 @@ class KVCacheMachine(RuleBasedStateMachine):
         in_use = kv.num_in_use
         tables = {sid: kv.block_table(sid) for sid in self.seqs}
         kv.reset_prefix_cache()
+        self.lru = []
         assert (kv.num_evictable, kv.num_free, kv.num_in_use) == (0, kv.num_blocks - in_use, in_use)
         assert tables == {sid: kv.block_table(sid) for sid in self.seqs}
         if not self.seqs:
@@ -485,6 +529,7 @@ class KVCacheMachine(RuleBasedStateMachine):
     def consistent(self) -> None:
         kv = self.kv
         kv.check_invariants()
+        assert kv.evictable_blocks() == self.lru
         live = self.live_blocks()
         assert kv.num_in_use == len(live)
         assert kv.num_free >= 0 and kv.num_evictable >= 0

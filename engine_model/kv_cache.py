@@ -120,7 +120,7 @@ class KVCache:
         self._lru: deque[list[int]] = deque()
         self._run_of: list[list[int] | None] = [None] * num_blocks
         self._n_evictable = 0
-        self._lru_slots = 0  # entries in all runs, stale ones included (compacted past 2 * num_blocks)
+        self._lru_slots = 0  # entries in all runs, stale ones included (compacted past 4 * num_blocks)
         self._seqs: dict[int, _Seq] = {}
         # Monotone counters, in tokens (vllm:prefix_cache_queries / _hits) and blocks.
         self.prefix_queries_tokens = 0
@@ -499,7 +499,7 @@ class KVCache:
             self._lru.append(run)
             self._n_evictable += len(run)
             self._lru_slots += len(run)
-            if self._lru_slots > 2 * self.num_blocks:
+            if self._lru_slots > 4 * self.num_blocks:
                 self._compact_lru()
 
     def fork(self, parent_id: int, child_id: int) -> None:

@@ -40,7 +40,7 @@ class Outcome:
     model: str
     model_version: str
     route: str  # primary | fallback
-    first_logprob: float = float("nan")
+    first_logprob: float = float("nan")  # nats; NaN unless the request asked for logprobs
 
 
 @dataclass(frozen=True)
@@ -305,7 +305,7 @@ class Replica:
         lp = (
             first_token_logprob(req.prompt_hash, self.model_version, batch_invariant=self.config.batch_invariant,
                                 batch_size=seq.batch_at_first_token)
-            if ok
+            if ok and req.logprobs
             else float("nan")
         )
         return Outcome(seq, now, status, reason, h, self.name, self.model.name, self.model_version, self.pool, lp)

@@ -35,3 +35,6 @@ class Request:
     # model returns them to the free pool instead of the prefix cache (saves work, changes
     # only the eviction order among blocks nothing will ever ask for)
     cache_prompt: bool = True
+    # the client asked for logprobs (vLLM's SamplingParams.logprobs): only then does the engine report
+    # the first token's, so ordinary traffic does not pay for computing it
+    logprobs: bool = False

@@ -141,7 +141,7 @@ def probe_requests(duration_s: float, first_id: int = PROBE_ID_BASE) -> list[Req
             out.append(Request(
                 request_id=first_id + k, arrival_s=float(t + 0.5 * p), prompt_tokens=180 + 40 * p, output_tokens=64,
                 app="probe", tenant="sre-probes", prompt_hash=900_000_001 + p, session_key=0, temperature=0.0,
-                seed=1234, max_tokens=64,
+                seed=1234, max_tokens=64, logprobs=True,
             ))
             k += 1
         del i

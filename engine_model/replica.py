@@ -126,7 +126,6 @@ class Replica:
         self.plan: StepPlan | None = None
         self.plan_start = 0.0
         self.plan_end = 0.0
-        self.version = 0  # bumps whenever the pending step-end event is superseded
 
     def _rebuild_cost(self) -> None:
         self.cost = StepCostModel(self.model, self.gpu, self.config, expert_skew=self.expert_skew)
@@ -191,7 +190,6 @@ class Replica:
         self.plan = plan
         self.plan_start = now
         self.plan_end = now + dur
-        self.version += 1
         return self.plan_end
 
     def _check_memory(self, plan: StepPlan, now: float) -> list[Outcome] | None:
@@ -235,7 +233,6 @@ class Replica:
         plan.n_steps = keep
         self.plan_end = self.plan_start + self.cost.decode_run_time(keep, plan.decode_seqs, plan.decode_ctx, self.hw,
                                                                     growth_per_seq=growth)
-        self.version += 1
         return self.plan_end
 
     def finish_step(self, now: float) -> list[Outcome]:
@@ -316,7 +313,6 @@ class Replica:
         seqs = self.sched.drop_all()
         self._retire_counters()
         self.plan = None
-        self.version += 1
         self.state = "down"
         self.noticed_down = False
         self.log(now, "crash", reason=reason, in_flight=len(seqs), **detail)
@@ -345,7 +341,6 @@ class Replica:
         self._retire_counters()
         self.state = "down"
         self.noticed_down = True
-        self.version += 1
         self.log(now, kind)
 
     def restart(self, now: float) -> None:

@@ -26,8 +26,11 @@ from engine_model.results import REQUEST_FIELDS, SAMPLE_FIELDS, EngineEvent, Sim
 from engine_model.router import Router
 from engine_model.scheduler import Sequence
 
-# event kinds, ordered so that at equal times steps finish before new work is looked at
-_STEP_END, _RESTART, _HEALTH, _DRAIN_DEADLINE, _DEPLOY, _FAULT, _FAULT_END, _SAMPLE = range(8)
+# Kinds of heap event, ordered so that at equal times the earlier kind goes first. Step ends are not
+# heap events: each replica's pending step end is its live `plan_end`, found by a scan (a fleet has a
+# few replicas), so a step cut short leaves no stale entry behind. At equal times step ends go before
+# every heap event, and among themselves in the order they were timed.
+_RESTART, _HEALTH, _DRAIN_DEADLINE, _DEPLOY, _FAULT, _FAULT_END, _SAMPLE = range(1, 8)
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class Simulation:
         self.router_events: list[EngineEvent] = []
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
+        self._timed_at = [0] * len(self.replicas)  # _seq when each replica's pending step end was set
         self.req_cols = empty_columns(REQUEST_FIELDS)  # filled from _req_rows at the end of run()
         self._req_rows: list[tuple[Any, ...]] = []
         self.samples = empty_columns(SAMPLE_FIELDS)
@@ -139,32 +143,45 @@ class Simulation:
             t = reqs[i].arrival_s if i < n_req else math.inf
             return math.inf if t >= duration else t
 
+        timed_at = self._timed_at
+        inf = math.inf
         t_arr = arrival_time(i)
         while True:
-            t_ev = heap[0][0] if heap else math.inf
-            if t_arr == math.inf and t_ev == math.inf:
+            t_ev = heap[0][0] if heap else inf
+            # the earliest pending step end (ties: the one timed first)
+            t_step = inf
+            stepper: Replica | None = None
+            for rep in replicas:
+                if rep.plan is not None:
+                    end = rep.plan_end
+                    if end < t_step or (end == t_step and stepper is not None
+                                        and timed_at[rep.index] < timed_at[stepper.index]):
+                        t_step, stepper = end, rep
+            if t_arr == inf and t_ev == inf and stepper is None:
                 break
             self.n_events += 1
             if progress is not None and self.n_events % 20000 == 0:
                 progress(min(1.0, self.now / duration))
-            if t_arr <= t_ev:
+            if t_arr <= t_ev and t_arr <= t_step:
                 self.now = t_arr
                 self._arrival(reqs[i])
                 i += 1
                 t_arr = arrival_time(i)
                 continue
+            if stepper is not None and t_step <= t_ev:
+                if t_step > horizon:
+                    break
+                self.now = t_step
+                outs = stepper.finish_step(t_step)
+                if outs:
+                    self._record_all(outs)
+                self._kick(stepper)
+                continue
             t, kind, _, a, b = heapq.heappop(heap)
             if t > horizon:
                 break
             self.now = t
-            if kind == _STEP_END:
-                rep = replicas[a]
-                if b == rep.version and rep.plan is not None:  # else the step was cut short or the replica died
-                    outs = rep.finish_step(t)
-                    if outs:
-                        self._record_all(outs)
-                    self._kick(rep)
-            elif kind == _SAMPLE:
+            if kind == _SAMPLE:
                 self._sample(t)
             elif kind == _FAULT:
                 self._apply_fault(self.faults[a], start=True)
@@ -224,9 +241,9 @@ class Simulation:
             req = replace(req, output_tokens=scaled)
         rep.enqueue(req, self.now)
         if rep.busy:
-            end = rep.interrupt(self.now)
-            if end is not None:
-                self._push(end, _STEP_END, rep.index, rep.version)
+            if rep.interrupt(self.now) is not None:
+                self._seq += 1
+                self._timed_at[rep.index] = self._seq
         else:
             self._kick(rep)
 
@@ -237,7 +254,7 @@ class Simulation:
         res = rep.start_step(self.now)
         if res.__class__ is float:  # the step's end time (the common case, tested first)
             self._seq += 1
-            heapq.heappush(self._heap, (res, _STEP_END, self._seq, rep.index, rep.version))  # _push inlined
+            self._timed_at[rep.index] = self._seq
             return
         if res is None:
             if rep.drained():
@@ -247,8 +264,6 @@ class Simulation:
             self._record_all(res)
             self._push(self.now + self.fleet.health_check_s, _HEALTH, rep.index)
             self._push(self.now + self.fleet.restart_s, _RESTART, rep.index)
-            return
-        self._push(res, _STEP_END, rep.index, rep.version)
 
     def _shutdown_for_restart(self, rep: Replica) -> None:
         rep.go_down(self.now, "shutdown")
@@ -331,9 +346,9 @@ class Simulation:
             )
 
     def _interrupt(self, rep: Replica) -> None:
-        end = rep.interrupt(self.now)
-        if end is not None:
-            self._push(end, _STEP_END, rep.index, rep.version)
+        if rep.interrupt(self.now) is not None:
+            self._seq += 1
+            self._timed_at[rep.index] = self._seq
 
     def _redeploy(self, rep: Replica, fault: Fault, start: bool, at: float) -> None:
         """Schedule a rolling restart of `rep` into the fault's config (or back to the original at its end)."""

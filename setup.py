@@ -65,8 +65,12 @@ def _ext_modules() -> list:
     except ImportError:
         print("servedrill: mypyc not available; the engine installs as pure Python", file=sys.stderr)
         return []
-    exts = mypycify([f"engine_model/{name}.py" for name in COMPILED], opt_level="3",
-                    group_name="engine_model")
+    try:
+        exts = mypycify([f"engine_model/{name}.py" for name in COMPILED], opt_level="3",
+                        group_name="engine_model")
+    except (Exception, SystemExit) as exc:  # mypyc exits on a type error it cannot compile past
+        print(f"servedrill: mypyc refused the engine ({exc!r}); it installs as pure Python", file=sys.stderr)
+        return []
     for ext in exts:
         ext.optional = True  # a failed compile is a warning, not a failed install
     return exts

@@ -252,18 +252,16 @@ class Simulation:
         if rep.plan is not None or rep.state == "down":  # busy or down
             return
         res = rep.start_step(self.now)
-        if res.__class__ is float:  # the step's end time (the common case, tested first)
-            self._seq += 1
-            self._timed_at[rep.index] = self._seq
-            return
         if res is None:
             if rep.drained():
                 self._shutdown_for_restart(rep)
-            return
-        if isinstance(res, list):  # OOM: the replica crashed
+        elif isinstance(res, list):  # OOM: the replica crashed
             self._record_all(res)
             self._push(self.now + self.fleet.health_check_s, _HEALTH, rep.index)
             self._push(self.now + self.fleet.restart_s, _RESTART, rep.index)
+        else:  # timed: the step ends at rep.plan_end
+            self._seq += 1
+            self._timed_at[rep.index] = self._seq
 
     def _shutdown_for_restart(self, rep: Replica) -> None:
         rep.go_down(self.now, "shutdown")

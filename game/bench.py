@@ -1,6 +1,7 @@
 """Benchmarks behind `servedrill bench`: each target runs in a fresh process so its peak memory is its own.
 
-Targets (on the standard fleet: 8 replicas of Llama-3.1-8B on H100-SXM, 1 hour, 30 requests/s):
+Targets (on the standard fleet: 8 replicas of Llama-3.1-8B on H100-SXM, 1 hour, 30 requests/s), each
+reporting whether the engine ran as its mypyc-compiled build (`compiled`; see setup.py):
 - engine: workload generation + simulation;
 - generate: the same, plus building every table and writing the DuckDB file.
 """
@@ -71,7 +72,10 @@ def standard_fleet_run(write_db: bool) -> dict[str, Any]:
 
 def _child(target: str) -> None:
     t_start = time.perf_counter()
+    import engine_model
+
     res = standard_fleet_run(write_db=(target == "generate"))
+    res["compiled"] = engine_model.COMPILED
     res["process_s"] = round(time.perf_counter() - t_start, 3)
     res["peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
     print(json.dumps(res))

@@ -28,7 +28,6 @@ rest move to the free list as one slice.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
 BlockHash = tuple[str, int, int]
 """("p", prefix_key, block_index) or ("q", prompt_hash, block_index)."""
@@ -59,7 +58,6 @@ def _leading_run(entries: list[int]) -> list[int]:
     return entries
 
 
-@dataclass(slots=True)
 class _Seq:
     """One sequence's allocation: its block table and the content ids its prompt blocks hash from.
 
@@ -67,17 +65,21 @@ class _Seq:
     block when p_full <= i < reg_bound; blocks at i >= reg_bound never carry a hash (0 with caching off).
     shared: set by fork on parent and child; while False, every unhashed block of the table is held by
     this sequence alone (only a prefix hit, which needs a hash, or a fork can share a block).
+    A plain class, not a dataclass: mypyc compiles its __init__ (one per request).
     """
 
-    table: list[int]
-    num_tokens: int
-    prompt_tokens: int
-    prefix_key: int
-    prefix_tokens: int
-    prompt_hash: int
-    p_full: int = 0
-    reg_bound: int = 0
-    shared: bool = False
+    def __init__(self, table: list[int], num_tokens: int, prompt_tokens: int, prefix_key: int,
+                 prefix_tokens: int, prompt_hash: int, p_full: int = 0, reg_bound: int = 0,
+                 shared: bool = False) -> None:
+        self.table = table
+        self.num_tokens = num_tokens
+        self.prompt_tokens = prompt_tokens
+        self.prefix_key = prefix_key
+        self.prefix_tokens = prefix_tokens
+        self.prompt_hash = prompt_hash
+        self.p_full = p_full
+        self.reg_bound = reg_bound
+        self.shared = shared
 
 
 class KVCache:

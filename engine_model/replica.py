@@ -27,20 +27,24 @@ ITL_BUCKETS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
                                   7.5, 10.0, 20.0, 40.0, 80.0)
 
 
-@dataclass(slots=True)
 class Outcome:
-    """A request that left a replica (or never reached one), with its final status."""
+    """A request that left a replica (or never reached one), with its final status.
 
-    seq: Sequence
-    finish_s: float
-    status: str  # ok | error
-    finish_reason: str  # stop | length | abort | error
-    output_hash: str
-    replica: str
-    model: str
-    model_version: str
-    route: str  # primary | fallback
-    first_logprob: float = float("nan")  # nats; NaN unless the request asked for logprobs
+    One per request: a plain class, whose __init__ mypyc compiles (a dataclass's would be interpreted)."""
+
+    def __init__(self, seq: Sequence, finish_s: float, status: str, finish_reason: str, output_hash: str,
+                 replica: str, model: str, model_version: str, route: str,
+                 first_logprob: float = float("nan")) -> None:
+        self.seq = seq
+        self.finish_s = finish_s
+        self.status = status  # ok | error
+        self.finish_reason = finish_reason  # stop | length | abort | error
+        self.output_hash = output_hash
+        self.replica = replica
+        self.model = model
+        self.model_version = model_version
+        self.route = route  # primary | fallback
+        self.first_logprob = first_logprob  # nats; NaN unless the request asked for logprobs
 
 
 @dataclass(frozen=True)

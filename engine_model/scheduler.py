@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
 
 from engine_model.config import EngineConfig
 from engine_model.kv_cache import KVCache
@@ -27,43 +26,53 @@ EPS = 1e-9
 RESERVE_BLOCKS = 4  # blocks a decoding sequence reserves per top-up while the pool is roomy
 
 
-@dataclass(slots=True)
+# Sequence and StepPlan are made once per request and once per step: plain classes with their own
+# __init__, which mypyc compiles (a dataclass's generated __init__ would run as interpreted Python).
 class Sequence:
     """Scheduler state of one request on one replica. Token counts are tokens."""
 
-    req: Request
-    seq_id: int
-    prefill_len: int  # tokens to compute before decoding: prompt, plus earlier output after a preemption
-    computed: int = 0  # of prefill_len, including cached tokens
-    generated: int = 0  # output tokens produced before the current decode stint
-    base: float = 0.0  # decode clock value at which this stint's output count was zero
-    target: float = 0.0  # decode clock value at which the request is done
-    cached_tokens: int = 0
-    preemptions: int = 0
-    admit_order: int = 0
-    epoch: int = 0  # bumps on preemption so stale heap entries are skipped
-    kv_reserved: int = 0  # tokens of KV the sequence holds blocks for
-    # while decoding, a lower bound (to float rounding) of (KV tokens held - prompt) + base: the clock
-    # value up to which its blocks hold the output; lets a decode run skip sequences that need nothing
-    grow_key: float = 0.0
-    first_scheduled_s: float = -1.0
-    first_token_s: float = -1.0
-    batch_at_first_token: int = 0
-    state: str = "waiting"  # waiting | prefilling | decoding | done
+    def __init__(self, req: Request, seq_id: int, prefill_len: int) -> None:
+        self.req = req
+        self.seq_id = seq_id
+        # tokens to compute before decoding: prompt, plus earlier output after a preemption
+        self.prefill_len = prefill_len
+        self.computed = 0  # of prefill_len, including cached tokens
+        self.generated = 0  # output tokens produced before the current decode stint
+        self.base = 0.0  # decode clock value at which this stint's output count was zero
+        self.target = 0.0  # decode clock value at which the request is done
+        self.cached_tokens = 0
+        self.preemptions = 0
+        self.admit_order = 0
+        self.epoch = 0  # bumps on preemption so stale heap entries are skipped
+        self.kv_reserved = 0  # tokens of KV the sequence holds blocks for
+        # while decoding, a lower bound (to float rounding) of (KV tokens held - prompt) + base: the clock
+        # value up to which its blocks hold the output; lets a decode run skip sequences that need nothing
+        self.grow_key = 0.0
+        self.first_scheduled_s = -1.0
+        self.first_token_s = -1.0
+        self.batch_at_first_token = 0
+        self.state = "waiting"  # waiting | prefilling | decoding | done
+
+    def __repr__(self) -> str:
+        return f"Sequence(seq_id={self.seq_id}, state={self.state!r}, request_id={self.req.request_id})"
 
 
-@dataclass(slots=True)
 class StepPlan:
     """What one step (or a run of identical-shape decode steps) holds."""
 
-    kind: str  # "mixed" | "prefill_only" | "decode_run"
-    chunks: list[tuple[Sequence, int]] = field(default_factory=list)  # (sequence, new tokens)
-    prefill_tokens: int = 0
-    prefill_attn: float = 0.0  # sum of chunk * (prior context + chunk / 2), token^2
-    decode_seqs: int = 0
-    decode_ctx: int = 0
-    n_steps: int = 1
-    preempted: list[Sequence] = field(default_factory=list)
+    def __init__(self, kind: str) -> None:
+        self.kind = kind  # "mixed" | "prefill_only" | "decode_run"
+        self.chunks: list[tuple[Sequence, int]] = []  # (sequence, new tokens)
+        self.prefill_tokens = 0
+        self.prefill_attn = 0.0  # sum of chunk * (prior context + chunk / 2), token^2
+        self.decode_seqs = 0
+        self.decode_ctx = 0
+        self.n_steps = 1
+        self.preempted: list[Sequence] = []
+
+    def __repr__(self) -> str:
+        return (f"StepPlan({self.kind!r}, chunks={len(self.chunks)}, prefill_tokens={self.prefill_tokens}, "
+                f"decode_seqs={self.decode_seqs}, n_steps={self.n_steps})")
 
     @property
     def num_tokens(self) -> int:

@@ -16,9 +16,21 @@ from engine_model.kv_cache import KVCache, block_hash
 
 def snapshot(cache: KVCache) -> dict[str, Any]:
     """Every attribute of the cache, deep-copied: equal snapshots mean nothing changed (LRU order too).
-    A mypyc-compiled KVCache has no __dict__; its class lists its attributes instead."""
-    names = getattr(type(cache), "__mypyc_attrs__", None) or vars(cache)
-    return {name: copy.deepcopy(getattr(cache, name)) for name in names}
+    Per-sequence records are compared by their attributes."""
+    return {name: copy.deepcopy(_plain(getattr(cache, name))) for name in _attrs(cache)}
+
+
+def _attrs(obj: object) -> list[str]:
+    # a mypyc-compiled class has no __dict__; it lists its attributes instead
+    return list(getattr(type(obj), "__mypyc_attrs__", None) or vars(obj))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if hasattr(value, "table") and hasattr(value, "num_tokens"):  # a sequence's allocation record
+        return {name: getattr(value, name) for name in _attrs(value)}
+    return value
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -182,8 +182,8 @@ class Replica:
                 return oom
         hw, cost = self.hw, self.cost
         decode_seqs, decode_ctx = plan.decode_seqs, plan.decode_ctx
-        total, compute, memory, *_ = cost.step_parts(plan.prefill_tokens, plan.prefill_attn, decode_seqs,
-                                                     decode_ctx, hw, len(chunks))
+        parts = cost.step_parts(plan.prefill_tokens, plan.prefill_attn, decode_seqs, decode_ctx, hw, len(chunks))
+        total, compute, memory = parts[0], parts[1], parts[2]  # (a starred unpack builds a list per step)
         # share of the step the GPU spends on compute / on memory traffic (for DCGM-like gauges)
         self._frac = (compute / total, memory / total) if total > 0 else (0.0, 0.0)
         if plan.n_steps > 1 and plan.kind == "decode_run":

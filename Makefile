@@ -36,4 +36,4 @@ bench: $(STAMP)
 	$(BIN)/servedrill bench engine --json
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache build engine_model__mypyc*.so engine_model/*.so engine_model/_compiled.sha256

@@ -37,8 +37,8 @@ class Outcome:
                  first_logprob: float = float("nan")) -> None:
         self.seq = seq
         self.finish_s = finish_s
-        self.status = status  # ok | error
-        self.finish_reason = finish_reason  # stop | length | abort | error
+        self.status = status  # ok | error | timeout
+        self.finish_reason = finish_reason  # stop | length | abort (timeout) | error
         self.output_hash = output_hash
         self.replica = replica
         self.model = model
@@ -158,10 +158,18 @@ class Replica:
         return int(timed + self.leak_requests * self.leak_bytes_per_request)
 
     # ----- requests -------------------------------------------------------------------------
-    def enqueue(self, req: Request, now: float) -> None:
+    def enqueue(self, req: Request, now: float) -> Sequence:
+        """Queue a request; returns its sequence (the handle `abort` takes)."""
         self._next_seq += 1
         seq = Sequence(req=req, seq_id=self._next_seq, prefill_len=req.prompt_tokens)
         self.sched.add(seq)
+        return seq
+
+    def abort(self, seq: Sequence, now: float) -> Outcome:
+        """The client of a live request gave up at `now`: drop it and report a timeout. A decode run
+        in progress is left as timed; the caller cuts it short so the next step replans without it."""
+        self.sched.abort(seq)
+        return self._outcome(seq, now, "timeout")
 
     def start_step(self, now: float) -> float | list[Outcome] | None:
         """Plan and time the next step. Returns its end time, None if idle, or the failed
@@ -287,7 +295,10 @@ class Replica:
     def _outcome(self, seq: Sequence, now: float, status: str) -> Outcome:
         req = seq.req
         ok = status == "ok"
-        reason = ("length" if req.output_tokens >= req.max_tokens else "stop") if ok else "error"
+        if ok:
+            reason = "length" if req.output_tokens >= req.max_tokens else "stop"
+        else:
+            reason = "abort" if status == "timeout" else "error"
         h = (
             output_hash(
                 req.prompt_hash,

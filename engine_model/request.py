@@ -35,6 +35,9 @@ class Request:
     # model returns them to the free pool instead of the prefix cache (saves work, changes
     # only the eviction order among blocks nothing will ever ask for)
     cache_prompt: bool = True
+    # seconds the client waits for the whole response before it disconnects; the engine then aborts
+    # the request (vLLM does on disconnect). 600 s is the OpenAI Python client's default timeout.
+    timeout_s: float = 600.0
     # the client asked for logprobs (vLLM's SamplingParams.logprobs): only then does the engine report
     # the first token's, so ordinary traffic does not pay for computing it
     logprobs: bool = False

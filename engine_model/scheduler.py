@@ -51,7 +51,8 @@ class Sequence:
         self.first_scheduled_s = -1.0
         self.first_token_s = -1.0
         self.batch_at_first_token = 0
-        self.state = "waiting"  # waiting | prefilling | decoding | done
+        # waiting | prefilling | decoding, then one of: done, aborted (the client gave up), failed (crash)
+        self.state = "waiting"
 
     def __repr__(self) -> str:
         return f"Sequence(seq_id={self.seq_id}, state={self.state!r}, request_id={self.req.request_id})"
@@ -428,9 +429,32 @@ class Scheduler:
             finished.append(seq)
         return firsts, finished
 
+    def abort(self, seq: Sequence) -> None:
+        """Drop a live sequence whose client disconnected, freeing its blocks (vLLM aborts a request
+        when its client goes away). Its output so far stays counted in `generated`."""
+        if seq.state == "waiting":  # never admitted, or preempted: it holds no blocks
+            waiting = self.waiting
+            i = next(k for k, entry in enumerate(waiting) if entry[3] is seq)
+            waiting[i] = waiting[-1]
+            waiting.pop()
+            heapq.heapify(waiting)  # the order is total (seq_id breaks ties): pops stay deterministic
+        elif seq.state == "prefilling":
+            self.prefilling.remove(seq)
+            self.kv.free(seq.seq_id)
+        elif seq.state == "decoding":
+            seq.generated = self.output_so_far(seq)
+            self._stop_decoding(seq)
+            self.kv.free(seq.seq_id)
+        else:
+            raise ValueError(f"sequence {seq.seq_id} is {seq.state}, not live")
+        seq.epoch += 1  # its finish and reservation heap entries go stale
+        seq.state = "aborted"
+
     def drop_all(self) -> list[Sequence]:
         """Remove every sequence (engine death). Returns them; KV state is discarded by the caller."""
         seqs = self.all_sequences()
+        for seq in seqs:
+            seq.state = "failed"
         self.waiting.clear()
         self.prefilling.clear()
         self.decoding.clear()

@@ -28,9 +28,11 @@ from engine_model.scheduler import Sequence
 
 # Kinds of heap event, ordered so that at equal times the earlier kind goes first. Step ends are not
 # heap events: each replica's pending step end is its live `plan_end`, found by a scan (a fleet has a
-# few replicas), so a step cut short leaves no stale entry behind. At equal times step ends go before
-# every heap event, and among themselves in the order they were timed.
+# few replicas), so a step cut short leaves no stale entry behind. Client deadlines (request timeouts)
+# have a heap of their own. At equal times: arrivals, step ends (in the order they were timed), client
+# deadlines, then heap events by kind.
 _RESTART, _HEALTH, _DRAIN_DEADLINE, _DEPLOY, _FAULT, _FAULT_END, _SAMPLE = range(1, 8)
+_LIVE = frozenset(("waiting", "prefilling", "decoding"))  # sequence states a client can still abandon
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,8 @@ class Simulation:
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
         self._timed_at = [0] * len(self.replicas)  # _seq when each replica's pending step end was set
+        # (arrival + timeout, request id, replica index, sequence) of every request a replica took
+        self._deadlines: list[tuple[float, int, int, Sequence]] = []
         self.req_cols = empty_columns(REQUEST_FIELDS)  # filled from _req_rows at the end of run()
         self._req_rows: list[tuple[Any, ...]] = []
         self.samples = empty_columns(SAMPLE_FIELDS)
@@ -143,7 +147,7 @@ class Simulation:
             t = reqs[i].arrival_s if i < n_req else math.inf
             return math.inf if t >= duration else t
 
-        timed_at = self._timed_at
+        timed_at, deadlines = self._timed_at, self._deadlines
         inf = math.inf
         t_arr = arrival_time(i)
         while True:
@@ -157,18 +161,21 @@ class Simulation:
                     if end < t_step or (end == t_step and stepper is not None
                                         and timed_at[rep.index] < timed_at[stepper.index]):
                         t_step, stepper = end, rep
-            if t_arr == inf and t_ev == inf and stepper is None:
+            while deadlines and deadlines[0][3].state not in _LIVE:  # finished, failed or aborted already
+                heapq.heappop(deadlines)
+            t_dl = deadlines[0][0] if deadlines else inf
+            if t_arr == inf and t_ev == inf and stepper is None and t_dl == inf:
                 break
             self.n_events += 1
             if progress is not None and self.n_events % 20000 == 0:
                 progress(min(1.0, self.now / duration))
-            if t_arr <= t_ev and t_arr <= t_step:
+            if t_arr <= t_ev and t_arr <= t_step and t_arr <= t_dl:
                 self.now = t_arr
                 self._arrival(reqs[i])
                 i += 1
                 t_arr = arrival_time(i)
                 continue
-            if stepper is not None and t_step <= t_ev:
+            if stepper is not None and t_step <= t_ev and t_step <= t_dl:
                 if t_step > horizon:
                     break
                 self.now = t_step
@@ -176,6 +183,13 @@ class Simulation:
                 if outs:
                     self._record_all(outs)
                 self._kick(stepper)
+                continue
+            if t_dl <= t_ev:
+                if t_dl > horizon:
+                    break
+                _, _, idx, seq = heapq.heappop(deadlines)  # live: stale ones were dropped above
+                self.now = t_dl
+                self._client_gave_up(replicas[idx], seq)
                 continue
             t, kind, _, a, b = heapq.heappop(heap)
             if t > horizon:
@@ -239,13 +253,22 @@ class Simulation:
         if rep.output_scale != 1.0:
             scaled = max(1, min(req.max_tokens, round(req.output_tokens * rep.output_scale)))
             req = replace(req, output_tokens=scaled)
-        rep.enqueue(req, self.now)
+        seq = rep.enqueue(req, self.now)
+        heapq.heappush(self._deadlines, (req.arrival_s + req.timeout_s, req.request_id, rep.index, seq))
         if rep.busy:
             if rep.interrupt(self.now) is not None:
                 self._seq += 1
                 self._timed_at[rep.index] = self._seq
         else:
             self._kick(rep)
+
+    def _client_gave_up(self, rep: Replica, seq: Sequence) -> None:
+        """A request's client timed out: the replica aborts it, and replans its batch without it."""
+        self._record(rep.abort(seq, self.now))
+        if rep.busy:
+            self._interrupt(rep)
+        else:
+            self._kick(rep)  # a draining replica may now be empty
 
     def _kick(self, rep: Replica) -> None:
         """Start the replica's next step if it is idle."""

@@ -305,6 +305,10 @@ class App(_Strict):
     n: int = Field(1, ge=1, le=16, description="Completions per request.")
     priority: int = Field(0, description="Scheduling priority (lower is served first under priority policy).")
     max_tokens: int = Field(4096, ge=1, description="max_tokens sent with each request.")
+    timeout_s: float = Field(
+        600.0, gt=0, description="Seconds a client waits for the whole response before it gives up (the engine "
+        "then aborts the request: status timeout). 600 is the OpenAI Python client's default."
+    )
     rate_shape: Literal["daily", "flat", "batch"] = Field(
         "daily", description="daily follows the diurnal curve, flat ignores it, batch arrives in bulk."
     )

@@ -125,7 +125,7 @@ def workload_spec(inc: Incident) -> WorkloadSpec:
                 system_prompts=a.system_prompts if a.system_prompt_tokens > 0 else 0,
                 system_prompt_tokens=a.system_prompt_tokens if a.system_prompts > 0 else 0,
                 temperature=a.temperature, seeded_fraction=a.seeded_fraction, n=a.n, priority=a.priority,
-                max_tokens=a.max_tokens, rate_shape=a.rate_shape,
+                max_tokens=a.max_tokens, rate_shape=a.rate_shape, timeout_s=a.timeout_s,
             )
             for a in w.apps
         )

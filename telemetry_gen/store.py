@@ -42,8 +42,9 @@ COLUMN_COMMENTS: dict[str, dict[str, str]] = {
         "cached_tokens": "prompt tokens served from the prefix cache, tokens",
         "output_tokens": "generated tokens",
         "num_preemptions": "times the engine preempted the request (KV blocks ran out; recomputed)",
-        "status": "ok or error",
-        "finish_reason": "stop, length, or error",
+        "status": "ok, error (the engine failed it or none could take it), or timeout (the client gave up "
+                  "waiting and the engine aborted the request)",
+        "finish_reason": "stop, length, abort (timeout), or error",
         "temperature": "sampling temperature (0 = greedy)",
         "seed": "sampling seed the client sent (NULL if none)",
         "output_hash": "hash of the generated text (equal hashes = identical outputs)",

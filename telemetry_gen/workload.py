@@ -152,6 +152,7 @@ class AppSpec:
     priority: int = 0
     max_tokens: int = 4096
     rate_shape: str = "daily"
+    timeout_s: float = 600.0  # client timeout, seconds (see Request.timeout_s)
     repeat_fraction: float = 0.0
     popularity_skew: float = 1.0
     session_requests: float = 4.0
@@ -171,8 +172,8 @@ class AppSpec:
             raise ValueError(f"app {self.name}: system prompts need system_prompt_tokens > 0")
         if not (0 <= self.seeded_fraction <= 1 and 0 <= self.repeat_fraction <= 1):
             raise ValueError(f"app {self.name}: fractions must be within 0..1")
-        if self.temperature < 0 or self.n < 1 or self.max_tokens < 1:
-            raise ValueError(f"app {self.name}: temperature >= 0, n >= 1 and max_tokens >= 1")
+        if self.temperature < 0 or self.n < 1 or self.max_tokens < 1 or self.timeout_s <= 0:
+            raise ValueError(f"app {self.name}: temperature >= 0, n >= 1, max_tokens >= 1 and timeout_s > 0")
         if self.rate_shape not in RATE_SHAPES:
             raise ValueError(f"app {self.name}: rate_shape must be one of {RATE_SHAPES}")
         if self.session_requests < 1 or self.session_window_s <= 0:
@@ -343,6 +344,7 @@ class WorkloadColumns:
     seed: np.ndarray
     n: np.ndarray
     max_tokens: np.ndarray
+    timeout_s: np.ndarray
     app_names: tuple[str, ...] = ()
     tenant_names: tuple[str, ...] = ()
 
@@ -378,6 +380,7 @@ class WorkloadColumns:
                     self.n.tolist(),
                     self.max_tokens.tolist(),
                     recurs,
+                    self.timeout_s.tolist(),
                 )
             )
         finally:
@@ -590,6 +593,7 @@ def generate_columns(spec: WorkloadSpec, seed: int, max_model_len: int = DEFAULT
         temperature=per_app("temperature", float),
         n=per_app("n", np.int64),
         max_tokens=per_app("max_tokens", np.int64),
+        timeout_s=per_app("timeout_s", float),
         app_names=tuple(a.name for a in spec.apps),
         tenant_names=tuple(name for _, a, _ in parts for name in a.tenants),
     )

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from engine_model.config import EngineConfig
 from engine_model.faults import Fault
+from engine_model.kv_cache import KVCache
 from engine_model.replica import ITL_BUCKETS
 from engine_model.request import Request
+from engine_model.scheduler import Scheduler, Sequence
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation, simulate
 
 
@@ -238,3 +242,76 @@ def test_simultaneous_config_changes_merge_into_one_restart() -> None:
     ready = [e for e in run.events if e.kind == "engine_ready"]
     assert len(ready) == 1
     assert ready[0].detail["changes"] == {"enable_prefix_caching": [True, False], "max_num_seqs": [256, 384]}
+
+
+# ----- client timeouts ---------------------------------------------------------------------------
+def _with_timeout(reqs: list[Request], timeout_s: float) -> list[Request]:
+    return [dataclasses.replace(r, timeout_s=timeout_s) for r in reqs]
+
+
+def test_clients_give_up_on_an_overloaded_engine_and_no_request_vanishes() -> None:
+    """max_num_seqs=2 cannot keep up: the queue grows until clients time out. Every request still gets
+    exactly one row; the abandoned ones at their deadline, with status timeout."""
+    reqs = _with_timeout(poisson_requests(6, 120, 400, 300, seed=4), 20.0)
+    sim = Simulation(fleet(1, max_num_seqs=2), reqs, [], 120)
+    run = sim.run()
+    assert sorted(run.requests["request_id"]) == [r.request_id for r in reqs]
+    status = np.asarray(run.requests["status"])
+    timeout = status == "timeout"
+    assert 0 < timeout.sum() < len(reqs) and set(status) == {"ok", "timeout"}
+    assert set(np.asarray(run.requests["finish_reason"])[timeout]) == {"abort"}
+    e2e = cols(run, "finish_s") - cols(run, "arrival_s")
+    assert np.allclose(e2e[timeout], 20.0) and np.all(e2e[~timeout] <= 20.0 + 1e-9)
+    # some were cut off mid-stream (a first token, fewer tokens than asked), some never started
+    asked = {r.request_id: r.output_tokens for r in reqs}
+    got = dict(zip(run.requests["request_id"], run.requests["output_tokens"], strict=True))
+    first = cols(run, "first_token_s")
+    cut = [rid for rid, t, f in zip(run.requests["request_id"], timeout, first, strict=True) if t and f == f]
+    assert cut and all(got[rid] < asked[rid] for rid in cut)
+    assert np.isnan(first[timeout]).any()
+    # the aborted requests' blocks went back: nothing is left on the engine
+    rep = sim.replicas[0]
+    assert rep.sched.num_outstanding() == 0 and rep.kv.num_in_use == 0
+    rep.kv.check_invariants()
+
+
+def test_timeouts_free_the_engine_for_the_clients_still_waiting() -> None:
+    reqs = poisson_requests(6, 120, 400, 300, seed=4)
+    patient = simulate(fleet(1, max_num_seqs=2), _with_timeout(reqs, 10_000.0), [], 120)
+    impatient = simulate(fleet(1, max_num_seqs=2), _with_timeout(reqs, 20.0), [], 120)
+    assert set(patient.requests["status"]) == {"ok"}
+    ok = np.asarray(impatient.requests["status"]) == "ok"
+    # abandoned work is not done, so the requests that are served wait less than when nobody leaves
+    q_patient = np.median(cols(patient, "first_scheduled_s") - cols(patient, "arrival_s"))
+    q_served = np.median((cols(impatient, "first_scheduled_s") - cols(impatient, "arrival_s"))[ok])
+    assert q_served < q_patient / 2
+
+
+def test_a_timeout_after_the_response_changes_nothing() -> None:
+    reqs = poisson_requests(4, 60, 800, 120, seed=2)
+    a = simulate(fleet(1), reqs, [], 60)
+    b = simulate(fleet(1), _with_timeout(reqs, 300.0), [], 60)
+    assert repr(a.requests) == repr(b.requests)
+
+
+def test_abort_frees_a_sequence_in_every_live_state() -> None:
+    cfg = EngineConfig().with_changes(max_num_batched_tokens=512, max_num_seqs=2)
+    kv = KVCache(64, 16)
+    sched = Scheduler(cfg, kv)
+    seqs = [Sequence(Request(request_id=i, arrival_s=float(i), prompt_tokens=p, output_tokens=50), i, p)
+            for i, p in enumerate((100, 700, 100))]
+    for s in seqs:
+        sched.add(s)
+    plan = sched.plan()  # the first prompt whole, the first 412 tokens of the second; the third waits
+    assert plan is not None and [s.state for s in seqs] == ["prefilling", "prefilling", "waiting"]
+    sched.commit(plan, 1, 0.1)
+    assert [s.state for s in seqs] == ["decoding", "prefilling", "waiting"]
+    for s in (seqs[1], seqs[2], seqs[0]):  # mid-prefill, queued, decoding
+        sched.abort(s)
+        assert s.state == "aborted"
+    assert sched.num_outstanding() == 0 and kv.num_in_use == 0
+    assert seqs[0].generated == 1  # the token it had streamed
+    kv.check_invariants()
+    assert sched.plan() is None
+    with pytest.raises(ValueError):
+        sched.abort(seqs[0])

@@ -76,7 +76,8 @@ class Simulation:
         self.faults = faults
         self.duration_s = duration_s
         self.sample_interval_s = sample_interval_s
-        self.drain_s = drain_s
+        # after the window, run until every request has finished or its client has given up
+        self.drain_s = max(drain_s, max((r.timeout_s for r in requests), default=0.0))
         self.progress = progress
         self.primary = self._make_pool(fleet.primary, "primary", 0)
         self.fallback = (
@@ -233,6 +234,8 @@ class Simulation:
             "events": float(self.n_events),
             "steps": float(sum(r.steps_total for r in self.replicas)),
             "fallback_routed": float(self.router.fallback_routed),
+            # requests still on an engine at the horizon (none: the drain outlasts every client timeout)
+            "unfinished": float(sum(r.sched.num_outstanding() for r in self.replicas)),
         }
         return SimResult(
             requests=self.req_cols,

@@ -256,6 +256,7 @@ def test_clients_give_up_on_an_overloaded_engine_and_no_request_vanishes() -> No
     sim = Simulation(fleet(1, max_num_seqs=2), reqs, [], 120)
     run = sim.run()
     assert sorted(run.requests["request_id"]) == [r.request_id for r in reqs]
+    assert run.stats["unfinished"] == 0
     status = np.asarray(run.requests["status"])
     timeout = status == "timeout"
     assert 0 < timeout.sum() < len(reqs) and set(status) == {"ok", "timeout"}
@@ -315,3 +316,12 @@ def test_abort_frees_a_sequence_in_every_live_state() -> None:
     assert sched.plan() is None
     with pytest.raises(ValueError):
         sched.abort(seqs[0])
+
+
+def test_the_run_lasts_until_the_most_patient_client_is_done() -> None:
+    """A client willing to wait longer than the default drain still gets its answer recorded."""
+    reqs = _with_timeout(poisson_requests(6, 60, 400, 300, seed=4), 5000.0)
+    run = simulate(fleet(1, max_num_seqs=1), reqs, [], 60)
+    assert run.num_requests == len(reqs) and run.stats["unfinished"] == 0
+    assert set(run.requests["status"]) == {"ok"}
+    assert float(np.max(cols(run, "finish_s"))) > 60 + 600  # past the default drain

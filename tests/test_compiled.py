@@ -23,11 +23,12 @@ from telemetry_gen.runner import build_telemetry
 
 ROOT = Path(__file__).resolve().parent.parent
 # together: crashes and restarts, OOM, throttling, link loss, config and model rollouts, chunked
-# prefill off, fp8 KV, preemption storms, fallback routing, MoE skew, speculative decoding, determinism
+# prefill off, fp8 KV, preemption storms, fallback routing, MoE skew, speculative decoding, determinism,
+# client timeouts
 INCIDENTS = [
     "cascade-crash-overload", "chunked-prefill-disabled", "fallback-silently-switched",
-    "kv-cache-fp8-long-context", "moe-expert-imbalance", "nondeterministic-outputs", "oom-at-peak",
-    "preemption-storm-long-context", "quantized-regression", "spec-decode-stopped-helping",
+    "kv-cache-fp8-long-context", "max-num-seqs-too-small", "moe-expert-imbalance", "nondeterministic-outputs",
+    "oom-at-peak", "preemption-storm-long-context", "quantized-regression", "spec-decode-stopped-helping",
     "tp-degraded-nvlink",
 ]
 _DIGESTS = """

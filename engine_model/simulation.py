@@ -12,6 +12,7 @@ import gc
 import heapq
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
@@ -29,8 +30,9 @@ from engine_model.scheduler import Sequence
 # Kinds of heap event, ordered so that at equal times the earlier kind goes first. Step ends are not
 # heap events: each replica's pending step end is its live `plan_end`, found by a scan (a fleet has a
 # few replicas), so a step cut short leaves no stale entry behind. Client deadlines (request timeouts)
-# have a heap of their own. At equal times: arrivals, step ends (in the order they were timed), client
-# deadlines, then heap events by kind.
+# are queues of their own, one per timeout value: arrivals come in time order, so each queue is already
+# sorted and needs no heap. At equal times: arrivals, step ends (in the order they were timed), client
+# deadlines (in arrival order), then heap events by kind.
 _RESTART, _HEALTH, _DRAIN_DEADLINE, _DEPLOY, _FAULT, _FAULT_END, _SAMPLE = range(1, 8)
 _LIVE = frozenset(("waiting", "prefilling", "decoding"))  # sequence states a client can still abandon
 
@@ -89,8 +91,9 @@ class Simulation:
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
         self._timed_at = [0] * len(self.replicas)  # _seq when each replica's pending step end was set
-        # (arrival + timeout, request id, replica index, sequence) of every request a replica took
-        self._deadlines: list[tuple[float, int, int, Sequence]] = []
+        # timeout_s -> (arrival + timeout, replica index, sequence) of every request a replica took, in
+        # arrival order
+        self._deadlines: dict[float, deque[tuple[float, int, Sequence]]] = {}
         self.req_cols = empty_columns(REQUEST_FIELDS)  # filled from _req_rows at the end of run()
         self._req_rows: list[tuple[Any, ...]] = []
         self.samples = empty_columns(SAMPLE_FIELDS)
@@ -162,21 +165,41 @@ class Simulation:
                     if end < t_step or (end == t_step and stepper is not None
                                         and timed_at[rep.index] < timed_at[stepper.index]):
                         t_step, stepper = end, rep
-            while deadlines and deadlines[0][3].state not in _LIVE:  # finished, failed or aborted already
-                heapq.heappop(deadlines)
-            t_dl = deadlines[0][0] if deadlines else inf
-            if t_arr == inf and t_ev == inf and stepper is None and t_dl == inf:
+            # A client deadline goes first if it falls before the next arrival and step end and no later
+            # than the next heap event. Only deadlines that early are looked at: most requests finished
+            # long before theirs, and their entries are dropped when reached.
+            t_first = t_arr if t_arr < t_step else t_step
+            t_dl = inf
+            due: deque[tuple[float, int, Sequence]] | None = None
+            for queue in deadlines.values():
+                while queue:
+                    head = queue[0]
+                    if head[0] >= t_first or head[0] > t_ev:
+                        break  # not due yet
+                    if head[2].state in _LIVE:
+                        if head[0] < t_dl:
+                            t_dl, due = head[0], queue
+                        break
+                    queue.popleft()  # finished, failed or aborted already
+            if t_arr == inf and t_ev == inf and stepper is None and due is None:
                 break
             self.n_events += 1
             if progress is not None and self.n_events % 20000 == 0:
                 progress(min(1.0, self.now / duration))
-            if t_arr <= t_ev and t_arr <= t_step and t_arr <= t_dl:
+            if due is not None:
+                if t_dl > horizon:
+                    break
+                _, idx, seq = due.popleft()
+                self.now = t_dl
+                self._client_gave_up(replicas[idx], seq)
+                continue
+            if t_arr <= t_ev and t_arr <= t_step:
                 self.now = t_arr
                 self._arrival(reqs[i])
                 i += 1
                 t_arr = arrival_time(i)
                 continue
-            if stepper is not None and t_step <= t_ev and t_step <= t_dl:
+            if stepper is not None and t_step <= t_ev:
                 if t_step > horizon:
                     break
                 self.now = t_step
@@ -184,13 +207,6 @@ class Simulation:
                 if outs:
                     self._record_all(outs)
                 self._kick(stepper)
-                continue
-            if t_dl <= t_ev:
-                if t_dl > horizon:
-                    break
-                _, _, idx, seq = heapq.heappop(deadlines)  # live: stale ones were dropped above
-                self.now = t_dl
-                self._client_gave_up(replicas[idx], seq)
                 continue
             t, kind, _, a, b = heapq.heappop(heap)
             if t > horizon:
@@ -257,7 +273,10 @@ class Simulation:
             scaled = max(1, min(req.max_tokens, round(req.output_tokens * rep.output_scale)))
             req = replace(req, output_tokens=scaled)
         seq = rep.enqueue(req, self.now)
-        heapq.heappush(self._deadlines, (req.arrival_s + req.timeout_s, req.request_id, rep.index, seq))
+        queue = self._deadlines.get(req.timeout_s)
+        if queue is None:
+            queue = self._deadlines[req.timeout_s] = deque()
+        queue.append((self.now + req.timeout_s, rep.index, seq))
         if rep.busy:
             if rep.interrupt(self.now) is not None:
                 self._seq += 1

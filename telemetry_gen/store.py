@@ -37,7 +37,7 @@ COLUMN_COMMENTS: dict[str, dict[str, str]] = {
         "decode_s": "seconds from the first token to the last",
         "ttft_s": "time to first token, seconds = queue_s + prefill_s",
         "tpot_s": "mean seconds per output token after the first = decode_s / (output_tokens - 1)",
-        "e2e_s": "end-to-end latency, seconds = ttft_s + decode_s",
+        "e2e_s": "end-to-end latency, seconds = ttft_s + decode_s (error or timeout: arrival to the end)",
         "prompt_tokens": "prompt length, tokens",
         "cached_tokens": "prompt tokens served from the prefix cache, tokens",
         "output_tokens": "generated tokens",

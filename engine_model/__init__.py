@@ -11,9 +11,7 @@ Both give identical results; the compiled ones are faster.
 from __future__ import annotations
 
 import hashlib
-import importlib.abc
 import importlib.machinery
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -43,8 +41,9 @@ def _compiled_is_current() -> bool:
     return all(any((_HERE / f"{name}{s}").exists() for s in suffixes) for name in COMPILED_MODULES)
 
 
-class _SourceFirst(importlib.abc.MetaPathFinder):
-    """Finds engine_model's compiled-able modules as their .py sources, never as extensions."""
+class _SourceFirst:
+    """A meta path finder: engine_model's compiled-able modules as their .py sources, never as extensions.
+    (Duck-typed: importing importlib.abc would cost more than the whole digest check.)"""
 
     def find_spec(
         self, fullname: str, path: object = None, target: object = None
@@ -52,6 +51,8 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
         pkg, _, name = fullname.rpartition(".")
         if pkg != __name__ or name not in COMPILED_MODULES:
             return None
+        import importlib.util  # only in pure mode
+
         return importlib.util.spec_from_file_location(fullname, _HERE / f"{name}.py")
 
 

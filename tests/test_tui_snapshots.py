@@ -35,16 +35,20 @@ def test_picker(tui_env: Path, snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=settle)
 
 
-def test_workspace(tui_env: Path, snap_compare: Any) -> None:
+def _workspace_app(tui_env: Path) -> Any:
+    """The TUI resumed on the hand-written investigation, its clock fixed 125 s in."""
     path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
-    app = make_app(tui_env, resume_session=path, steady=True, clock=lambda: START + 125.0)
+    return make_app(tui_env, resume_session=path, steady=True, clock=lambda: START + 125.0)
 
-    async def settle(pilot: Any) -> None:
-        await until(pilot, lambda: "workspace" in pilot.app.marks)
-        await until(pilot, lambda: len(pilot.app.screen.query_one("#schema").root.children) > 0)
-        await pilot.app.workers.wait_for_complete()
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+async def _workspace_settled(pilot: Any) -> None:
+    await until(pilot, lambda: "workspace" in pilot.app.marks)
+    await until(pilot, lambda: len(pilot.app.screen.query_one("#schema").root.children) > 0)
+    await pilot.app.workers.wait_for_complete()
+
+
+def test_workspace(tui_env: Path, snap_compare: Any) -> None:
+    assert snap_compare(_workspace_app(tui_env), terminal_size=SIZE, run_before=_workspace_settled)
 
 
 def test_debrief(tui_env: Path, snap_compare: Any) -> None:
@@ -60,13 +64,10 @@ def test_debrief(tui_env: Path, snap_compare: Any) -> None:
 
 def test_workspace_light_theme(tui_env: Path, snap_compare: Any) -> None:
     """The same workspace in Textual's light theme: the styles use theme variables only."""
-    path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
-    app = make_app(tui_env, resume_session=path, steady=True, clock=lambda: START + 125.0)
+    app = _workspace_app(tui_env)
 
     async def settle(pilot: Any) -> None:
-        await until(pilot, lambda: "workspace" in pilot.app.marks)
-        await until(pilot, lambda: len(pilot.app.screen.query_one("#schema").root.children) > 0)
-        await pilot.app.workers.wait_for_complete()
+        await _workspace_settled(pilot)
         pilot.app.theme = "textual-light"
         await pilot.pause()
 

@@ -449,6 +449,11 @@ class Symptom(_Strict):
 
     id: str = Field(pattern=ID_RE)
     claim: str = Field(min_length=1, description="The sentence as the briefing states it.")
+    briefed: bool = Field(
+        True,
+        description="The page states this claim, so every hypothesis's world must show it too (no strawman "
+        "distractor). false: a finding the player has to dig out; only the true world must show it.",
+    )
     metric: Metric
     aggregate: Aggregate = Field(
         description="rate = count / window seconds; increase = max - min of a counter within the side."
@@ -481,7 +486,15 @@ class Hypothesis(_Strict):
     title: str = Field(min_length=1, description="Short name the player sees on the board.")
     explanation: str = Field(min_length=1, description="A paragraph: the mechanism and what it would show.")
     true: bool = Field(False, description="Whether this is (part of) the real cause.")
-    aliases: list[str] = Field(default_factory=list, description="Other ids accepted for this hypothesis.")
+    aliases: list[str] = Field(default_factory=list, description="Other ids accepted for this hypothesis "
+                               "(give every hypothesis aliases or none: aliases on the truth alone point at it).")
+    world: list[FaultSpec] | None = Field(
+        None,
+        description="The faults that would make this hypothesis true. The incident is simulated once per "
+        "hypothesis with these in place of `faults` (same seed, workload and noise), and a query is evidence "
+        "against this hypothesis when its result there differs from the real one. Required on every false "
+        "hypothesis; a true hypothesis's world is the incident's own `faults`, so it has none.",
+    )
 
 
 class Reveal(_Strict):
@@ -845,6 +858,25 @@ def _check_hypotheses(hyps: list[Any], present: bool) -> tuple[list[Issue], set[
                     alias_of[alias] = h["id"]
     if not present:
         return issues, ids, alias_of
+    with_aliases = [i for i, raw in enumerate(hyps) if _list(_dict(raw).get("aliases"))]
+    if with_aliases and len(with_aliases) < len(hyps):
+        first_without = next(i for i in range(len(hyps)) if i not in with_aliases)
+        issues.append(Issue(("hypotheses", first_without), "some hypotheses have aliases and this one has none",
+                            "give every hypothesis aliases or none: aliases on some only point at them",
+                            on_key=True))
+    for i, raw in enumerate(hyps):
+        h = _dict(raw)
+        world = h.get("world")
+        if h.get("true") is True and world is not None:
+            issues.append(Issue(("hypotheses", i, "world"), "a true hypothesis's world is the incident's own faults",
+                                "remove `world` here; put the faults under the top-level `faults`", on_key=True))
+        elif h.get("true") is not True and world is None:
+            issues.append(Issue(("hypotheses", i), f"hypothesis '{h.get('id')}' has no world",
+                                "add `world:` with the faults that would make it true (see docs/authoring.md)",
+                                on_key=True))
+        elif h.get("true") is not True and isinstance(world, list) and not world:
+            issues.append(Issue(("hypotheses", i, "world"), "an empty world is the fault-free run, which must not "
+                                "show the symptom", "list the faults that would make this hypothesis true"))
     if len(hyps) < MIN_HYPOTHESES:
         issues.append(
             Issue(
@@ -955,8 +987,9 @@ def _check_models(fleet: dict[str, Any], faults: list[Any]) -> list[Issue]:
     return issues
 
 
-def _check_fault(i: int, f: dict[str, Any], n_replicas: int | None, duration: float | None) -> list[Issue]:
-    loc: tuple[str | int, ...] = ("faults", i)
+def _check_fault(i: int, f: dict[str, Any], n_replicas: int | None, duration: float | None,
+                 where: tuple[str | int, ...] = ("faults",)) -> list[Issue]:
+    loc: tuple[str | int, ...] = (*where, i)
     issues: list[Issue] = []
     kind = f.get("kind")
     params = _dict(f.get("params"))
@@ -1067,6 +1100,9 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     hyps = data.get("hypotheses")
     hyp_issues, hyp_ids, alias_of = _check_hypotheses(_list(hyps), isinstance(hyps, list))
     issues += hyp_issues
+    for h_index, raw in enumerate(_list(hyps)):
+        for i, fault in enumerate(_list(_dict(raw).get("world"))):
+            issues += _check_fault(i, _dict(fault), n_replicas, duration, ("hypotheses", h_index, "world"))
     signals = data.get("signals")
     issues += _check_signals(_list(signals), isinstance(signals, list), hyp_ids, alias_of, n_replicas, duration)
     return issues

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -44,6 +47,28 @@ def incident_key(inc: Incident, seed: int) -> str:
     return hashlib.sha256(f"{payload}|{seed}|{code_version()}".encode()).hexdigest()[:24]
 
 
+@contextlib.contextmanager
+def _build_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created if needed): one builder per database at a time; the
+    others wait and then find its result."""
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _cached(db: Path, meta_path: Path) -> BuildInfo | None:
+    if not (db.exists() and meta_path.exists()):
+        return None
+    try:
+        meta = json.loads(meta_path.read_text())
+        return BuildInfo(**{**meta, "cached": True, "path": str(db)})
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 @dataclass
 class BuildInfo:
     """Where an incident's database is and what it holds. `span` in simulated seconds."""
@@ -63,32 +88,37 @@ class BuildInfo:
 
 
 def ensure_database(inc: Incident, seed: int = 0, *, progress: Progress | None = None,
-                    out: Path | None = None, force: bool = False) -> BuildInfo:
-    """Return the incident's database, building it if needed (or if `force`). `out` copies it to a path."""
+                    out: Path | None = None, force: bool = False, telemetry_seed: int | None = None,
+                    ablate: bool = False) -> BuildInfo:
+    """Return the incident's database, building it if needed (or if `force`). `out` copies it to a path.
+
+    `seed` is the variant the incident was resolved with; `telemetry_seed` (default: `seed`) draws the
+    workload, so the same variant can be rebuilt with other traffic. `ablate` builds the run with the
+    faults removed. Safe to call from several processes at once: one builds, the others wait for it."""
+    tseed = seed if telemetry_seed is None else int(telemetry_seed)
     key = incident_key(inc, seed)
+    if tseed != seed or ablate:
+        key = hashlib.sha256(f"{key}|{tseed}|{ablate}".encode()).hexdigest()[:24]
     folder = cache_dir()
     db = folder / f"{inc.id}-{key}.duckdb"
     meta_path = db.with_suffix(".json")
-    if not force and db.exists() and meta_path.exists():
-        try:
-            meta = json.loads(meta_path.read_text())
-            info = BuildInfo(**{**meta, "cached": True, "path": str(db)})
-        except (OSError, ValueError, TypeError):
-            info = None
-        if info is not None:
-            return _maybe_copy(info, out)
+    if not force and (info := _cached(db, meta_path)) is not None:
+        return _maybe_copy(info, out)
     folder.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    tel = build_telemetry(inc, seed, progress=progress)
-    write_database(db, tel.tables)
-    info = BuildInfo(
-        incident=inc.id, seed=seed, path=str(db), digest=tel.digest, rows=tel.row_counts(),
-        span_s=inc.window.duration_s, start=inc.window.start.isoformat(), cached=False,
-        build_s=round(time.perf_counter() - t0, 3),
-    )
-    tmp = meta_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(info.to_dict(), indent=1))
-    tmp.replace(meta_path)
+    with _build_lock(db.with_suffix(".lock")):
+        if not force and (info := _cached(db, meta_path)) is not None:
+            return _maybe_copy(info, out)
+        t0 = time.perf_counter()
+        tel = build_telemetry(inc, tseed, progress=progress, ablate=ablate)
+        write_database(db, tel.tables)
+        info = BuildInfo(
+            incident=inc.id, seed=seed, path=str(db), digest=tel.digest, rows=tel.row_counts(),
+            span_s=inc.window.duration_s, start=inc.window.start.isoformat(), cached=False,
+            build_s=round(time.perf_counter() - t0, 3),
+        )
+        tmp = meta_path.with_name(f"{meta_path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(info.to_dict(), indent=1))
+        tmp.replace(meta_path)
     return _maybe_copy(info, out)
 
 

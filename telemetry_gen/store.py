@@ -7,6 +7,8 @@ hold and nothing about the incident's answer.
 from __future__ import annotations
 
 import hashlib
+import os
+import secrets
 from pathlib import Path
 
 import duckdb
@@ -112,9 +114,8 @@ def _sql_str(text: str) -> str:
 def write_database(path: Path, tables: dict[str, pd.DataFrame]) -> None:
     """Create `path` (replacing it) holding `tables`, comments on everything, and a `catalog` view."""
     path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    for p in (tmp, Path(str(tmp) + ".wal")):
-        p.unlink(missing_ok=True)
+    # a temp name of its own, so builders racing for the same path never share a half-written file
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     con = duckdb.connect(str(tmp))
     try:
         for name, df in tables.items():
@@ -140,4 +141,5 @@ def write_database(path: Path, tables: dict[str, pd.DataFrame]) -> None:
         con.execute("CHECKPOINT")
     finally:
         con.close()
+    Path(str(tmp) + ".wal").unlink(missing_ok=True)
     tmp.replace(path)

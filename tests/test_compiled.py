@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # prefill off, fp8 KV, preemption storms, fallback routing, MoE skew, speculative decoding, determinism,
 # client timeouts
 INCIDENTS = [
-    "cascade-crash-overload", "chunked-prefill-disabled", "fallback-silently-switched",
-    "kv-cache-fp8-long-context", "max-num-seqs-too-small", "moe-expert-imbalance", "nondeterministic-outputs",
-    "oom-at-peak", "preemption-storm-long-context", "quantized-regression", "spec-decode-stopped-helping",
-    "tp-degraded-nvlink",
+    "fleet-stalls-after-error-burst", "streams-freeze-mid-sentence", "answers-worse-some-of-the-time",
+    "long-document-answers-miss-clauses", "minutes-to-first-token", "document-questions-wait-longer", "nondeterministic-outputs",
+    "oom-at-peak", "research-requests-crawl", "math-answers-got-worse", "streaming-slower-after-speedup",
+    "one-70b-replica-slow",
 ]
 _DIGESTS = """
 import json, sys

@@ -1,80 +1,66 @@
 """Scripted players: what an expert, a lucky guesser, a random player and a shotgun querier do.
 
-A strategy first becomes a `Plan` (queries with the reads the gateway should report for them, a
-ranking, when to rank, which query to name as the discriminator), built only from the incident's
-own data. `play` carries a plan out on a session through any gateway; `autoplay` does it against
-the incident's real database. `PlannedGateway` answers a plan's queries with the planned reads and
-no database, which lets scoring checks run many plans in milliseconds.
+These players are built from the incident's own file, answer key included: running one SPOILS the
+incident (the CLI says so). A strategy first becomes a `Plan` (queries, a ranking, when to rank, and
+pins), `play` carries it out on a session through any gateway, and `autoplay_session` does it against
+the incident's real database and scores it the way every session is scored: each query re-run on
+every hypothesis's world.
+
+- expert: the schema, each signal's reference query and the debrief's settling queries; 90% on the
+  truth; pins each signal query as supporting the truth and refuting the hypotheses the signal's
+  likelihoods call unlikely.
+- shotgun: the expert's queries plus many row counts that show nothing; the expert's ranking.
+- lucky: one look at the schema, then 90% on the truth.
+- random: a few random column samples and a random ranking.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 
-from game.gateway import Gateway, QueryResult, TableRead
-from game.observe import Read, is_latency_incident
-from game.scoring import ScoreReport, log_ratio, posterior, score, truth_ids
+from game.assess import score_session
+from game.gateway import Gateway
+from game.scoring import ScoreReport, truth_ids
 from game.session import Event, Session, file_digest
-from incidents.spec import TABLE_COLUMNS, Incident, Reveal
+from incidents.spec import TABLE_COLUMNS, Incident
 
 STRATEGIES = ("expert", "lucky", "random", "shotgun")
 SHOTGUN_EXTRA = 30
+UNLIKELY = 0.2
+"""A signal whose likelihood under a hypothesis is at most this is read as evidence against it."""
 
 CATALOG_SQL = 'SELECT "table", "column", description FROM catalog ORDER BY "table", "column"'
-DECOMPOSE_SQL = (
-    "SELECT replica, count(*) AS n, avg(queue_s) AS queue_s, avg(prefill_s) AS prefill_s, "
-    "avg(decode_s) AS decode_s, quantile_cont(ttft_s, 0.9) AS p90_ttft_s "
-    "FROM requests GROUP BY replica ORDER BY replica"
-)
-DECOMPOSE_READS = (Read("requests", ("replica", "queue_s", "prefill_s", "decode_s", "ttft_s")),)
 DATA_TABLES = tuple(t for t in TABLE_COLUMNS if t != "catalog")
 
 
 @dataclass(frozen=True)
 class PlannedQuery:
-    """A query and the reads the gateway is expected to report for it. `purpose`: schema, decompose,
-    signal:<id>, filler or random."""
+    """A query and why it is run: schema, signal:<id>, settling, filler or random."""
 
     sql: str
-    reads: tuple[Read, ...] = ()
     purpose: str = ""
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What a scripted player does: run `queries`, rank after the first `rank_after` of them, then
-    submit `ranking` (percent, best first) naming query `discriminator` (1-based) or none."""
+    """What a scripted player does: run `queries`, rank after the first `rank_after` of them, pin
+    (query index, hypothesis id, stance) once all queries ran, then submit `ranking` (percent, best first)."""
 
     strategy: str
     queries: tuple[PlannedQuery, ...]
     ranking: tuple[tuple[str, float], ...]
     rank_after: int
-    discriminator: int | None = None
+    pins: tuple[tuple[int, str, str], ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def reveal_reads(incident: Incident, reveal: Reveal) -> Read:
-    """The read a query shows when it looks exactly at `reveal`, with filters in the gateway's spelling."""
-    filters: list[str] = []
-    if reveal.replica is not None:
-        name = reveal.replica if isinstance(reveal.replica, str) else f"vllm-{reveal.replica}"
-        filters.append(f"replica = '{name}'")
-    if reveal.window is not None:
-        t0 = incident.window.start
-        start, end = (t0 + timedelta(seconds=s) for s in reveal.window)
-        filters += [f"ts >= '{start}'::TIMESTAMP", f"ts < '{end}'::TIMESTAMP"]
-    return Read(reveal.table, tuple(reveal.columns), tuple(filters), counted=reveal.counts)
-
-
 def signal_queries(incident: Incident) -> list[PlannedQuery]:
-    """Every signal's reference query, with reads built from the signal's reveals."""
-    return [PlannedQuery(s.query, tuple(reveal_reads(incident, r) for r in s.reveals), f"signal:{s.id}")
-            for s in incident.signals]
+    """Every signal's reference query."""
+    return [PlannedQuery(s.query, f"signal:{s.id}") for s in incident.signals]
 
 
 def _percentages(weights: dict[str, float], total: float) -> dict[str, float]:
@@ -92,32 +78,28 @@ def _ordered(confidences: dict[str, float], first: Sequence[str] = ()) -> tuple[
     return tuple((h, rounded[h]) for h in order)
 
 
-def expert_ranking(incident: Incident) -> tuple[tuple[str, float], ...]:
-    """Truth first with the confidence all signals justify, held within 70..90%; the rest by posterior."""
+def confident_ranking(incident: Incident, top: float = 90.0) -> tuple[tuple[str, float], ...]:
+    """`top` percent shared by the true causes, the rest evenly over the others."""
     truth = truth_ids(incident)
-    post = posterior(incident, [s.id for s in incident.signals])
-    top = 100.0 * min(0.9, max(0.7, sum(post[h] for h in truth)))
-    conf = _percentages({h: post[h] for h in truth}, top)
-    conf.update(_percentages({h.id: post[h.id] for h in incident.hypotheses if not h.true}, 100.0 - top))
-    # the truth must lead even when its posterior share is split over several true causes
-    lead = max(conf[h] for h in truth)
-    for h in conf:
-        if h not in truth and conf[h] > lead:
-            conf[h] = lead
-    conf = _percentages(conf, 100.0)
+    rest = [h.id for h in incident.hypotheses if not h.true]
+    conf = _percentages(dict.fromkeys(truth, 1.0), top)
+    conf.update(_percentages(dict.fromkeys(rest, 1.0), 100.0 - top))
     return _ordered(conf, truth)
 
 
-def best_discriminator(incident: Incident, queries: Sequence[PlannedQuery], a: str, b: str) -> int | None:
-    """1-based index of the signal query whose signal best separates hypotheses a and b."""
+def expert_pins(incident: Incident, queries: Sequence[PlannedQuery]) -> tuple[tuple[int, str, str], ...]:
+    """Each signal query supports the truth and refutes what its likelihoods call unlikely."""
     by_id = {s.id: s for s in incident.signals}
-    best, best_gap = None, 0.0
+    truth = truth_ids(incident)
+    pins: list[tuple[int, str, str]] = []
     for i, q in enumerate(queries, start=1):
-        if q.purpose.startswith("signal:"):
-            gap = abs(log_ratio(by_id[q.purpose[7:]], a, b))
-            if gap > best_gap:
-                best, best_gap = i, gap
-    return best
+        if not q.purpose.startswith("signal:"):
+            continue
+        signal = by_id[q.purpose[7:]]
+        pins += [(i, h, "supports") for h in truth]
+        pins += [(i, h.id, "refutes") for h in incident.hypotheses
+                 if not h.true and signal.likelihood(h.id) <= UNLIKELY]
+    return tuple(pins)
 
 
 def plan(incident: Incident, strategy: str, rng: np.random.Generator | None = None) -> Plan:
@@ -125,29 +107,22 @@ def plan(incident: Incident, strategy: str, rng: np.random.Generator | None = No
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     rng = rng if rng is not None else np.random.default_rng(0)
-    schema = PlannedQuery(CATALOG_SQL, (), "schema")
+    schema = PlannedQuery(CATALOG_SQL, "schema")
     if strategy in ("expert", "shotgun"):
-        queries = [schema]
-        if is_latency_incident(incident):
-            queries.append(PlannedQuery(DECOMPOSE_SQL, DECOMPOSE_READS, "decompose"))
-        queries += signal_queries(incident)
+        queries = [schema, *signal_queries(incident)]
+        queries += [PlannedQuery(sql, "settling") for sql in incident.debrief.settling_queries]
+        pins = expert_pins(incident, queries) if strategy == "expert" else ()
         if strategy == "shotgun":
             queries += filler_queries(SHOTGUN_EXTRA)
-        ranking = expert_ranking(incident)
-        disc = best_discriminator(incident, queries, ranking[0][0], ranking[1][0])
-        return Plan(strategy, tuple(queries), ranking, len(queries), disc)
+        return Plan(strategy, tuple(queries), confident_ranking(incident), len(queries), pins)
     if strategy == "lucky":
-        truth = truth_ids(incident)
-        rest = [h.id for h in incident.hypotheses if not h.true]
-        conf = _percentages(dict.fromkeys(truth, 1.0), 85.0)
-        conf.update(_percentages(dict.fromkeys(rest, 1.0), 15.0))
-        return Plan(strategy, (schema,), _ordered(conf, truth), 1, None)
+        return Plan(strategy, (schema,), confident_ranking(incident), 1)
     return _random_plan(incident, rng)
 
 
 def filler_queries(count: int) -> list[PlannedQuery]:
-    """Queries that look busy and observe nothing: row counts of whole tables."""
-    return [PlannedQuery(f"SELECT count(*) AS n_{i} FROM {t}", (Read(t, counted=True),), "filler")
+    """Queries that look busy and show nothing about the cause: row counts of whole tables."""
+    return [PlannedQuery(f"SELECT count(*) AS n_{i} FROM {t}", "filler")
             for i, t in ((i, DATA_TABLES[i % len(DATA_TABLES)]) for i in range(count))]
 
 
@@ -159,27 +134,12 @@ def _random_plan(incident: Incident, rng: np.random.Generator) -> Plan:
         picked = [columns[i] for i in sorted(rng.choice(len(columns), size=int(rng.integers(1, 4)),
                                                          replace=False))]
         cols = ", ".join(f'"{c}"' for c in picked)
-        queries.append(PlannedQuery(f"SELECT {cols} FROM {table} LIMIT 20", (Read(table, tuple(picked)),),
-                                    "random"))
+        queries.append(PlannedQuery(f"SELECT {cols} FROM {table} LIMIT 20", "random"))
     ids = [h.id for h in incident.hypotheses]
     order = [ids[i] for i in rng.permutation(len(ids))]
     shares = np.sort(rng.dirichlet(np.ones(len(ids))))[::-1] * 100.0
     ranking = _ordered(dict(zip(order, shares.tolist(), strict=True)), order[:1])
-    disc = int(rng.integers(1, len(queries) + 1)) if rng.random() < 0.7 else None
-    return Plan("random", tuple(queries), ranking, int(rng.integers(0, len(queries) + 1)), disc)
-
-
-class PlannedGateway:
-    """Answers a plan's queries with their planned reads and no rows; unknown SQL fails. No database."""
-
-    def __init__(self, queries: Sequence[PlannedQuery]) -> None:
-        self._reads = {q.sql: q.reads for q in queries}
-
-    def run(self, sql: str) -> QueryResult:
-        if sql not in self._reads:
-            return QueryResult(sql, ok=False, error="not in the plan", error_kind="sql")
-        reads = [TableRead(r.table, list(r.columns), list(r.filters), r.counted) for r in self._reads[sql]]
-        return QueryResult(sql, ok=True, reads=reads)
+    return Plan("random", tuple(queries), ranking, int(rng.integers(0, len(queries) + 1)))
 
 
 def play(session: Session, gateway: object, the_plan: Plan) -> list[Event]:
@@ -192,15 +152,17 @@ def play(session: Session, gateway: object, the_plan: Plan) -> list[Event]:
         session.run_query(gateway, q.sql)  # type: ignore[arg-type]
     if the_plan.rank_after >= len(the_plan.queries):
         session.rank(the_plan.ranking)
-    session.submit(the_plan.ranking, the_plan.discriminator)
+    for index, hypothesis, stance in the_plan.pins:
+        session.pin(index, hypothesis, stance)
+    session.submit(the_plan.ranking)
     return session.events
 
 
 def autoplay_session(incident: Incident, seed: int, strategy: str, *, incident_path: Path | str | None = None,
                      player_seed: int | None = None) -> tuple[Session, ScoreReport]:
-    """Play `strategy` against the incident's real database (built or reused by ensure_database).
-
-    `player_seed` drives the random strategy (default: `seed`). The session journals nothing."""
+    """Play `strategy` against the incident's real database (built or reused by ensure_database) and
+    score it on the worlds. `player_seed` drives the random strategy (default: `seed`). The session
+    journals nothing."""
     from telemetry_gen.cache import ensure_database
 
     the_plan = plan(incident, strategy, np.random.default_rng(seed if player_seed is None else player_seed))
@@ -211,7 +173,7 @@ def autoplay_session(incident: Incident, seed: int, strategy: str, *, incident_p
     session.start(telemetry_digest=info.digest)
     with Gateway(Path(info.path)) as gateway:
         play(session, gateway, the_plan)
-    return session, score(incident, session.events)
+    return session, score_session(incident, seed, session.events)
 
 
 def autoplay(incident: Incident, seed: int, strategy: str, *, incident_path: Path | str | None = None,
@@ -220,10 +182,3 @@ def autoplay(incident: Incident, seed: int, strategy: str, *, incident_path: Pat
     session, report = autoplay_session(incident, seed, strategy, incident_path=incident_path,
                                        player_seed=player_seed)
     return session.events, report
-
-
-def score_plan(incident: Incident, the_plan: Plan) -> ScoreReport:
-    """Score a plan without a database: queries answered by `PlannedGateway`."""
-    session = Session.in_memory(incident, 0, f"plan-{the_plan.strategy}")
-    play(session, PlannedGateway(the_plan.queries), the_plan)
-    return score(incident, session.events)

@@ -18,6 +18,8 @@ from typing import Any, NoReturn
 
 import click
 
+from game.hypotheses import shown_hypotheses
+
 from game.session import Event, SessionError, SessionWarning, TranscriptError
 
 STRATEGY_CHOICES = ("expert", "lucky", "random", "shotgun")
@@ -225,20 +227,30 @@ def register(group: click.Group) -> None:
                   help="Incident file to score against (default: the one the transcript names).")
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
     def score_cmd(transcript: Path, incident_file: Path | None, as_json: bool) -> None:
-        """Score a transcript."""
-        from game.scoring import format_report, score
+        """Score a transcript: its queries' SQL is re-run on every hypothesis's world (nothing it records
+        about their results is trusted)."""
+        from game.assess import score_session
+        from game.scoring import format_report
         from game.session import load_transcript
 
         def body() -> None:
             t = load_transcript(transcript, incident_path=incident_file)
-            report = score(t.incident, t.events)
+            report = score_session(t.incident, t.header.seed, t.events)
+            recorded = t.recorded_total
             if as_json:
                 _emit({"ok": True, "session_id": t.header.session_id, "incident": t.incident.id,
                        "player": t.header.player, "seed": t.header.seed, "total": report.total,
+                       "recorded_total": recorded,
+                       "recorded_matches": None if recorded is None else math.isclose(recorded, report.total,
+                                                                                      abs_tol=0.05),
                        "score": report.to_dict()})
             else:
                 click.echo(f"{t.header.player} on {t.incident.id} (seed {t.header.seed})")
-                click.echo(format_report(report))
+                if recorded is not None and not math.isclose(recorded, report.total, abs_tol=0.05):
+                    click.echo(f"the transcript says {recorded:.1f}; recomputed from its queries: "
+                               f"{report.total:.1f}")
+                click.echo(format_report(report, {h.id: f"{h.label} {h.title}"
+                                                  for h in shown_hypotheses(t.incident, t.header.seed)}))
 
         guarded(as_json, body)
 
@@ -262,7 +274,11 @@ def register(group: click.Group) -> None:
             for d in result["differences"]:
                 click.echo(f"  Q{d['query']}: {'; '.join(d['changes'])}")
             click.echo("results match the transcript" if result["results_match"] else "results DIFFER")
-            click.echo(f"score: recorded run {result['recorded_total']:.1f}, replayed {result['total']:.1f}")
+            if result["recorded_total"] is None:
+                click.echo(f"score: {result['total']:.1f} (the transcript records none)")
+            else:
+                click.echo(f"score: the transcript says {result['recorded_total']:.1f}, recomputed "
+                           f"{result['total']:.1f}" + ("" if result["score_matches"] else " (DIFFERENT)"))
 
         guarded(as_json, body)
 
@@ -275,7 +291,9 @@ def register(group: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
     def autoplay_cmd(incident: str, strategy: str, seed: int, player_seed: int | None, out: Path | None,
                      as_json: bool) -> None:
-        """Let a scripted player (expert, lucky, random, shotgun) play an incident, and score it."""
+        """Let a scripted player (expert, lucky, random, shotgun) play an incident, and score it.
+
+        This SPOILS the incident: the players are built from its answer key."""
         from game.autoplay import autoplay_session
         from game.scoring import format_report
 
@@ -284,8 +302,10 @@ def register(group: click.Group) -> None:
             session, report = autoplay_session(inc, seed, strategy, incident_path=path,
                                                player_seed=player_seed)
             written = str(session.export_transcript(out)) if out else None
+            if not as_json:
+                click.echo("Spoiler: autoplay players are built from the incident's answer key.", err=True)
             if as_json:
-                _emit({"ok": True, "incident": inc.id, "seed": seed, "strategy": strategy,
+                _emit({"ok": True, "incident": inc.id, "seed": seed, "strategy": strategy, "spoils": True,
                        "queries": len(session.queries), "total": report.total, "score": report.to_dict(),
                        "events": [e.to_dict() for e in session.events], "transcript": written})
                 return
@@ -301,8 +321,8 @@ def replay(transcript: Path, incident_file: Path | None = None) -> dict[str, Any
     """Re-run every query of a transcript on a fresh gateway over the incident's database and re-score.
 
     Returns the keys documented for `servedrill replay --json` (without "ok")."""
+    from game.assess import score_session
     from game.gateway import Gateway
-    from game.scoring import score
     from game.session import QUERY, load_transcript, query_event_data
     from telemetry_gen.cache import ensure_database
 
@@ -321,13 +341,15 @@ def replay(transcript: Path, incident_file: Path | None = None) -> dict[str, Any
             if changes:
                 differences.append({"query": e.data["index"], "sql": e.data.get("sql"), "changes": changes})
             events.append(Event(e.seq, e.time, e.kind, fresh))
-    recorded = score(t.incident, t.events)
-    report = score(t.incident, events)
+    report = score_session(t.incident, t.header.seed, events)
+    recorded = t.recorded_total
     return {
         "session_id": t.header.session_id, "incident": t.incident.id, "seed": t.header.seed,
         "player": t.header.player, "queries": sum(1 for e in events if e.kind == QUERY),
         "telemetry_digest_recorded": t.telemetry_digest, "telemetry_digest_now": info.digest,
         "telemetry_matches": None if t.telemetry_digest is None else t.telemetry_digest == info.digest,
         "results_match": not differences, "differences": differences,
-        "recorded_total": recorded.total, "total": report.total, "score": report.to_dict(),
+        "recorded_total": recorded, "total": report.total,
+        "score_matches": None if recorded is None else math.isclose(recorded, report.total, abs_tol=0.05),
+        "score": report.to_dict(),
     }

@@ -1,53 +1,16 @@
-"""The page after submission: what happened, what the player saw and missed, the shortest path that
-settles it, the score with reasons, and the fix. Markdown, so the TUI and line mode show the same text."""
+"""The page after submission: what happened, what each query ruled out and what it left open, the
+queries that settle it, the score with reasons, and the fix. Markdown, so the TUI and line mode show the same text."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
 from engine_model.faults import FAULT_KINDS
-from game.scoring import ScoreReport, discriminates, posterior, truth_ids
-from game.session import QUERY, Event
+from game.scoring import ScoreReport
+from game.session import Event
 from incidents.spec import FaultSpec, FractionScope, Incident, ReplicaScope, replica_index
-
-SETTLED = 0.9
-"""Posterior on the truth at which the shortest path stops."""
-
-
-EXHAUSTIVE_UP_TO = 14
-"""Incidents with at most this many signals get an exhaustive search for the shortest settling set."""
-
-
-def _truth_mass(incident: Incident, signals: list[str], truth: set[str]) -> float:
-    return sum(p for h, p in posterior(incident, signals).items() if h in truth)
-
-
-def shortest_path(incident: Incident, threshold: float = SETTLED) -> list[str] | None:
-    """Fewest signals whose likelihoods together push the truth's posterior above `threshold` (uniform
-    prior), in file order; None when all signals together do not get there. Exact for incidents with at
-    most EXHAUSTIVE_UP_TO signals (the first settling set of the smallest size, in file order); above
-    that, chosen greedily."""
-    truth = set(truth_ids(incident))
-    ids = [s.id for s in incident.signals]
-    if len(ids) <= EXHAUSTIVE_UP_TO:
-        for size in range(1, len(ids) + 1):
-            for combo in itertools.combinations(ids, size):
-                if _truth_mass(incident, list(combo), truth) > threshold:
-                    return list(combo)
-        return None
-    chosen: list[str] = []
-    left = list(ids)
-    while left:
-        gains = {sid: _truth_mass(incident, [*chosen, sid], truth) for sid in left}
-        best = max(left, key=lambda sid: gains[sid])  # max keeps the first of equals: file order
-        chosen.append(best)
-        left.remove(best)
-        if gains[best] > threshold:
-            return chosen
-    return None
 
 
 def _clock(incident: Incident, seconds: float) -> str:
@@ -95,34 +58,17 @@ def _noise_lines(incident: Incident) -> list[str]:
     return out
 
 
-def _belief_path(incident: Incident, events: Iterable[Event], report: ScoreReport) -> list[str]:
-    truth = set(report.truth)
-    seen: list[str] = []
-    lines = []
-    for e in events:
-        if e.kind != QUERY:
-            continue
-        new = [sid for sid, q in report.first_seen.items() if q == e.data.get("index") and sid not in seen]
-        if not new:
-            continue
-        seen += new
-        p = sum(v for h, v in posterior(incident, seen).items() if h in truth)
-        lines.append(f"| Q{e.data.get('index')} | {', '.join(new)} | {p:.0%} |")
-    return lines
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
 def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]],
                      report: ScoreReport) -> str:
-    """The debrief as Markdown: cause and chain, fault timeline, evidence seen and missed, the
-    shortest settling path with its queries, the score breakdown, and the mitigation."""
-    evs = [Event.from_dict(e) for e in events]
+    """The debrief as Markdown: cause and chain, fault timeline, the ranking against what the evidence
+    supported, what each query ruled out, the settling queries, the score breakdown, the mitigation."""
+    del events  # the report carries what the events showed
     titles = {h.id: h.title for h in incident.hypotheses}
     truth = report.truth
-    signals = {s.id: s for s in incident.signals}
     out: list[str] = [f"# Debrief: {incident.title}", ""]
 
     out += ["## What happened", ""]
@@ -141,7 +87,7 @@ def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]
 
     out += ["## Your ranking", ""]
     if report.ranking:
-        out += ["| # | Hypothesis | You | Your evidence justified |", "|---|---|---|---|"]
+        out += ["| # | Hypothesis | You | What your evidence supported |", "|---|---|---|---|"]
         ranked = [r["id"] for r in report.ranking]
         conf = {r["id"]: f"{r['confidence']:.0f}%" for r in report.ranking}
         unranked = [h.id for h in incident.hypotheses if h.id not in conf]
@@ -149,45 +95,48 @@ def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]
             mark = " (true)" if hid in truth else ""
             place = str(i) if hid in conf else "-"
             out.append(f"| {place} | {_cell(titles[hid])}{mark} | {conf.get(hid, 'not ranked')} | "
-                       f"{report.justified_posterior.get(hid, 0.0):.0%} |")
+                       f"{report.ideal_belief.get(hid, 0.0):.0%} |")
     else:
         out.append("No ranking was given.")
     out.append("")
 
-    out += ["## Evidence", ""]
-    if report.observed_signals:
-        out.append("You observed:")
-        out.append("")
-        out += [f"- `{sid}` in Q{report.first_seen[sid]}: {signals[sid].shows}"
-                for sid in report.observed_signals]
+    out += ["## What each query ruled out", "",
+            "Each hypothesis was simulated as a world of its own. A query rules a hypothesis out when its "
+            "result on that world differs from what you saw by more than two runs of one world differ.", ""]
+    if report.per_query:
+        out += ["| Query | Ruled out | What differed |", "|---|---|---|"]
+        for q in report.per_query:
+            if not q["ok"]:
+                out.append(f"| Q{q['index']} | (failed) | |")
+                continue
+            if not q["ruled_out"]:
+                why = "returned no rows" if q["rows"] == 0 else "looks the same on every world still open"
+                out.append(f"| Q{q['index']} | nothing | {why} |")
+                continue
+            ruled = ", ".join(titles[r] + ("" if r in q["new"] else " (again)") for r in q["ruled_out"])
+            why = "; ".join(f"{q['why'][r]}" for r in q["ruled_out"] if r in q["why"])
+            out.append(f"| Q{q['index']} | {_cell(ruled)} | {_cell(why)} |")
     else:
-        out.append("You observed none of the incident's signals.")
-    path = shortest_path(incident)
-    rival = _rival(incident, report)
-    decisive = [sid for sid in report.missed_signals
-                if (path and sid in path) or any(discriminates(signals[sid], t, rival) for t in truth)]
-    if decisive:
-        out += ["", "Decisive evidence you missed:", ""]
-        out += [f"- `{sid}`: {signals[sid].shows}" for sid in decisive]
-    belief = _belief_path(incident, evs, report)
-    if belief:
-        out += ["", "Where the evidence should have moved your belief in the true cause:", "",
-                "| After | New signals | Justified |", "|---|---|---|", *belief]
+        out.append("You ran no queries.")
+    still = [r for r in report.rivals if r not in report.ruled_out]
+    if still:
+        out += ["", "Never ruled out: " + ", ".join(f"**{titles[r]}**" for r in still) + "."]
+    if report.pins:
+        out += ["", "Your pins:", ""]
+        for p in report.pins:
+            verdict = {"right": "points that way", "wrong": "points the other way",
+                       "silent": "says nothing about it"}[p["verdict"]]
+            out.append(f"- Q{p['query']} {p['stance']} {_cell(titles.get(p['hypothesis'], p['hypothesis']))}: "
+                       f"the result {verdict}")
     out.append("")
 
-    out += ["## The shortest path that settles it", ""]
-    if path:
-        out.append(f"{len(path)} queries take the true cause above {SETTLED:.0%}:")
-        out.append("")
-        for sid in path:
-            out += [f"- `{sid}`: {signals[sid].shows}", "", "  ```sql", f"  {signals[sid].query.strip()}",
-                    "  ```", ""]
-    elif incident.debrief.settling_queries:
-        out += ["The signals alone do not settle it; the author's settling queries:", ""]
+    out += ["## Evidence that settles it", ""]
+    if incident.debrief.settling_queries:
         for sql in incident.debrief.settling_queries:
             out += ["```sql", sql.strip(), "```", ""]
-    else:
-        out += ["No short path settles this incident from its signals.", ""]
+    signals = [sig for sig in incident.signals if sig.shows]
+    if signals:
+        out += ["What the telemetry shows:", ""] + [f"- {_cell(sig.shows)}" for sig in signals] + [""]
 
     headline = f"**{report.total:.1f} / 100**" + ("" if report.submitted else " (not submitted)")
     out += ["## Score", "", headline, "", "| Component | Points | Why |", "|---|---|---|"]
@@ -198,13 +147,3 @@ def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]
 
     out += ["## Mitigation", "", incident.debrief.mitigation.strip(), ""]
     return "\n".join(out)
-
-
-def _rival(incident: Incident, report: ScoreReport) -> str:
-    """The player's strongest wrong hypothesis: top wrong one on their ranking, else the best-supported."""
-    wrong = [h.id for h in incident.hypotheses if not h.true]
-    ranked = [r["id"] for r in report.ranking if r["id"] in wrong]
-    if ranked:
-        return ranked[0]
-    return max(wrong, key=lambda h: report.justified_posterior.get(h, 0.0))
-

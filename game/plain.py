@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from game.assess import score_session
 from game.debrief import debrief_markdown
 from game.gateway import Gateway, QueryResult
-from game.scoring import format_report, score
+from game.hypotheses import Shown as ShownHypothesis
+from game.hypotheses import shown_hypotheses
+from game.scoring import format_report
 from game.session import (
     BRIEFING,
     DEBRIEFED,
@@ -34,15 +37,16 @@ SHOWN_ROWS = 40
 HELP = """\
 Type SQL on one line to run it (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE). Commands:
   schema                      tables and columns with descriptions
-  hypotheses                  the hypotheses and your current ranking
-  rank h1=60 h2=30 h3=10      set your ranking (percent, must sum to 100)
-  pin Q3 h1 supports          pin query Q3 as evidence that supports|refutes h1
-  note h1 some text           write a note on a hypothesis
+  hypotheses                  the hypotheses (labelled A, B, ...) and your current ranking
+  rank A=60 B=30 C=10         set your ranking (percent, must sum to 100); a hypothesis is its label,
+                              its title in quotes ("Title"=60) or the start of one title
+  pin Q3 A refutes            pin query Q3 as evidence that supports|refutes hypothesis A
+  note A some text            write a note on a hypothesis
   queries                     list your queries
   hint                        take the next hint (costs points)
   briefing                    show the briefing again
   updates                     show the updates received so far
-  submit Q3                   submit your ranking; Q3 is the query that separates your top two
+  submit                      submit your ranking (then the score and the debrief)
   help                        this text
   quit                        leave; the session stays resumable"""
 
@@ -67,7 +71,8 @@ def format_table(columns: list[str], rows: list[Any], max_rows: int = SHOWN_ROWS
     return "\n".join(lines)
 
 
-def briefing_text(incident: Incident) -> str:
+def briefing_text(incident: Incident, board: list[ShownHypothesis] | None = None) -> str:
+    """The page, then the hypotheses in board order (`board`; default: the seed-0 shuffle)."""
     b = incident.briefing
     lines = [f"== {incident.title} ==", f"Reported by {b.reported_by}, {b.since}.", "", b.summary.strip()]
     if b.evidence:
@@ -79,7 +84,8 @@ def briefing_text(incident: Incident) -> str:
         limits.append(f"query budget {incident.query_budget}")
     if limits:
         lines += ["", "; ".join(limits).capitalize() + "."]
-    lines += ["", "Hypotheses:"] + [f"  {h.id:<20} {h.title}" for h in incident.hypotheses]
+    shown = board if board is not None else shown_hypotheses(incident, 0)
+    lines += ["", "Hypotheses:"] + [f"  {h.label}  {h.title}" for h in shown]
     lines += ["", "Type help for commands; anything else runs as SQL."]
     return "\n".join(lines)
 
@@ -97,16 +103,24 @@ def update_text(update: Update) -> str:
     return f"--- {label} from {update.sender}{cost} ---\n{update.text.strip()}"
 
 
+def split_words(text: str) -> list[str]:
+    """Words of a command line; "quoted titles" stay one word."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise SessionError(f"cannot read the line: {exc} (close the quotes)") from None
+
+
 def parse_ranking(words: list[str]) -> list[tuple[str, float]]:
-    """`h1=60 h2=30` (or h1:60) into [(id, percent)], most confident first, stable for ties."""
+    """`A=60 B=30` (or A:60, or "Title"=60) into [(name, percent)], most confident first, stable for ties."""
     pairs: list[tuple[str, float]] = []
     for word in words:
-        match = re.fullmatch(r"([^=:\s]+)[=:](-?[0-9]*\.?[0-9]+)%?", word)
+        match = re.fullmatch(r"(.+?)\s*[=:]\s*(-?[0-9]*\.?[0-9]+)%?", word, re.DOTALL)
         if not match:
-            raise SessionError(f"cannot read {word!r}: write id=percent, e.g. rank h1=60 h2=40")
-        pairs.append((match.group(1), float(match.group(2))))
+            raise SessionError(f"cannot read {word[:80]!r}: write hypothesis=percent, e.g. rank A=60 B=40")
+        pairs.append((match.group(1).strip(), float(match.group(2))))
     if not pairs:
-        raise SessionError("rank needs id=percent pairs, e.g. rank h1=60 h2=40")
+        raise SessionError("rank needs hypothesis=percent pairs, e.g. rank A=60 B=40")
     return sorted(pairs, key=lambda p: -p[1])
 
 
@@ -136,7 +150,7 @@ class PlainGame:
         """Play until submit (then show the debrief), quit or end of input. Returns the final state."""
         incident = self.session.incident
         if self.session.state == BRIEFING:
-            self.say(briefing_text(incident))
+            self.say(briefing_text(incident, self.session.board))
             self.session.start(self.telemetry_digest)
         elif self.session.state == INVESTIGATING:
             self.say(f"Resumed {self.session.session_id}: {len(self.session.queries)} queries so far.")
@@ -186,7 +200,7 @@ class PlainGame:
             "note": self._note,
             "queries": lambda _: self._queries(),
             "hint": lambda _: self._hint(),
-            "briefing": lambda _: self.say(briefing_text(self.session.incident)),
+            "briefing": lambda _: self.say(briefing_text(self.session.incident, self.session.board)),
             "updates": lambda _: self._updates(),
             "submit": self._submit,
             "help": lambda _: self.say(HELP),
@@ -234,27 +248,28 @@ class PlainGame:
 
     def _show_hypotheses(self) -> None:
         conf = {r["id"]: r["confidence"] for r in (self.session.ranking or [])}
-        for h in self.session.incident.hypotheses:
+        for h in self.session.board:
             mark = f"{conf[h.id]:5.1f}%" if h.id in conf else "     -"
-            aliases = f"  (also: {', '.join(h.aliases)})" if h.aliases else ""
-            self.say(f"{mark}  {h.id:<20} {h.title}{aliases}")
+            self.say(f"{mark}  {h.label}  {h.title}")
 
     def _rank(self, rest: str) -> None:
-        event = self.session.rank(parse_ranking(rest.split()))
-        self.say("ranked: " + ", ".join(f"{r['id']} {r['confidence']:g}%" for r in event.data["ranking"]))
+        event = self.session.rank(parse_ranking(split_words(rest)))
+        label = self.session.label_of
+        self.say("ranked: " + ", ".join(f"{label(r['id'])} {r['confidence']:g}%" for r in event.data["ranking"]))
 
     def _pin(self, rest: str) -> None:
-        words = rest.split()
+        words = split_words(rest)
         if len(words) != 3:
-            raise SessionError("usage: pin Q3 h1 supports|refutes")
+            raise SessionError("usage: pin Q3 A supports|refutes")
         event = self.session.pin(parse_query_ref(words[0]), words[1], words[2].lower())
-        self.say(f"pinned Q{event.data['query']} as {event.data['stance']} {event.data['hypothesis']}")
+        self.say(f"pinned Q{event.data['query']} as {event.data['stance']} "
+                 f"{self.session.label_of(event.data['hypothesis'])}")
 
     def _note(self, rest: str) -> None:
-        hypothesis, _, text = rest.partition(" ")
-        if not hypothesis:
-            raise SessionError("usage: note h1 your text")
-        self.session.note(hypothesis, text.strip())
+        words = split_words(rest)
+        if len(words) < 2:
+            raise SessionError("usage: note A your text")
+        self.session.note(words[0], " ".join(words[1:]))
         self.say("noted")
 
     def _queries(self) -> None:
@@ -269,19 +284,22 @@ class PlainGame:
         self.say(f"hint ({event.data['cost']} points): {event.data['text']}")
 
     def _submit(self, rest: str) -> None:
-        words = shlex.split(rest) if rest else []
+        words = split_words(rest) if rest else []
         if len(words) > 1:
-            raise SessionError("usage: submit Q3 (the query that separates your top two hypotheses)")
+            raise SessionError("usage: submit")
+        # a query named after submit is kept for older scripts; scoring reads pins instead
         discriminator = parse_query_ref(words[0]) if words else None
         self.session.submit(None, discriminator)
 
     def _finish(self) -> None:
-        report = score(self.session.incident, self.session.events)
+        self.say("Scoring: re-running your queries on every hypothesis's world...")
+        report = score_session(self.session.incident, self.session.header.seed, self.session.events)
         self.say(debrief_markdown(self.session.incident, self.session.events, report))
-        self.say(format_report(report))
+        self.say(format_report(report, {h.id: f"{h.label} {h.title}" for h in self.session.board}))
         self.session.view_debrief()
         path = self.session.export_transcript(
-            transcripts_dir(self.transcript_root) / f"{self.session.session_id}.json", self.telemetry_digest)
+            transcripts_dir(self.transcript_root) / f"{self.session.session_id}.json", self.telemetry_digest,
+            {"total": report.total})
         self.say(f"Transcript: {path}")
 
     def _leave(self) -> None:

@@ -46,6 +46,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from game.gateway import QueryResult, json_safe
+from game.hypotheses import Shown as ShownHypothesis
+from game.hypotheses import resolve as resolve_hypothesis
+from game.hypotheses import shown_hypotheses
 from incidents.spec import Incident, Inject
 
 try:
@@ -524,7 +527,7 @@ class Session:
         with self._lock:
             if ranking is None:
                 if self._ranking is None and self._state == INVESTIGATING:
-                    raise SessionError("rank the hypotheses before submitting (e.g. rank h1=70 h2=30)")
+                    raise SessionError("rank the hypotheses before submitting (e.g. rank A=70 B=30)")
                 rows = self._ranking or []
             else:
                 rows = _ranking_rows(ranking)
@@ -679,8 +682,10 @@ class Session:
 
     # ---------------------------------------------------------------- transcript
 
-    def transcript(self, telemetry_digest: str | None = None) -> dict[str, Any]:
-        """The session as one JSON-ready document (see docs/cli.md for the keys)."""
+    def transcript(self, telemetry_digest: str | None = None,
+                   score: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The session as one JSON-ready document (see docs/cli.md for the keys). `score` (a score
+        report's dict) is recorded for reading; scoring never trusts it."""
         events = self.events
         if telemetry_digest is None:
             telemetry_digest = next((e.data.get("telemetry_digest") for e in events if e.kind == START), None)
@@ -697,14 +702,17 @@ class Session:
                 "seq": submit.seq, "time": submit.time, **submit.data,
             },
         })
+        if score is not None:
+            doc["score"] = dict(score)
         return doc
 
-    def export_transcript(self, path: Path | str, telemetry_digest: str | None = None) -> Path:
+    def export_transcript(self, path: Path | str, telemetry_digest: str | None = None,
+                          score: Mapping[str, Any] | None = None) -> Path:
         """Write the transcript atomically (a temporary file, then rename). Returns the path."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps(self.transcript(telemetry_digest), indent=1, allow_nan=False) + "\n",
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.transcript(telemetry_digest, score), indent=1, allow_nan=False) + "\n",
                        encoding="utf-8")
         tmp.replace(target)
         return target
@@ -724,11 +732,24 @@ class Session:
             }[self._state]
             raise SessionError(f"cannot {what}: {why}")
 
+    @property
+    def board(self) -> list[ShownHypothesis]:
+        """The hypotheses in this session's shuffled order, labelled A, B, ... (what the player sees)."""
+        return shown_hypotheses(self.incident, self.header.seed)
+
+    def label_of(self, hypothesis_id: str) -> str:
+        """The board label (A, B, ...) of a hypothesis id."""
+        return next((s.label for s in self.board if s.id == hypothesis_id), hypothesis_id)
+
     def _canonical(self, name: Any) -> str:
-        if not isinstance(name, str) or name not in self._names:
-            known = ", ".join(h.id for h in self.incident.hypotheses)
-            raise SessionError(f"unknown hypothesis {name!r}; hypotheses: {known}")
-        return self._names[name]
+        """A hypothesis id from an id (or alias), a board label or a title (or a unique title prefix)."""
+        if isinstance(name, str) and name in self._names:
+            return self._names[name]
+        found = resolve_hypothesis(name, self.board) if isinstance(name, str) else None
+        if found is None:
+            known = ", ".join(f"{s.label} ({s.title})" for s in self.board)
+            raise SessionError(f"unknown hypothesis {str(name)[:80]!r}; hypotheses: {known}")
+        return found
 
     def _check(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
         """Validate an action against the current state; returns the data to record (ids canonical)."""
@@ -899,7 +920,7 @@ class Session:
                 self._delivered_injects.append(self.incident.injects[index])
         if isinstance(event.data.get("gm"), str):
             self._gm_done.add(event.data["gm"])
-        elif event.kind == SUBMIT:
+        if event.kind == SUBMIT:
             self._ranking = [dict(r) for r in event.data["ranking"]]
             self._state = SUBMITTED
         elif event.kind == DEBRIEF_VIEWED:
@@ -1079,6 +1100,22 @@ class Transcript:
     submission: dict[str, Any] | None
     incident: Incident
     incident_path: Path
+    recorded_total: float | None = None
+    """A score the file claims (its `score.total`, or a game day's `gameday.score`): shown beside the
+    recomputed score, never used in its place."""
+
+
+MAX_TRANSCRIPT_BYTES = 32 * 1024 * 1024
+"""A transcript larger than this is refused unread (a long game's transcript is well under 1 MB)."""
+
+
+def _claimed_total(doc: Mapping[str, Any]) -> float | None:
+    for holder, key in ((doc.get("score"), "total"), (doc.get("gameday"), "score")):
+        if isinstance(holder, Mapping):
+            value = holder.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                return float(value)
+    return None
 
 
 _TRANSCRIPT_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -1108,11 +1145,16 @@ def load_transcript(path: Path | str, *, incident_path: Path | str | None = None
         return TranscriptError(f"{path}: {problem}")
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise bad("not a transcript (not UTF-8 text)") from None
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_TRANSCRIPT_BYTES + 1)
     except OSError as exc:
         raise bad(f"cannot read it ({exc.strerror or exc})") from None
+    if len(raw) > MAX_TRANSCRIPT_BYTES:
+        raise bad(f"too large for a transcript (over {MAX_TRANSCRIPT_BYTES // (1024 * 1024)} MB)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad("not a transcript (not UTF-8 text)") from None
     if not text.strip():
         raise bad("the file is empty")
     try:
@@ -1171,4 +1213,4 @@ def load_transcript(path: Path | str, *, incident_path: Path | str | None = None
         raise bad("field 'submission' has the wrong type")
     telemetry = doc.get("telemetry_digest")
     return Transcript(path, header, telemetry if isinstance(telemetry, str) else None, check.events,
-                      submission, incident, where)
+                      submission, incident, where, _claimed_total(doc))

@@ -52,3 +52,17 @@ def topic_coverage(incidents: Sequence[tuple[str, Iterable[str]]]) -> dict[str, 
     """Topic key -> ids of the incidents that cover it, for (id, tags) pairs; every topic is a key."""
     pairs = [(incident_id, [t.lower() for t in tags]) for incident_id, tags in incidents]
     return {topic.key: [i for i, tags in pairs if covers(tags, topic)] for topic in TOPICS}
+
+
+SYMPTOM_TAGS: frozenset[str] = frozenset(
+    {"latency", "ttft", "tpot", "itl-tail", "e2e-latency", "errors", "availability", "quality", "quality-drift",
+     "eval-regression", "memory", "queueing", "streaming", "capacity", "throughput"}
+    | {tag for topic in TOPICS if topic.family for tag in topic.tags}
+)
+"""Tags that describe what pages (a symptom), shown before the debrief; topic tags name concepts, which
+can give the cause away, so players see them only in the debrief."""
+
+
+def visible_tags(tags: Iterable[str]) -> list[str]:
+    """The tags a player may see before the debrief: symptom families only."""
+    return [t for t in tags if t.lower() in SYMPTOM_TAGS]

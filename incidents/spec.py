@@ -1100,6 +1100,11 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     hyps = data.get("hypotheses")
     hyp_issues, hyp_ids, alias_of = _check_hypotheses(_list(hyps), isinstance(hyps, list))
     issues += hyp_issues
+    from incidents.leaks import leaks
+
+    for loc, word in leaks(data):
+        issues.append(Issue(loc, f"'{word}' names the true cause in text the player sees before the debrief",
+                            "describe the symptom here, not the cause"))
     for h_index, raw in enumerate(_list(hyps)):
         for i, fault in enumerate(_list(_dict(raw).get("world"))):
             issues += _check_fault(i, _dict(fault), n_replicas, duration, ("hypotheses", h_index, "world"))

@@ -10,17 +10,23 @@ removed (the ablation; noise stays). Then, on the two databases:
    faults are removed, or its likelihoods separate a true hypothesis from a distractor by at
    least MIN_LIKELIHOOD_RATIO. A signal that does neither cannot move the player's belief.
 
-Both databases are written with `telemetry_gen.store.write_database` (so queries see exactly
-the player's tables and the `catalog` view) into a temporary directory that is deleted as soon
-as the checks are done. Nothing reaches the build cache. Queries run read-only with file
-access disabled, each under a time limit.
+Then every hypothesis's world (`telemetry_gen.worlds`: the same seed with that hypothesis's faults
+in place of the real ones) is simulated too, with a second seed of the truth for noise:
+
+4. every distractor world shows every symptom the page states (`briefed`): a distractor the page
+   already rules out is a strawman;
+5. every distractor world differs materially from the truth (`telemetry_gen.evidence`: beyond the
+   seed-to-seed noise) in the result of some signal query or settling query: otherwise no player
+   could rule it out and the incident cannot be solved.
+
+Databases go through the build cache (`telemetry_gen.cache`), so the game reuses the worlds a
+validation built. Queries run read-only with file access disabled, each under a time limit.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,8 +40,10 @@ import duckdb
 from incidents.claims import ClaimResult, evaluate_expectation, evaluate_symptom
 from incidents.spec import Incident, Signal
 from incidents.variants import describe
-from telemetry_gen.runner import Progress, build_telemetry
-from telemetry_gen.store import write_database
+from telemetry_gen.cache import ensure_database
+from telemetry_gen.evidence import Shown, describe_feature, separating_features, shown
+from telemetry_gen.runner import Progress
+from telemetry_gen.worlds import NOISE, build_world, rivals
 
 MATERIAL_CHANGE = 0.10
 """Relative change of a numeric cell (|a - b| / max(|a|, |b|)) that counts as material."""
@@ -212,6 +220,42 @@ class DiscriminationCheck:
         }
 
 
+@dataclass(frozen=True)
+class WorldCheck:
+    """One distractor's world: which briefed symptoms it fails to show (strawman), and the first
+    reference query (signal id or settling query Sn) whose result tells it from the truth."""
+
+    hypothesis_id: str
+    missing: tuple[tuple[str, str], ...] = ()  # (symptom id, message) of briefed claims it does not show
+    separated_by: str | None = None
+    difference: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.missing and self.separated_by is not None
+
+    @property
+    def problem(self) -> str | None:
+        if self.error:
+            return f"hypothesis {self.hypothesis_id}: its world failed to build: {self.error}"
+        parts = []
+        for sid, message in self.missing:
+            parts.append(f"hypothesis {self.hypothesis_id} is a strawman: its world does not show briefed symptom "
+                         f"{sid} ({message}) (hint: make its world reproduce the page, or mark the symptom "
+                         "briefed: false if the page does not state it)")
+        if self.separated_by is None:
+            parts.append(f"hypothesis {self.hypothesis_id} cannot be ruled out: no signal or settling query gives a "
+                         "result on its world that differs from the truth beyond seed-to-seed noise (hint: add a "
+                         "signal whose query shows what only the true cause does)")
+        return "; ".join(parts) if parts else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hypothesis": self.hypothesis_id, "ok": self.ok, "missing": [list(m) for m in self.missing],
+                "separated_by": self.separated_by, "difference": self.difference, "error": self.error,
+                "problem": self.problem}
+
+
 @dataclass
 class ProofReport:
     """Everything `prove` found for one incident and seed. Times are wall-clock seconds.
@@ -226,6 +270,8 @@ class ProofReport:
     claims: list[ClaimCheck] = field(default_factory=list)
     expectations: list[ExpectationCheck] = field(default_factory=list)
     discrimination: list[DiscriminationCheck] = field(default_factory=list)
+    worlds: list[WorldCheck] = field(default_factory=list)
+    worlds_wall_s: float | None = None
     fault_wall_s: float | None = None
     ablation_wall_s: float | None = None
     check_wall_s: float | None = None
@@ -236,13 +282,13 @@ class ProofReport:
 
     @property
     def ok(self) -> bool:
-        checks = [*self.claims, *self.expectations, *self.discrimination]
+        checks = [*self.claims, *self.expectations, *self.discrimination, *self.worlds]
         return self.error is None and not self.inspection and all(c.ok for c in checks)
 
     def problems(self) -> list[str]:
         """One line per failed check (or the error that stopped the proof)."""
         out = [self.error] if self.error else []
-        checks = [*self.claims, *self.expectations, *self.discrimination]
+        checks = [*self.claims, *self.expectations, *self.discrimination, *self.worlds]
         return out + [c.problem for c in checks if c.problem] + list(self.inspection)
 
     def lines(self) -> list[str]:
@@ -259,6 +305,8 @@ class ProofReport:
             timing.append(f"without faults {self.ablation_wall_s:.1f} s")
         if self.check_wall_s is not None:
             timing.append(f"checks {self.check_wall_s:.1f} s")
+        if self.worlds_wall_s is not None:
+            timing.append(f"hypothesis worlds {self.worlds_wall_s:.1f} s")
         if timing:
             out.append("  wall time: " + ", ".join(timing))
         if self.error:
@@ -275,6 +323,9 @@ class ProofReport:
         for d in self.discrimination:
             ok_line = f"  ok   signal {d.signal_id} discriminates: {d.reason()}"
             out.append(ok_line if d.ok else f"  FAIL {d.problem}")
+        for w in self.worlds:
+            out.append(f"  ok   world of {w.hypothesis_id}: shows the page; {w.separated_by} tells it from the "
+                       f"truth ({w.difference})" if w.ok else f"  FAIL {w.problem}")
         if self.inspected and not self.inspection:
             out.append("  ok   every signal's reference query, run as a player would, observes its signal")
         out.extend(f"  FAIL {problem}" for problem in self.inspection)
@@ -292,10 +343,12 @@ class ProofReport:
                 "faults": self.fault_wall_s,
                 "ablation": self.ablation_wall_s,
                 "checks": self.check_wall_s,
+                "worlds": self.worlds_wall_s,
             },
             "claims": [c.to_dict() for c in self.claims],
             "expectations": [e.to_dict() for e in self.expectations],
             "discrimination": [d.to_dict() for d in self.discrimination],
+            "worlds": [w.to_dict() for w in self.worlds],
             "inspection": list(self.inspection),
         }
 
@@ -490,6 +543,67 @@ def check_databases(
     return claims, expectations, discrimination
 
 
+def reference_queries(incident: Incident) -> list[tuple[str, str]]:
+    """(name, SQL) of the queries an author offers as evidence: each signal's query, then the
+    debrief's settling queries (S1, S2, ...)."""
+    out = [(f"signal {sig.id}", sig.query) for sig in incident.signals]
+    out += [(f"settling query S{i}", sql) for i, sql in enumerate(incident.debrief.settling_queries, start=1)]
+    return out
+
+
+def _shown_result(con: duckdb.DuckDBPyConnection, sql: str, incident: Incident) -> Shown | None:
+    try:
+        with _deadline(con, QUERY_TIMEOUT_S):
+            cols, rows = _fetch(con, sql)
+    except duckdb.Error:
+        return None
+    return shown(cols, rows, incident.window.start)
+
+
+def check_worlds(incident: Incident, seed: int, truth_db: Path,
+                 progress: Progress | None = None) -> list[WorldCheck]:
+    """Build every distractor's world and the noise world, then check each distractor shows the page and
+    can be told from the truth (see the module docstring). Never raises for a world that fails to build."""
+    say = progress or (lambda f, s: None)
+    names = rivals(incident)
+    briefed = [sym for sym in incident.symptoms if sym.briefed]
+    t0 = incident.window.start
+    say(0.0, "noise world")
+    noise_db = Path(build_world(incident, seed, NOISE).path)
+    queries = reference_queries(incident)
+    with contextlib.closing(_open(truth_db)) as truth_con, contextlib.closing(_open(noise_db)) as noise_con:
+        truth_seen = [_shown_result(truth_con, sql, incident) for _, sql in queries]
+        noise_seen = [_shown_result(noise_con, sql, incident) for _, sql in queries]
+    checks = []
+    for i, name in enumerate(names):
+        say((i + 1) / (len(names) + 1), f"world of {name}")
+        try:
+            db = Path(build_world(incident, seed, name).path)
+        except Exception as exc:
+            checks.append(WorldCheck(name, error=repr(exc)))
+            continue
+        with contextlib.closing(_open(db)) as con:
+            missing = []
+            for sym in briefed:
+                with _deadline(con, QUERY_TIMEOUT_S):
+                    result = evaluate_symptom(con, sym, t0)
+                if not result.holds:
+                    missing.append((sym.id, result.message))
+            separated_by = difference = None
+            for (label, sql), seen_t, seen_n in zip(queries, truth_seen, noise_seen, strict=True):
+                if seen_t is None or seen_n is None or seen_t.empty:
+                    continue
+                seen_w = _shown_result(con, sql, incident)
+                if seen_w is None:
+                    continue
+                features = separating_features(seen_t, seen_w, seen_n)
+                if features:
+                    separated_by, difference = label, describe_feature(features[0])
+                    break
+        checks.append(WorldCheck(name, tuple(missing), separated_by, difference))
+    return checks
+
+
 def prove(
     incident: Incident,
     seed: int = 0,
@@ -511,36 +625,31 @@ def prove(
     report = ProofReport(incident.id, seed, dict(variant or {}))
     stage = "simulation with the faults"
     try:
-        with tempfile.TemporaryDirectory(prefix="servedrill-proof-") as tmp:
-            fault_db, ablation_db = Path(tmp) / "faults.duckdb", Path(tmp) / "ablation.duckdb"
-            run = build_telemetry(incident, seed, progress=lambda f, s: say(0.45 * f, f"faults: {s}"))
-            report.fault_wall_s = run.wall_s
-            stage = "writing the fault database"
-            write_database(fault_db, run.tables)
-            del run  # the ablation needs the memory more
-            stage = "simulation without the faults"
-            run = build_telemetry(
-                incident, seed, ablate=True, progress=lambda f, s: say(0.45 + 0.45 * f, f"ablation: {s}")
-            )
-            report.ablation_wall_s = run.wall_s
-            stage = "writing the ablation database"
-            write_database(ablation_db, run.tables)
-            del run
-            stage = "checking the claims"
-            say(0.9, "checking")
-            started = time.perf_counter()
-            con, ablation = _open(fault_db), _open(ablation_db)
-            try:
-                checked = check_databases(incident, con, ablation)
-                report.claims, report.expectations, report.discrimination = checked
-            finally:
-                con.close()
-                ablation.close()
-            if inspect is not None:
-                stage = "inspecting the fault database"
-                report.inspection = list(inspect(fault_db))
-                report.inspected = True
-            report.check_wall_s = time.perf_counter() - started
+        fault = ensure_database(incident, seed, progress=lambda f, s: say(0.3 * f, f"faults: {s}"))
+        report.fault_wall_s = fault.build_s
+        stage = "simulation without the faults"
+        ablation = ensure_database(incident, seed, ablate=True,
+                                   progress=lambda f, s: say(0.3 + 0.2 * f, f"ablation: {s}"))
+        report.ablation_wall_s = ablation.build_s
+        stage = "checking the claims"
+        say(0.5, "checking")
+        started = time.perf_counter()
+        con, abl = _open(Path(fault.path)), _open(Path(ablation.path))
+        try:
+            report.claims, report.expectations, report.discrimination = check_databases(incident, con, abl)
+        finally:
+            con.close()
+            abl.close()
+        if inspect is not None:
+            stage = "inspecting the fault database"
+            report.inspection = list(inspect(Path(fault.path)))
+            report.inspected = True
+        report.check_wall_s = time.perf_counter() - started
+        stage = "simulating the hypothesis worlds"
+        started = time.perf_counter()
+        report.worlds = check_worlds(incident, seed, Path(fault.path),
+                                     progress=lambda f, s: say(0.55 + 0.45 * f, s))
+        report.worlds_wall_s = time.perf_counter() - started
     except Exception as exc:
         report.error = f"{stage} failed: {exc!r}"
     say(1.0, "done")

@@ -42,7 +42,37 @@ FAULT_KINDS: dict[str, tuple[str, dict[str, str]]] = {
         "overflow traffic goes to a fallback model",
         {"queue_threshold": "waiting requests above which traffic spills", "model": "fallback model name"},
     ),
+    "router_skew": (
+        "a load-balancing bug sends extra traffic to the scoped replicas",
+        {"share": "fraction of all arrivals the scoped replicas get together, at intensity 1 (e.g. 0.5 for 2 of 6)"},
+    ),
+    "gateway_latency": (
+        "the API gateway in front of the engines adds latency (requests reach the router later)",
+        {"delay_s": "mean seconds added per request at intensity 1",
+         "jitter": "relative spread of the added delay (log-normal sigma, default 0.3)"},
+    ),
+    "traffic_surge": (
+        "more arrivals than usual",
+        {"factor": "arrival-rate multiplier at intensity 1 (> 1)",
+         "app": "only this app's traffic grows (default: every app)"},
+    ),
+    "workload_shift": (
+        "clients changed what they send: longer or shorter prompts and answers",
+        {"app": "only this app's requests change (default: every app)",
+         "prompt_scale": "multiplier on prompt tokens (beyond the shared system prompt) at intensity 1",
+         "output_scale": "multiplier on output tokens at intensity 1"},
+    ),
+    "eval_harness_change": (
+        "the offline eval harness changed: every version in service is re-scored, unrelated to the model",
+        {"eval_deltas": "task -> score change at intensity 1"},
+    ),
 }
+
+# Kinds that act before the engines: on the requests clients send (telemetry_gen.runner changes the
+# workload) or on the offline evaluations. The simulation ignores them.
+WORKLOAD_FAULTS: frozenset[str] = frozenset(
+    {"gateway_latency", "traffic_surge", "workload_shift", "eval_harness_change"}
+)
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,7 @@ class Replica:
                                                 config.max_num_seqs * k1)
         # _check_memory's first test with nothing leaked
         self._always_fits = self._act_worst <= mem.activation_peak_bytes + mem.headroom_bytes
-        self._frac = (0.0, 0.0)
+        self._frac = (0.0, 0.0, 0.0)  # (busy, compute, memory) shares of the step in progress
         self.plan: StepPlan | None = None
         self.plan_start = 0.0
         self.plan_end = 0.0
@@ -192,8 +192,12 @@ class Replica:
         decode_seqs, decode_ctx = plan.decode_seqs, plan.decode_ctx
         parts = cost.step_parts(plan.prefill_tokens, plan.prefill_attn, decode_seqs, decode_ctx, hw, len(chunks))
         total, compute, memory = parts[0], parts[1], parts[2]  # (a starred unpack builds a list per step)
-        # share of the step the GPU spends on compute / on memory traffic (for DCGM-like gauges)
-        self._frac = (compute / total, memory / total) if total > 0 else (0.0, 0.0)
+        # share of the step the GPU is busy at all (kernels and collectives, not host overhead or exposed
+        # launch time, while which it idles), and spends on compute / on memory traffic (DCGM-like gauges)
+        if total > 0:
+            self._frac = ((parts[6] + parts[3]) / total, compute / total, memory / total)
+        else:
+            self._frac = (0.0, 0.0, 0.0)
         if plan.n_steps > 1 and plan.kind == "decode_run":
             dur = cost.decode_run_time(plan.n_steps, decode_seqs, decode_ctx, hw,
                                        growth_per_seq=self.sched.tokens_per_step)
@@ -254,8 +258,8 @@ class Replica:
         self.plan = None
         n = plan.n_steps
         dur = now - self.plan_start
-        self.busy_s_total += dur
-        frac_c, frac_m = self._frac
+        frac_b, frac_c, frac_m = self._frac
+        self.busy_s_total += dur * frac_b
         self.compute_s_total += dur * frac_c
         self.memory_s_total += dur * frac_m
         self.steps_total += n

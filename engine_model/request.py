@@ -41,3 +41,6 @@ class Request:
     # the client asked for logprobs (vLLM's SamplingParams.logprobs): only then does the engine report
     # the first token's, so ordinary traffic does not pay for computing it
     logprobs: bool = False
+    # seconds the request spent in the API gateway in front of the router: `arrival_s` is its arrival at
+    # the router, and the client sent it at arrival_s - gateway_s (its timeout runs from then)
+    gateway_s: float = 0.0

@@ -36,6 +36,16 @@ class Router:
         self._ring = sorted((_hash64(r.name, v), i) for i, r in enumerate(primary) for v in range(_VNODES))
         self._ring_keys = [k for k, _ in self._ring]
         self.fallback_routed = 0
+        # a load-balancing bug (fault router_skew): the replicas in skew_to get skew_share of the arrivals
+        # together; skew_share < 0 means no skew
+        self.skew_to: frozenset[int] = frozenset()
+        self.skew_share = -1.0
+        self._skew_rr = [0, 0]  # round-robin positions within the two groups
+
+    def set_skew(self, replicas: tuple[int, ...], share: float) -> None:
+        """Send `share` of all arrivals to `replicas` (indices) and the rest to the others; share < 0 ends it."""
+        self.skew_to = frozenset(replicas) if share >= 0.0 else frozenset()
+        self.skew_share = share if share >= 0.0 else -1.0
 
     def _routable(self, r: Replica) -> bool:
         # a crashed replica keeps receiving traffic until the health check notices
@@ -43,7 +53,7 @@ class Router:
 
     def choose(self, req: Request) -> tuple[Replica | None, str]:
         """Return (replica, route) with route "primary" or "fallback"; (None, ...) if nothing can serve."""
-        pick = self._pick_primary(req)
+        pick = self._pick_primary(req) if self.skew_share < 0.0 else self._pick_skewed(req)
         if (
             self.fallback
             and self.fallback_threshold is not None
@@ -83,6 +93,49 @@ class Router:
                 continue
             sched = r.sched
             load = len(sched.prefilling) + len(sched.decoding) + len(sched.waiting)  # r.outstanding
+            if load < best_load:
+                best, best_load = r, load
+        return best
+
+    def _pick_skewed(self, req: Request) -> Replica | None:
+        """The skew's decision: a fixed per-request coin picks the group (so a larger share only moves more
+        requests over), then the normal policy picks within it; if the group has no routable replica, the
+        normal policy over all of them."""
+        coin = _hash64("router_skew", req.request_id, req.prompt_hash) / 18446744073709551616.0  # / 2**64
+        inside = coin < self.skew_share
+        group = [r for r in self.primary if (r.index in self.skew_to) == inside]
+        pick = self._pick_within(req, group, 1 if inside else 0)
+        return pick if pick is not None else self._pick_primary(req)
+
+    def _pick_within(self, req: Request, group: list[Replica], slot: int) -> Replica | None:
+        """The policy restricted to `group` (round-robin position `slot` of _skew_rr)."""
+        if not group:
+            return None
+        if self.policy == "affinity":
+            members = frozenset(r.index for r in group)
+            key = req.session_key or req.prefix_key or req.request_id
+            i = bisect.bisect(self._ring_keys, _hash64(key)) % len(self._ring)
+            for step in range(len(self._ring)):
+                r = self.primary[self._ring[(i + step) % len(self._ring)][1]]
+                if r.index in members and self._routable(r):
+                    return r
+            return None
+        n = len(group)
+        start = self._skew_rr[slot] % n
+        if self.policy == "round_robin":
+            for step in range(n):
+                r = group[(start + step) % n]
+                if self._routable(r):
+                    self._skew_rr[slot] = (start + step + 1) % n
+                    return r
+            return None
+        self._skew_rr[slot] = (start + 1) % n  # rotate ties so no replica is favoured
+        best: Replica | None = None
+        best_load = 1 << 60
+        for r in group[start:] + group[:start]:
+            if not self._routable(r):
+                continue
+            load = r.outstanding
             if load < best_load:
                 best, best_load = r, load
         return best

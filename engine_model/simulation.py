@@ -30,9 +30,10 @@ from engine_model.scheduler import Sequence
 # Kinds of heap event, ordered so that at equal times the earlier kind goes first. Step ends are not
 # heap events: each replica's pending step end is its live `plan_end`, found by a scan (a fleet has a
 # few replicas), so a step cut short leaves no stale entry behind. Client deadlines (request timeouts)
-# are queues of their own, one per timeout value: arrivals come in time order, so each queue is already
-# sorted and needs no heap. At equal times: arrivals, step ends (in the order they were timed), client
-# deadlines (in arrival order), then heap events by kind.
+# are queues of their own, one per timeout value: arrivals come in time order, so each queue is sorted
+# but for the few ms by which gateway times differ (an arrival inserts behind the last earlier deadline)
+# and needs no heap. At equal times: arrivals, step ends (in the order they were timed), client
+# deadlines (in deadline order, ties in arrival order), then heap events by kind.
 _RESTART, _HEALTH, _DRAIN_DEADLINE, _DEPLOY, _FAULT, _FAULT_END, _SAMPLE = range(1, 8)
 _LIVE = frozenset(("waiting", "prefilling", "decoding"))  # sequence states a client can still abandon
 
@@ -147,9 +148,13 @@ class Simulation:
         duration, progress = self.duration_s, self.progress
 
         def arrival_time(i: int) -> float:
-            """Time of request i, or infinity once none arrives within the run."""
-            t = reqs[i].arrival_s if i < n_req else math.inf
-            return math.inf if t >= duration else t
+            """Time of request i at the router, or infinity once none was sent within the run (a request
+            the gateway delayed may reach the router after the window, and is served)."""
+            if i >= n_req:
+                return math.inf
+            req = reqs[i]
+            t = req.arrival_s
+            return math.inf if t - req.gateway_s >= duration else t
 
         timed_at, deadlines = self._timed_at, self._deadlines
         inf = math.inf
@@ -276,7 +281,21 @@ class Simulation:
         queue = self._deadlines.get(req.timeout_s)
         if queue is None:
             queue = self._deadlines[req.timeout_s] = deque()
-        queue.append((self.now + req.timeout_s, rep.index, seq))
+        # the client's clock started when it sent the request, gateway_s before it reached the router
+        # (a client that gave up while the request sat in the gateway is noticed on arrival)
+        deadline = self.now + req.timeout_s - req.gateway_s
+        if deadline < self.now:
+            deadline = self.now
+        entry = (deadline, rep.index, seq)
+        if queue and queue[-1][0] > deadline:
+            # gateway times differ by request, so a deadline can fall before the last few queued: keep the
+            # queue sorted (the displaced entries are few and at its end)
+            k = len(queue) - 1
+            while k > 0 and queue[k - 1][0] > deadline:
+                k -= 1
+            queue.insert(k, entry)
+        else:
+            queue.append(entry)
         if rep.busy:
             if rep.interrupt(self.now) is not None:
                 self._seq += 1
@@ -380,6 +399,16 @@ class Simulation:
             self.router.policy = str(p.get("policy", "round_robin")) if start else self.fleet.router_policy
             detail = {"old": old, "new": self.router.policy}
             self.router_events.append(EngineEvent(now, "router", "router_policy", detail))
+        elif kind == "router_skew":
+            # a load-balancing bug: the scoped replicas together get `share` of the arrivals (their natural
+            # share k/n at intensity 0), the others the rest, each group balanced by the normal policy
+            scoped = tuple(r.index for r in targets)
+            n = len(self.primary)
+            if start and 0 < len(scoped) < n and fault.intensity > 0.0:
+                share = fault.scaled(len(scoped) / n, float(p.get("share", 0.5)))
+                self.router.set_skew(scoped, min(1.0, max(0.0, share)))
+            else:
+                self.router.set_skew((), -1.0)
         elif kind == "fallback_routing":
             old_t = self.router.fallback_threshold
             new = int(p.get("queue_threshold", 8)) if start else self.fleet.fallback_threshold
@@ -439,6 +468,7 @@ class Simulation:
         self._req_rows.append((
             req.request_id,
             req.arrival_s,
+            req.gateway_s,
             seq.first_scheduled_s if seq.first_scheduled_s >= 0 else math.nan,
             seq.first_token_s if seq.first_token_s >= 0 else math.nan,
             out.finish_s,

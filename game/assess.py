@@ -9,6 +9,10 @@ its SQL text is used, and the results are recomputed.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -147,3 +151,20 @@ def score_session(incident: Incident, seed: int, events: Iterable[Any],
     query's evidence from its SQL on the worlds (built or found in the cache)."""
     evs = list(events)
     return score(incident, evs, evidence_for(incident, seed, evs, progress))
+
+
+def start_world_build(incident_path: Path | str, seed: int) -> subprocess.Popen[bytes] | None:
+    """Start building the incident's worlds in a background process at low priority (the player reads
+    the page and queries meanwhile; scoring later finds them in the cache). None if it cannot start."""
+    def lower_priority() -> None:
+        with contextlib.suppress(OSError):
+            os.nice(10)
+
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "telemetry_gen.worlds", str(incident_path), str(int(seed))],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=lower_priority,
+        )
+    except OSError:
+        return None

@@ -19,7 +19,6 @@ from typing import Any, NoReturn
 import click
 
 from game.hypotheses import shown_hypotheses
-
 from game.session import Event, SessionError, SessionWarning, TranscriptError
 
 STRATEGY_CHOICES = ("expert", "lucky", "random", "shotgun")
@@ -226,7 +225,8 @@ def register(group: click.Group) -> None:
     @click.option("--incident", "incident_file", type=click.Path(path_type=Path), default=None,
                   help="Incident file to score against (default: the one the transcript names).")
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-    def score_cmd(transcript: Path, incident_file: Path | None, as_json: bool) -> None:
+    @click.option("--reveal", is_flag=True, help="Score a session that was not submitted (shows the answer).")
+    def score_cmd(transcript: Path, incident_file: Path | None, as_json: bool, reveal: bool) -> None:
         """Score a transcript: its queries' SQL is re-run on every hypothesis's world (nothing it records
         about their results is trusted)."""
         from game.assess import score_session
@@ -235,6 +235,9 @@ def register(group: click.Group) -> None:
 
         def body() -> None:
             t = load_transcript(transcript, incident_path=incident_file)
+            if t.submission is None and not reveal:
+                raise _Failed(f"{transcript}: the session was not submitted; its score would show the answer "
+                              "(pass --reveal to score it anyway)")
             report = score_session(t.incident, t.header.seed, t.events)
             recorded = t.recorded_total
             if as_json:

@@ -197,7 +197,7 @@ def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, star
     `started` (epoch seconds): sessions submitted before it are ignored (practice runs); the deadline
     is started + the time limit, and a later submission is collected with `late: true`. `only`: one
     player (what `gameday submit` does). Idempotent: a transcript already collected stays."""
-    from game.scoring import score
+    from game.assess import score_session
     from game.session import TranscriptError, load_transcript
 
     result = Collected(rnd.number)
@@ -228,7 +228,7 @@ def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, star
         try:
             _write_json(tmp, doc)
             checked = load_transcript(tmp, incident_path=rnd.path)
-            report = score(checked.incident, checked.events)
+            report = score_session(checked.incident, checked.header.seed, checked.events)
         except TranscriptError as exc:
             result.problems.append(f"{j.path}: not collected: {str(exc).split(': ', 1)[-1]}")
             continue

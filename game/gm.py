@@ -7,9 +7,9 @@
 - Watching: `Watch` follows the candidate's journal without locking it (the candidate's process holds
   the lock): it reads the complete lines appended since the last look and replays them through the
   session rules into an in-memory mirror. `Watch.snapshot` is the state an interviewer looks at: the
-  candidate's queries with the signals each observed, the hypothesis board and its history, the
-  ground truth, the decisive signals seen and not yet seen, the running score (`game.scoring` on the
-  events so far), what was delivered and what is still in the inbox. `servedrill watch --json` prints
+  candidate's queries, the hypothesis board (labelled as the candidate sees it) and its history, what
+  was delivered and what is still in the inbox; and, once submitted or when opened with `reveal`, the
+  ground truth, what each query ruled out and the running score. `servedrill watch --json` prints
   it; the keys are in docs/cli.md.
 
 Inbox item: {"id", "time", "kind": "message" | "hint" | "inject", "from", "text"?, "cost"?, "index"?}.
@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from game.observe import decomposes_latency, is_latency_incident, is_schema_exploration, observed_signals
-from game.scoring import discriminates, score, truth_ids
+from game.assess import score_session
+from game.observe import is_schema_exploration
+from game.scoring import truth_ids
 from game.session import (
     GM_SENDER,
     HINT,
@@ -153,8 +154,9 @@ class Watch:
     """Follows one session file from outside the candidate's process. Call `refresh` to read what was
     appended since; it returns whether anything changed."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, reveal: bool = False) -> None:
         self.path = Path(path)
+        self.reveal = reveal
         self.inbox = inbox_path(self.path)
         try:
             with open(self.path, "rb") as fh:
@@ -280,84 +282,84 @@ class Watch:
     # ------------------------------------------------------------ the picture
 
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
-        """Everything the interviewer's screen shows, JSON-ready (keys in docs/cli.md)."""
+        """Everything the interviewer's screen shows, JSON-ready (keys in docs/cli.md).
+
+        The answer (truth, signals, what each query ruled out, the running score) is in it only once
+        the candidate submitted, or when the watch was opened with `reveal` (the interviewer's own
+        choice: someone looking over their shoulder sees the cause). Scoring re-runs the candidate's
+        queries on every hypothesis's world, so the first revealed look may build them."""
         now = time.time() if now is None else now
         incident, session = self.incident, self.mirror
         events = session.events
-        titles = {h.id: h.title for h in incident.hypotheses}
+        board = {s.id: s for s in session.board}
         start = next((e.time for e in events if e.kind == START), None)
         submit = next((e for e in events if e.kind == SUBMIT), None)
         end = submit.time if submit is not None else now
-        report = score(incident, events)
-        truth = truth_ids(incident)
+        revealed = self.reveal or submit is not None
+        report = score_session(incident, self.header.seed, events) if revealed else None
 
         def rel(t: float) -> float | None:
             return None if start is None else round(t - start, 3)
 
+        def shown(hid: str) -> dict[str, Any]:
+            item = board.get(hid)
+            return {"id": hid, "label": item.label if item else "?", "title": item.title if item else hid}
+
+        per_query = {q["index"]: q for q in report.per_query} if report else {}
         queries = []
         for e in events:
             if e.kind != QUERY:
                 continue
             d = e.data
-            reads = list(d.get("reads") or [])
             ok = bool(d.get("ok"))
-            queries.append({
-                "index": d.get("index"), "seq": e.seq, "time": e.time, "elapsed_s": rel(e.time),
+            index = d.get("index")
+            item = {
+                "index": index, "seq": e.seq, "time": e.time, "elapsed_s": rel(e.time),
                 "sql": d.get("sql", ""), "ok": ok, "error": d.get("error"), "row_count": d.get("row_count", 0),
                 "columns": list(d.get("columns") or []), "rows": list(d.get("rows") or [])[:ROWS_SHOWN],
-                "truncated": bool(d.get("truncated")), "signals": observed_signals(incident, reads, ok),
-                "decomposes_latency": ok and decomposes_latency(reads),
-                "schema_exploration": is_schema_exploration(str(d.get("sql", "")), reads),
-            })
+                "truncated": bool(d.get("truncated")),
+                "schema_exploration": is_schema_exploration(str(d.get("sql", "")), []),
+            }
+            if revealed and index in per_query:
+                item["ruled_out"] = list(per_query[index]["ruled_out"])
+                item["why"] = dict(per_query[index]["why"])
+            queries.append(item)
         history = [{"seq": e.seq, "time": e.time, "elapsed_s": rel(e.time), "kind": e.kind,
                     "ranking": [dict(r) for r in e.data.get("ranking", [])]}
                    for e in events if e.kind in (RANK, SUBMIT)]
         ranking = session.ranking or []
-        order = [r["id"] for r in ranking]
-        rival = next((h for h in order if h not in truth), None)
-        if rival is None:
-            wrong = [h for h in titles if h not in truth]
-            rival = max(wrong, key=lambda h: report.justified_posterior.get(h, 0.0)) if wrong else None
-        signals = []
-        for s in incident.signals:
-            separates = [h for h in titles if h not in truth and any(discriminates(s, t, h) for t in truth)]
-            signals.append({
-                "id": s.id, "shows": s.shows, "seen": s.id in report.first_seen,
-                "first_seen_query": report.first_seen.get(s.id),
-                "decisive": rival is not None and rival in separates,
-                "separates_truth_from": separates,
-                "likelihoods": {h: s.likelihood(h) for h in titles},
-            })
         hints = incident.hints
         taken = session.hints_taken
         delivered_injects = {e.data.get("index") for e in events if e.kind == INJECT}
-        return {
+        snap: dict[str, Any] = {
             "ok": True,
+            "revealed": revealed,
             "session": {
                 "session_id": self.header.session_id, "path": str(self.path), "inbox": str(self.inbox),
                 "incident_id": incident.id, "incident_title": incident.title, "player": self.header.player,
                 "seed": self.header.seed, "created": self.header.created, "state": session.state,
                 "started": start, "elapsed_s": None if start is None else round(max(0.0, end - start), 3),
                 "updated": events[-1].time if events else None, "time_limit_s": incident.time_limit_s,
-                "query_budget": incident.query_budget, "latency_incident": is_latency_incident(incident),
+                "query_budget": incident.query_budget,
             },
-            "truth": [{"id": h.id, "title": h.title, "explanation": h.explanation}
-                      for h in incident.hypotheses if h.true],
-            "debrief_summary": incident.debrief.summary if incident.debrief else "",
-            "hypotheses": [{"id": h.id, "title": h.title, "true": bool(h.true)} for h in incident.hypotheses],
+            "hypotheses": [{"id": s.id, "label": s.label, "title": s.title,
+                            **({"true": s.id in truth_ids(incident)} if revealed else {})}
+                           for s in session.board],
             "queries": queries,
-            "board": {"ranking": ranking, "rival": rival, "history": history,
-                      "pins": [dict(e.data, seq=e.seq, elapsed_s=rel(e.time)) for e in events if e.kind == PIN],
-                      "notes": [dict(e.data, seq=e.seq, elapsed_s=rel(e.time)) for e in events
-                                if e.kind == NOTE]},
-            "signals": signals,
-            "score": report.to_dict(),
+            "board": {"ranking": [{**shown(r["id"]), "confidence": r["confidence"]} for r in ranking],
+                      "history": history,
+                      "pins": [dict(e.data, seq=e.seq, elapsed_s=rel(e.time),
+                                    label=shown(str(e.data.get("hypothesis")))["label"])
+                               for e in events if e.kind == PIN],
+                      "notes": [dict(e.data, seq=e.seq, elapsed_s=rel(e.time),
+                                     label=shown(str(e.data.get("hypothesis")))["label"])
+                                for e in events if e.kind == NOTE]},
             "submission": None if submit is None else {"seq": submit.seq, "time": submit.time,
                                                        "elapsed_s": rel(submit.time), **submit.data},
             "hints": {"taken": taken, "total": len(hints),
                       "next": None if taken >= len(hints) else {"index": taken, "cost": hints[taken].cost,
                                                                 "text": hints[taken].text},
-                      "cost_so_far": report.hint_cost},
+                      "cost_so_far": sum(int(e.data.get("cost", 0)) for e in events if e.kind == HINT)},
             "injects": [{"index": i, "from": inj.sender, "text": inj.text, "after_s": inj.after_s,
                          "after_queries": inj.after_queries, "delivered": i in delivered_injects}
                         for i, inj in enumerate(incident.injects)],
@@ -365,8 +367,20 @@ class Watch:
             "pending": self.pending(),
             "warnings": list(self.warnings),
         }
+        if revealed and report is not None:
+            open_rivals = [r for r in report.rivals if r not in report.ruled_out]
+            snap.update({
+                "truth": [{"id": h.id, "title": h.title, "explanation": h.explanation}
+                          for h in incident.hypotheses if h.true],
+                "debrief_summary": incident.debrief.summary if incident.debrief else "",
+                "evidence": {"ruled_out": [{**shown(r), "query": q} for r, q in report.ruled_out.items()],
+                             "still_open": [shown(r) for r in open_rivals]},
+                "signals": [{"id": sig.id, "shows": sig.shows, "query": sig.query} for sig in incident.signals],
+                "score": report.to_dict(),
+            })
+        return snap
 
 
-def watch_snapshot(path: Path | str, now: float | None = None) -> dict[str, Any]:
-    """One look at a session: `Watch(path).snapshot(now)`."""
-    return Watch(path).snapshot(now)
+def watch_snapshot(path: Path | str, now: float | None = None, *, reveal: bool = False) -> dict[str, Any]:
+    """One look at a session: `Watch(path, reveal=reveal).snapshot(now)`."""
+    return Watch(path, reveal=reveal).snapshot(now)

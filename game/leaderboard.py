@@ -6,9 +6,11 @@ servedrill transcript is skipped with a notice naming it; the other transcripts 
 folder's `gameday.json` (written by `servedrill gameday run`) is not a transcript: it gives the
 teams and the round order.
 
-Each transcript is re-scored with `game.scoring.score` after `load_transcript` checked it against its
-incident; when that fails (the incident changed or is not on this machine) the score recorded at
-collection (`gameday.score`) is used, with a notice, else the file is skipped.
+Each transcript is re-scored from its queries' SQL (`game.assess.score_session`: every query re-run on
+the incident's hypothesis worlds) after `load_transcript` checked it against its incident. Nothing the
+file claims is trusted: a transcript that cannot be re-scored (the incident changed or is not on this
+machine) is skipped with its reason, and a recorded score (`gameday.score`) that differs from the
+recomputed one is reported as a notice.
 
 Ranking (DuckDB window functions): per incident (incident id and seed) and overall, by score
 (higher first), then time (shorter first). Time is the player's investigation time: from the
@@ -163,15 +165,15 @@ def _timeline(con: duckdb.DuckDBPyConnection, events_json: str, truth: list[str]
 
 
 def _score(path: Path) -> tuple[Any, str | None]:
-    """(report, transcript) from load_transcript + score, or (None, why not)."""
-    from game.scoring import score
+    """(report, transcript) from load_transcript + score_session, or (None, why not)."""
+    from game.assess import score_session
     from game.session import TranscriptError, load_transcript
 
     try:
         t = load_transcript(path)
     except TranscriptError as exc:
         return None, str(exc).split(": ", 1)[-1]
-    return (score(t.incident, t.events), t), None
+    return (score_session(t.incident, t.header.seed, t.events), t), None
 
 
 def _state(results: Path, gameday: Any | None) -> tuple[str | None, dict[str, str], list[tuple[str, int]],
@@ -230,15 +232,14 @@ def _entry(con: duckdb.DuckDBPyConnection, path: Path, row: dict[str, Any], team
     meta = meta if isinstance(meta, dict) else {}
     scored, why = _score(path)
     hypotheses = 0
-    if scored is not None:
-        report, t = scored
-        total, truth, title, rescored = float(report.total), list(report.truth), t.incident.title, True
-        hypotheses = len(t.incident.hypotheses)
-    elif isinstance(meta.get("score"), int | float):
-        notices.append(f"{path}: using the score recorded at collection ({why})")
-        total, truth, title, rescored = float(meta["score"]), [], str(row["incident_id"]), False
-    else:
+    if scored is None:
         return None, f"cannot be scored: {why}"
+    report, t = scored
+    total, truth, title, rescored = float(report.total), list(report.truth), t.incident.title, True
+    hypotheses = len(t.incident.hypotheses)
+    claimed = t.recorded_total
+    if claimed is not None and abs(claimed - total) > 0.05:
+        notices.append(f"{path}: the file claims {claimed:.4g} points; recomputed from its queries: {total:.1f}")
     try:
         start, points = _timeline(con, row["events"], truth)
     except duckdb.Error as exc:

@@ -23,7 +23,7 @@ kept later less like lower made many more most much must never next only other o
 slow slower some still such than that their them then there these they this those through time times
 today under until very were what when where which while will with without would your
 replica replicas request requests fleet model models engine engines serving server token tokens
-running users user traffic latency
+running users user traffic latency long longer short shorter fast faster high low
 """.split()  # noqa: SIM905 - a word list reads better as text
 )
 

@@ -5,8 +5,8 @@ A query's result is reduced to features a reader of the table would notice:
 - rows are grouped by their text cells (replica, message, task, ...; a time stamp or a number is a
   value, not a key), so a ``GROUP BY replica`` result has one group per replica and a log listing
   one group per message;
-- per group: how many rows it has, and for every numeric or time column its 10th, 50th and 90th
-  percentile over the group's rows (time stamps as seconds).
+- per group: how many rows it has, and for every numeric or time column its value (a group of one
+  row) or its 10th, 50th and 90th percentile over the group's rows (time stamps as seconds).
 
 A feature of one world that the other lacks (a log message that only one world prints) counts as a
 full difference. Identifier columns (``*_id``, ``seed``) are not features: which requests happen
@@ -117,12 +117,12 @@ def shown(columns: Sequence[str], rows: Sequence[Sequence[Any]], origin: datetim
             values = [x for r in members if (x := _number(r[j], origin)) is not None]
             if not values:
                 continue
+            if len(members) == 1:
+                features[(key, columns[j])] = values[0]
+                continue
             arr = np.asarray(values, dtype=float)
-            for q in QUANTILES if len(values) > 1 else (0.5,):
+            for q in QUANTILES:
                 features[(key, f"{columns[j]}@{q:g}")] = float(np.quantile(arr, q))
-            if len(values) == 1:
-                for q in QUANTILES:
-                    features[(key, f"{columns[j]}@{q:g}")] = values[0]
     return Shown(features, len(rows))
 
 
@@ -137,7 +137,11 @@ def relative_gap(a: float | None, b: float | None) -> float:
 
 
 def separating_features(truth: Shown, other: Shown, noise: Shown) -> list[Feature]:
-    """Features on which `other` differs from `truth` materially (beyond `noise`, the truth's second seed)."""
+    """Features on which `other` differs from `truth` materially (beyond `noise`, the truth's second seed).
+
+    None when the truth's result is empty: the player saw no rows, so nothing was shown to differ."""
+    if truth.empty:
+        return []
     out = []
     for feature in truth.features.keys() | other.features.keys():
         gap = relative_gap(truth.features.get(feature), other.features.get(feature))
@@ -160,6 +164,8 @@ def describe_feature(feature: Feature) -> str:
     where = f" for {', '.join(key)}" if key else ""
     if name == "#rows":
         return f"row count{where}"
+    if "@" not in name:
+        return f"{name}{where}"
     column, _, q = name.rpartition("@")
     label = {"0.1": "p10", "0.5": "median", "0.9": "p90"}.get(q, q)
     return f"{label} of {column}{where}"

@@ -4,35 +4,61 @@ The incident's faults and noise become engine-model faults and workload changes;
 simulation produces what happened; `tables` turns that into what an observability stack
 would have recorded. `ablate=True` runs the same seed with the faults removed (the
 validator's counterfactual).
+
+Workload-side faults (engine_model.faults.WORKLOAD_FAULTS) act here, before the simulation:
+`traffic_surge` adds requests drawn from a seed of their own, `workload_shift` rescales token
+counts, `gateway_latency` delays requests on their way to the router, `eval_harness_change`
+re-scores the evaluations. The base workload's draws never change (common random numbers), so
+two worlds of one incident differ only by their faults.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
+import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from engine_model.config import EngineConfig
-from engine_model.faults import Fault
+from engine_model.faults import WORKLOAD_FAULTS, Fault
 from engine_model.profiles import get_gpu
 from engine_model.request import Request
 from engine_model.results import SimResult
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation
-from incidents.spec import Incident, replica_index
+from incidents.spec import FaultSpec, Incident, replica_index
 from telemetry_gen import tables as T
 from telemetry_gen.quality import base_scores
 from telemetry_gen.store import table_digest
-from telemetry_gen.workload import AppSpec, Burst, LengthDist, Ramp, RateCurve, WorkloadSpec, generate_requests
+from telemetry_gen.workload import (
+    DEFAULT_MAX_MODEL_LEN,
+    AppSpec,
+    Burst,
+    LengthDist,
+    Ramp,
+    RateCurve,
+    WorkloadSpec,
+    generate_requests,
+)
 from telemetry_gen.workload import standard_apps as _standard_apps
 
 PROBE_PERIOD_S = 300.0
 PROBE_PROMPTS = 4
 PROBE_ID_BASE = 10_000_000
+SURGE_ID_BASE = 20_000_000
+"""Request ids of a traffic surge's extra requests start here (the base workload's run 0..N-1)."""
+
+# The API gateway's own transit time in normal operation: log-normal, median 3 ms (about 1.5 to 6 ms).
+# The generated arrival process is the arrival at the router, so this baseline only moves the
+# client-side timestamp earlier; a gateway_latency fault delays the arrival at the router.
+GATEWAY_MEDIAN_S = 0.003
+GATEWAY_SIGMA = 0.35
+_GATEWAY_SALT = zlib.crc32(b"api-gateway")
 
 Progress = Callable[[float, str], None]
 
@@ -83,6 +109,8 @@ def engine_faults(inc: Incident, *, ablate: bool = False) -> list[Fault]:
     out: list[Fault] = []
     if not ablate:
         for fs in inc.faults:
+            if fs.kind in WORKLOAD_FAULTS:
+                continue  # acted on the requests or the evaluations already
             out.append(Fault(fs.kind, fs.at_s, fs.until_s, _scope(fs.scope, n), fs.intensity, dict(fs.params)))
     for noise in inc.noise:
         if noise.kind == "config_change":
@@ -148,17 +176,178 @@ def probe_requests(duration_s: float, first_id: int = PROBE_ID_BASE) -> list[Req
     return out
 
 
+def _clip01(x: float) -> float:
+    return min(1.0, max(0.0, x))
+
+
 def eval_suites(inc: Incident, ablate: bool) -> list[T.EvalSuite]:
+    """Offline evaluations: the deployed version's, one per rolled-out version, and, for an eval
+    harness change, the re-evaluation of every version already evaluated (appended last, so the
+    earlier runs' sampling noise stays as it was)."""
     base = base_scores(inc.fleet.model)
     suites = [T.EvalSuite(inc.fleet.model_version, base, n=1000, at_s=-86_400.0)]
-    for fs in [] if ablate else inc.faults:
+    faults = [] if ablate else inc.faults
+    for fs in faults:
         if fs.kind != "model_rollout":
             continue
         version = str(fs.params.get("version", inc.fleet.model_version + "-next"))
         deltas = fs.params.get("eval_deltas", {}) or {}
-        scores = {task: min(1.0, max(0.0, v + float(deltas.get(task, 0.0)) * fs.intensity)) for task, v in base.items()}
+        scores = {task: _clip01(v + float(deltas.get(task, 0.0)) * fs.intensity) for task, v in base.items()}
         suites.append(T.EvalSuite(version, scores, n=1000, at_s=max(0.0, fs.at_s - 3600.0)))
+    for fs in faults:
+        if fs.kind != "eval_harness_change":
+            continue
+        raw = fs.params.get("eval_deltas", {}) or {}
+        deltas = {task: float(raw.get(task, 0.0)) * fs.intensity for task in base}
+        if not any(deltas.values()):
+            continue  # intensity 0 or no task moves: the harness change is invisible
+        until = math.inf if fs.until_s is None else fs.until_s
+
+        def rescored(suite: T.EvalSuite, deltas: dict[str, float] = deltas) -> dict[str, float]:
+            return {task: _clip01(v + deltas.get(task, 0.0)) for task, v in suite.scores.items()}
+
+        # every version evaluated before is evaluated again with the new harness when it lands
+        latest: dict[str, T.EvalSuite] = {}
+        for suite in suites:
+            if suite.at_s < fs.at_s:
+                latest[suite.model_version] = suite
+        # evaluations run while the new harness is in place score with it
+        suites = [replace(x, scores=rescored(x)) if fs.at_s <= x.at_s < until else x for x in suites]
+        suites += [T.EvalSuite(v, rescored(x), n=x.n, at_s=fs.at_s) for v, x in latest.items()]
     return suites
+
+
+# ----- workload-side faults ---------------------------------------------------------------------
+def _derived_seed(seed: int, *parts: object) -> int:
+    """A 63-bit seed for a stream of draws of its own, from the run's seed and a label."""
+    digest = hashlib.blake2b(repr((seed, *parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def _apps_named(spec: WorkloadSpec, fs: FaultSpec) -> str | None:
+    """The fault's `app` param (None: every app); an app the workload lacks is an error."""
+    app = fs.params.get("app")
+    if app is None:
+        return None
+    names = [a.name for a in spec.apps]
+    if str(app) not in names:
+        raise ValueError(f"{fs.kind}: no app {app!r} in the workload (apps: {', '.join(names)})")
+    return str(app)
+
+
+def surge_requests(spec: WorkloadSpec, seed: int, faults: list[FaultSpec], first_id: int = SURGE_ID_BASE
+                   ) -> list[list[Request]]:
+    """The extra requests of each traffic_surge fault: (factor - 1) x intensity times the normal rate of
+    its app (or of every app) between at_s and until_s, drawn from a seed derived from `seed` and the
+    fault's position, with fresh request ids from `first_id`. One list per surge."""
+    out: list[list[Request]] = []
+    next_id = first_id
+    k = 0
+    for fs in faults:
+        if fs.kind != "traffic_surge":
+            continue
+        k += 1
+        extra = (float(fs.params.get("factor", 2.0)) - 1.0) * fs.intensity
+        app = _apps_named(spec, fs)
+        start, end = max(0.0, fs.at_s), min(spec.duration_s, fs.until_s or spec.duration_s)
+        if extra <= 0.0 or end <= start:
+            continue
+        # zero outside the window; inside, the same curve (diurnal shape, bursts, ramps) scaled to the extra
+        off = [Burst(0.0, start, 0.0)] if start > 0.0 else []
+        off += [Burst(end, spec.duration_s - end, 0.0)] if end < spec.duration_s else []
+        rate = spec.rate
+        apps = spec.apps
+        base_rps = rate.base_rps * extra
+        if app is not None:
+            chosen = next(a for a in spec.apps if a.name == app)
+            base_rps *= spec.share(chosen)  # its normal share, now carried alone
+            apps = (chosen,)
+        curve = replace(rate, base_rps=base_rps, bursts=(*rate.bursts, *off))
+        extra_spec = WorkloadSpec(duration_s=spec.duration_s, rate=curve, apps=apps)
+        reqs = generate_requests(extra_spec, _derived_seed(seed, "traffic_surge", k))
+        for r in reqs:
+            r.request_id = next_id
+            next_id += 1
+        out.append(reqs)
+    return out
+
+
+def _active(fs: FaultSpec, t: float) -> bool:
+    return fs.at_s <= t and (fs.until_s is None or t < fs.until_s)
+
+
+def shift_workload(reqs: list[Request], faults: list[FaultSpec], spec: WorkloadSpec,
+                   max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> None:
+    """workload_shift faults, in place: requests of the app (or of every app) arriving in [at_s, until_s)
+    get their prompt beyond the shared system prompt scaled by prompt_scale and their output by
+    output_scale (both scaled by intensity). Ids and arrivals stay; a changed prompt gets a new content
+    hash (the same for repeats of one prompt, so they still share it)."""
+    for k, fs in enumerate(faults):
+        if fs.kind != "workload_shift":
+            continue
+        app = _apps_named(spec, fs)
+        ps = 1.0 + (float(fs.params.get("prompt_scale", 1.0)) - 1.0) * fs.intensity
+        os_ = 1.0 + (float(fs.params.get("output_scale", 1.0)) - 1.0) * fs.intensity
+        if ps == 1.0 and os_ == 1.0:
+            continue
+        salt = _derived_seed(0, "workload_shift", k) | 1
+        for r in reqs:
+            if (app is not None and r.app != app) or not _active(fs, r.arrival_s):
+                continue
+            if ps != 1.0:
+                user = max(1, round((r.prompt_tokens - r.prefix_tokens) * ps))
+                r.prompt_tokens = min(r.prefix_tokens + user, max_model_len - 1)
+                r.prompt_hash = (((r.prompt_hash ^ salt) * 0x9E3779B97F4A7C15) & ((1 << 63) - 1)) or 1
+            out = round(r.output_tokens * os_) if os_ != 1.0 else r.output_tokens
+            r.output_tokens = max(1, min(out, r.max_tokens, max_model_len - r.prompt_tokens))
+
+
+def gateway_transit(parts: list[list[Request]], faults: list[FaultSpec], seed: int) -> None:
+    """Route each part's requests through the API gateway, in place.
+
+    Every request gets the gateway's baseline transit (`gateway_s`, a few ms drawn from a generator of
+    its own per part, so the workload's draws stay as they were); the generated arrival is the arrival
+    at the router, so the client sent it gateway_s earlier. A gateway_latency fault active when the
+    client sent it adds delay_s x intensity on average (log-normal with sigma `jitter`): the request
+    reaches the router, and the engines, that much later.
+    """
+    for p, reqs in enumerate(parts):
+        if not reqs:
+            continue
+        n = len(reqs)
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed % (1 << 64), _GATEWAY_SALT, p, 0])))
+        gw = GATEWAY_MEDIAN_S * np.exp(GATEWAY_SIGMA * rng.standard_normal(n))
+        arrival = np.array([r.arrival_s for r in reqs], dtype=float)
+        sent = arrival - gw
+        extra = np.zeros(n)
+        for k, fs in enumerate(faults):
+            if fs.kind != "gateway_latency":
+                continue
+            mean = float(fs.params.get("delay_s", 0.5)) * fs.intensity
+            if mean <= 0.0:
+                continue
+            sigma = float(fs.params.get("jitter", 0.3))
+            jrng = np.random.Generator(
+                np.random.PCG64(np.random.SeedSequence([seed % (1 << 64), _GATEWAY_SALT, p, k + 1]))
+            )
+            delay = mean * np.exp(sigma * jrng.standard_normal(n) - 0.5 * sigma * sigma)
+            until = math.inf if fs.until_s is None else fs.until_s
+            extra += np.where((sent >= fs.at_s) & (sent < until), delay, 0.0)
+        for r, g, e in zip(reqs, (gw + extra).tolist(), extra.tolist(), strict=True):
+            r.gateway_s = g
+            r.arrival_s += e
+
+
+def client_requests(inc: Incident, seed: int, *, ablate: bool = False) -> list[Request]:
+    """What the clients send, as it reaches the router: the workload plus any surge, shifted and routed
+    through the gateway by the workload-side faults (none when ablated), unsorted."""
+    spec = workload_spec(inc)
+    faults = [] if ablate else [fs for fs in inc.faults if fs.kind in WORKLOAD_FAULTS]
+    parts = [generate_requests(spec, seed), *surge_requests(spec, seed, faults)]
+    for reqs in parts:
+        shift_workload(reqs, faults, spec)
+    gateway_transit(parts, faults, seed)
+    return [r for reqs in parts for r in reqs]
 
 
 def external_events(inc: Incident) -> list[T.ExternalEvent]:
@@ -176,7 +365,8 @@ def build_telemetry(inc: Incident, seed: int, *, ablate: bool = False, progress:
     wall0 = time.perf_counter()
     say = progress or (lambda f, s: None)
     say(0.0, "workload")
-    reqs = generate_requests(workload_spec(inc), seed)
+    reqs = client_requests(inc, seed, ablate=ablate)
+    # the SRE probes go to the router directly (no gateway)
     reqs = sorted(reqs + probe_requests(inc.window.duration_s), key=lambda r: (r.arrival_s, r.request_id))
     fleet = fleet_spec(inc)
     sim = Simulation(fleet, reqs, engine_faults(inc, ablate=ablate), inc.window.duration_s,

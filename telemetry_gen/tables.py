@@ -66,14 +66,18 @@ def _ts(t0: datetime, seconds: np.ndarray) -> pd.Series:
 
 # ----- requests ---------------------------------------------------------------------------------
 def requests_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
-    """One row per request that finished (ok) or failed, ordered by arrival.
+    """One row per request that finished (ok) or failed, ordered by arrival at the gateway.
 
-    ttft_s = queue_s + prefill_s: queue runs from arrival to the first step that scheduled the
-    request, prefill from there to the end of the step that produced the first token (the
-    prefill step emits it). decode_s runs from the first to the last token; e2e_s = ttft_s + decode_s.
+    ts is the arrival at the API gateway; gateway_s runs from there to the arrival at the router
+    (the simulation's arrival). ttft_s = gateway_s + queue_s + prefill_s: queue runs from the arrival
+    at the router to the first step that scheduled the request, prefill from there to the end of the
+    step that produced the first token (the prefill step emits it). decode_s runs from the first to
+    the last token; e2e_s = ttft_s + decode_s, from the gateway arrival to the last token.
     """
     r = run.requests
-    arrival = np.asarray(r["arrival_s"], dtype=float)
+    arrival = np.asarray(r["arrival_s"], dtype=float)  # at the router
+    gateway = np.asarray(r["gateway_s"], dtype=float)
+    sent = arrival - gateway  # at the gateway
     sched = np.asarray(r["first_scheduled_s"], dtype=float)
     first = np.asarray(r["first_token_s"], dtype=float)
     finish = np.asarray(r["finish_s"], dtype=float)
@@ -81,22 +85,23 @@ def requests_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     ok = np.asarray(r["status"]) == "ok"
     queue = np.where(np.isnan(sched), np.nan, sched - arrival)
     prefill = first - sched
-    ttft = first - arrival
+    ttft = first - sent
     decode = np.where(ok, finish - first, np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(ok & (out_tokens > 1), decode / np.maximum(out_tokens - 1, 1), np.nan)
-    e2e = finish - arrival
+    e2e = finish - sent
     seeds = pd.array([s if s is not None else None for s in r["seed"]], dtype="Int64")
     df = pd.DataFrame(
         {
             "request_id": np.asarray(r["request_id"], dtype=np.int64),
-            "ts": _ts(ctx.t0, arrival),
+            "ts": _ts(ctx.t0, sent),
             "app": pd.Series(r["app"], dtype="string"),
             "tenant": pd.Series(r["tenant"], dtype="string"),
             "replica": pd.Series(r["replica"], dtype="string"),
             "model": pd.Series(r["model"], dtype="string"),
             "model_version": pd.Series(r["model_version"], dtype="string"),
             "route": pd.Series(r["route"], dtype="string"),
+            "gateway_s": gateway,
             "queue_s": queue,
             "prefill_s": prefill,
             "decode_s": decode,

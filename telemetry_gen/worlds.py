@@ -93,3 +93,30 @@ def ensure_worlds(inc: Incident, seed: int, *, names: Iterable[str] | None = Non
     if progress is not None:
         progress("", len(wanted), len(wanted))
     return Worlds(inc.id, seed, paths, round(total, 3))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m telemetry_gen.worlds INCIDENT_FILE SEED`: build every world of the incident's
+    variant at SEED into the cache (what the game starts in the background while the player reads the
+    page). Prints one line per world; exit status 1 when the incident does not load."""
+    import sys
+
+    from incidents.loader import IncidentError, load_incident
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or not args[1].lstrip("-").isdigit():
+        print("usage: python -m telemetry_gen.worlds INCIDENT_FILE SEED", file=sys.stderr)
+        return 2
+    try:
+        inc = load_incident(args[0], int(args[1]))
+    except (IncidentError, OSError) as exc:
+        print(f"{args[0]}: {str(exc).splitlines()[0] if str(exc) else exc}", file=sys.stderr)
+        return 1
+    worlds = ensure_worlds(inc, int(args[1]), progress=lambda name, i, n: print(
+        f"{i}/{n} {name}" if name else f"{n}/{n} done", flush=True))
+    print(f"built in {worlds.built_s:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from test_tui_support import (
     FIXTURE,
@@ -18,7 +19,16 @@ from test_tui_support import (
     until,
 )
 
+from game.hypotheses import Shown
+
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
+
+BOARD = [  # tui-mini's hypotheses as a session at seed 0 shows them (game.hypotheses.shown_hypotheses)
+    Shown("A", "bad-deploy", "The gateway release added latency"),
+    Shown("B", "throttle", "A GPU runs at reduced clocks"),
+    Shown("C", "kv-pressure", "KV cache pressure"),
+    Shown("D", "overload", "More traffic than the fleet can take"),
+]
 
 SPLIT_SQL = ("SELECT time_bucket(INTERVAL '30 seconds', ts) AS t, replica, avg(prefill_s) AS prefill "
              "FROM requests WHERE status = 'ok' GROUP BY ALL ORDER BY t, replica")
@@ -32,6 +42,7 @@ def _session_events(data: Path) -> list[dict]:
 
 def test_play_a_whole_incident(tui_env: Path) -> None:
     data = tui_env
+    seen: dict[str, Any] = {}
 
     async def go() -> None:
         app = make_app(data)
@@ -46,6 +57,11 @@ def test_play_a_whole_incident(tui_env: Path) -> None:
             card = str(app.screen.query_one("#alert-card").render())
             assert "Chat team" in card and "first token" in card
             await until(pilot, lambda: "ready" in app.marks)
+            # the hypotheses, once the incident has loaded: by label, in the session's board order
+            card = str(app.screen.query_one("#alert-card").render())
+            board_titles = [s.title for s in BOARD]
+            assert [card.index(t) for t in board_titles] == sorted(card.index(t) for t in board_titles)
+            assert f"A  {BOARD[0].title}" in card and "throttle" not in card
             assert "budget 12" in str(app.screen.query_one("#briefing-limits").render())
             await pilot.press("enter")
             await until(pilot, lambda: "workspace" in app.marks)
@@ -68,15 +84,23 @@ def test_play_a_whole_incident(tui_env: Path) -> None:
             assert [m.label for m in plot.drawn_markers] == ["deploy api-gateway"]
             await pilot.press("f2")
 
-            # the board: move "overload" to the top, then back; confidences; pin; save
+            # the board: the session's shuffled order, labelled, an even spread; the world build started
+            assert app.play.session.board == BOARD
             await pilot.press("ctrl+b")
             board = app.screen.query_one("#board")
+            assert [(i.label, i.id, i.confidence) for i in board.board.items] == [
+                (s.label, s.id, 25) for s in BOARD]
+            assert [str(board.get_row_at(r)[1]) for r in range(4)] == ["A", "B", "C", "D"]
+            await until(pilot, lambda: app.world_builds, what="the world build to start")
+            # move "throttle" (B) to the top, back down, up again; confidences; pin; save
             await pilot.press("down", "shift+up")
-            assert [i.id for i in board.board.items][:2] == ["overload", "throttle"]
+            assert [i.id for i in board.board.items][:2] == ["throttle", "bad-deploy"]
             await pilot.press("shift+down")
-            assert [i.id for i in board.board.items][:2] == ["throttle", "overload"]
-            await pilot.press("up", "plus", "plus", "plus", "plus")  # throttle 25 -> 45
-            await pilot.press("down", "minus", "minus", "minus")  # overload 25 -> 10
+            assert [i.id for i in board.board.items][:2] == ["bad-deploy", "throttle"]
+            await pilot.press("shift+up")
+            assert [i.id for i in board.board.items][:2] == ["throttle", "bad-deploy"]
+            await pilot.press("plus", "plus", "plus", "plus")  # throttle 25 -> 45
+            await pilot.press("down", "minus", "minus", "minus")  # bad-deploy 25 -> 10
             assert [i.confidence for i in board.board.items] == [45, 10, 25, 25]
             await pilot.press("up", "s")  # Q1 supports throttle
             await pilot.press("ctrl+s")  # refused: 105% and out of order
@@ -89,17 +113,23 @@ def test_play_a_whole_incident(tui_env: Path) -> None:
             pins = [e["data"] for e in _session_events(data) if e["kind"] == "pin"]
             assert pins == [{"query": 1, "hypothesis": "throttle", "stance": "supports"}]
 
-            # submit: the pinned query is offered as the discriminator
+            # submit: the dialog says pins count both ways; no query to name any more
             await pilot.press("f8")
             await until(pilot, lambda: screen_name(app) == "SubmitScreen")
-            assert app.screen.query_one("#submit-discriminator").value == 1
+            pins_said = str(app.screen.query_one("#submit-pins").render())
+            assert "You pinned 1 result." in pins_said and "costs points" in pins_said
+            assert not app.screen.query("Select")
             await pilot.press("ctrl+s")
-            await until(pilot, lambda: "debrief" in app.marks)
+            await until(pilot, lambda: "debrief" in app.marks, timeout=120, what="the debrief (scoring)")
             score_line = str(app.screen.query_one("#debrief-score").render())
-            assert "Score" in score_line and "/ 100" in score_line
+            assert "Score" in score_line and "/ 100" in score_line and "conclusion" in score_line
             report = app.screen.report
-            assert report.submitted and report.observed_signals == ["prefill-by-replica"]
+            assert report.submitted and report.per_query[0]["ok"]
+            # the split by replica tells the throttled replica apart from every rival world
+            assert report.ruled_out == {r: 1 for r in report.rivals}
+            assert report.pins == [{"query": 1, "hypothesis": "throttle", "stance": "supports", "verdict": "right"}]
             assert "Your queries against the fault timeline" in app.screen.markdown
+            assert "What each query ruled out" in app.screen.markdown
 
             # export the debrief next to the transcript
             await pilot.press("e")
@@ -112,10 +142,15 @@ def test_play_a_whole_incident(tui_env: Path) -> None:
             await until(pilot, lambda: screen_name(app) == "PickerScreen")
             await until(pilot, lambda: app.screen.scanned, timeout=10)
             assert app.screen.best["tui-mini"] == report.total
+            seen["total"] = report.total
+            seen["builds"] = [p for p in app.world_builds.values() if p is not None]
 
     run_async(go())
     kinds = [e["kind"] for e in _session_events(data)]
     assert kinds[0] == "start" and kinds[-2:] == ["submit", "debrief_viewed"]
+    [transcript] = list((data / "transcripts").glob("*.json"))
+    assert json.loads(transcript.read_text())["score"] == {"total": seen["total"]}
+    assert seen["builds"] and all(p.poll() is not None for p in seen["builds"])  # stopped (or done) on exit
 
 
 def test_resume_after_closing_mid_investigation(tui_env: Path) -> None:
@@ -148,7 +183,8 @@ def test_resume_after_closing_mid_investigation(tui_env: Path) -> None:
             view = app.screen.query_one("#results").view
             assert view.from_journal and view.index == 2 and view.row_count == 20
             board = app.screen.query_one("#board")
-            assert board.evidence["throttle"].supports == [2]
+            assert board.board.items[0].id == BOARD[0].id  # no ranking saved: the board order
+            assert board.evidence[BOARD[0].id].supports == [2]
             # and the game goes on: the next query is Q3
             assert (await run_sql(app, pilot, "SELECT 1 AS one")).index == 3
 
@@ -278,7 +314,7 @@ def test_hint_note_help_and_a_small_terminal(tui_env: Path) -> None:
             await until(pilot, lambda: screen_name(app) == "NoteScreen")
             await pilot.press(*"clock?", "ctrl+s")
             await until(pilot, lambda: screen_name(app) == "WorkspaceScreen")
-            assert app.screen.query_one("#board").notes == {"throttle": "clock?"}
+            assert app.screen.query_one("#board").notes == {BOARD[0].id: "clock?"}
             # help lists the keys; the light theme renders too
             await pilot.press("f1")
             await until(pilot, lambda: screen_name(app) == "HelpScreen")
@@ -289,7 +325,7 @@ def test_hint_note_help_and_a_small_terminal(tui_env: Path) -> None:
 
     run_async(go())
     notes = [e["data"] for e in _session_events(tui_env) if e["kind"] == "note"]
-    assert notes == [{"hypothesis": "throttle", "text": "clock?"}]
+    assert notes == [{"hypothesis": BOARD[0].id, "text": "clock?"}]
 
 
 def test_a_broken_incident_shows_its_diagnostics(tui_env: Path, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_tui_support import FIXTURE
 
+from game.hypotheses import Shown
 from tui.actions import COMMANDS, SCOPE_TITLES, commands, help_markdown
 from tui.board import Board, BoardItem, evidence_by_hypothesis, latest_notes
 from tui.completion import complete, word_before
@@ -20,7 +21,7 @@ from tui.library import default_index, filter_entries, read_entry, read_library
 from tui.plotting import Marker, clock_ticks, epoch_seconds, markers_in_range, plot_spec
 from tui.resultview import from_event
 from tui.snippets import midpoint, snippets
-from tui.timeline import fault_strip, span_strip
+from tui.timeline import fault_strip, span_strip, timeline_text
 from tui.widgets.keybar import key_label, keybar_markup
 
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
@@ -34,7 +35,8 @@ def test_read_entry_takes_the_display_fields_from_the_file() -> None:
     assert (entry.id, entry.difficulty, entry.query_budget, entry.time_limit_s) == ("tui-mini", 1, 12, 900.0)
     assert entry.briefing.reported_by == "Chat team (on-call)"
     assert entry.briefing.evidence == ("p90 time to first token went up for part of the traffic",)
-    assert len(entry.hypotheses) == 4
+    # the peek does not know the session's shuffled board, and file order must not show: none listed
+    assert entry.hypotheses == ()
 
 
 def test_read_entry_lists_a_broken_file_with_its_problem(tmp_path: Path) -> None:
@@ -54,7 +56,10 @@ def test_library_filter_and_preselection(tmp_path: Path) -> None:
     entries = read_library([other, FIXTURE, FIXTURE])
     assert [e.id for e in entries] == ["zz-other", "tui-mini"]  # duplicates dropped, order kept
     assert [e.id for e in filter_entries(entries, "DECODE")] == ["zz-other"]
-    assert [e.id for e in filter_entries(entries, "replicas hardware")] == ["tui-mini"]
+    assert [e.id for e in filter_entries(entries, "replicas latency")] == ["tui-mini"]
+    # a topic tag can name the cause: it is not shown, so it does not match either
+    assert entries[1].shown_tags == ["latency"]
+    assert filter_entries(entries, "hardware") == []
     assert filter_entries(entries, "  ") == entries
     assert default_index(entries, "tui-mini") == 1
     assert default_index(entries, str(FIXTURE)) == 1
@@ -71,18 +76,22 @@ def test_the_installed_library_preselects_the_default_incident() -> None:
 
 # ---------------------------------------------------------------- board
 
-HYPS = [("a", "Alpha"), ("b", "Beta"), ("c", "Gamma")]
+HYPS = [Shown("A", "c", "Gamma"), Shown("B", "a", "Alpha"), Shown("C", "b", "Beta")]
+"""A session's board: labels in its shuffled order, which is not the ids' (file) order."""
 
 
-def test_initial_board_is_an_even_split_that_never_rises() -> None:
+def test_initial_board_is_an_even_split_in_board_order_that_never_rises() -> None:
     board = Board.initial(HYPS)
-    assert [i.confidence for i in board.items] == [34, 33, 33]
+    assert [(i.label, i.id, i.confidence) for i in board.items] == [("A", "c", 34), ("B", "a", 33), ("C", "b", 33)]
     assert board.problems() == []
+    assert board.items[0].name == "A  Gamma"
 
 
-def test_initial_board_follows_a_saved_ranking_and_appends_the_rest() -> None:
+def test_initial_board_follows_a_saved_ranking_and_appends_the_rest_in_board_order() -> None:
+    board = Board.initial(HYPS, [{"id": "b", "confidence": 80.0}, {"id": "a", "confidence": 20.0}])
+    assert [(i.id, i.confidence) for i in board.items] == [("b", 80), ("a", 20), ("c", 0)]
+    assert [i.label for i in board.items] == ["C", "B", "A"]
     board = Board.initial(HYPS, [{"id": "c", "confidence": 80.0}, {"id": "a", "confidence": 20.0}])
-    assert [(i.id, i.confidence) for i in board.items] == [("c", 80), ("a", 20), ("b", 0)]
     assert board.same_as([{"id": "c", "confidence": 80.0}, {"id": "a", "confidence": 20.0}])
     board.adjust(2, 5)
     assert not board.same_as([{"id": "c", "confidence": 80.0}, {"id": "a", "confidence": 20.0}])
@@ -93,17 +102,19 @@ def test_move_and_adjust_stay_within_bounds() -> None:
     board = Board.initial(HYPS)
     assert board.move(0, -1) == 0
     assert board.move(0, +5) == 2
-    assert [i.id for i in board.items] == ["b", "c", "a"]
+    assert [i.id for i in board.items] == ["a", "b", "c"]
+    assert [i.label for i in board.items] == ["B", "C", "A"]  # labels travel with their hypotheses
     board.adjust(0, 500)
     board.adjust(1, -500)
     assert (board.items[0].confidence, board.items[1].confidence) == (100, 0)
 
 
 def test_problems_name_the_sum_and_the_first_order_violation() -> None:
-    board = Board([BoardItem("a", "Alpha", 20), BoardItem("b", "Beta", 50), BoardItem("c", "Gamma", 20)])
+    board = Board([BoardItem("a", "Alpha", 20, "A"), BoardItem("b", "Beta", 50, "B"), BoardItem("c", "Gamma", 20, "C")])
     problems = board.problems()
     assert problems[0] == "confidences sum to 90%, not 100%"
-    assert "Beta" in problems[1] and "Alpha" in problems[1]
+    assert problems[1] == "B 'Beta' (50%) sits below A 'Alpha' (20%)"
+    assert all(i.label for i in board.normalised().items) and all(i.label for i in board.copy().items)
 
 
 @given(st.lists(st.integers(min_value=0, max_value=100), min_size=1, max_size=8))
@@ -293,6 +304,69 @@ def test_read_span_uses_ts_bounds() -> None:
     assert read_span([], T0, 300.0) is None
 
 
+class _Ev:
+    def __init__(self, kind: str, data: dict[str, object], time: float = 0.0) -> None:
+        self.kind, self.data, self.time = kind, data, time
+
+
+def _tiny_incident() -> object:
+    from types import SimpleNamespace
+
+    hyps = [SimpleNamespace(id="t", title="The true one", true=True),
+            SimpleNamespace(id="r1", title="Rival one", true=False),
+            SimpleNamespace(id="r2", title="Rival two", true=False)]
+    window = SimpleNamespace(start=T0, duration_s=300.0)
+    return SimpleNamespace(hypotheses=hyps, window=window, faults=[SimpleNamespace(at_s=120.0)])
+
+
+def test_timeline_names_the_rivals_each_query_ruled_out_first_by_label() -> None:
+    incident = _tiny_incident()
+    board = [Shown("A", "r2", "Rival two"), Shown("B", "t", "The true one"), Shown("C", "r1", "Rival one")]
+    events = [_Ev("start", {}, 0.0),
+              _Ev("query", {"index": 1, "ok": True, "reads": [{"table": "requests", "filters": []}]}, 30.0),
+              _Ev("query", {"index": 2, "ok": True, "reads": [{"table": "requests", "filters": []}]}, 65.0),
+              _Ev("query", {"index": 3, "ok": False, "error": "boom"}, 70.0)]
+    per_query = [{"index": 1, "ok": True, "rows": 2, "ruled_out": ["r1"], "new": ["r1"], "why": {}},
+                 {"index": 2, "ok": True, "rows": 2, "ruled_out": ["r1", "r2"], "new": ["r2"], "why": {}},
+                 {"index": 3, "ok": False, "rows": 0, "ruled_out": [], "new": [], "why": {}}]
+    lines = timeline_text(incident, events, per_query, board, width=10).splitlines()
+    assert lines[2] == "Q1 +0:30      ██████████  rules out C"
+    assert lines[3] == "Q2 +1:05      ██████████  rules out A"  # r1 again is not news
+    assert lines[4] == "Q3 +1:10      (failed: …"  # cut to the strip's width
+    assert lines[-3:] == ["A  Rival two", "B  The true one  (true)", "C  Rival one"]
+    # no board: titles, no legend, and no ids anywhere
+    plain = timeline_text(incident, events, per_query, None, width=10)
+    assert "rules out Rival one" in plain and "(true)" not in plain
+
+
+def test_score_markup_shows_the_new_groups_and_the_rivals_ruled_out() -> None:
+    from types import SimpleNamespace
+
+    from tui.screens.debrief import progress_markup, score_markup
+
+    comps = [SimpleNamespace(group="conclusion", points=-12.5, max=55.0),
+             SimpleNamespace(group="evidence", points=17.5, max=35.0),
+             SimpleNamespace(group="pins", points=5.0, max=10.0),
+             SimpleNamespace(group="penalty", points=-2.0, max=0.0),
+             SimpleNamespace(group="penalty", points=0.0, max=0.0)]
+    report = SimpleNamespace(total=8.0, components=comps, rivals=["r1", "r2"], ruled_out={"r1": 1})
+    line = score_markup(report)
+    assert line == ("[b]Score 8.0 / 100[/b]   conclusion -12.5/55 · evidence 17.5/35 · pins 5.0/10 · "
+                    "penalties -2.0   rivals ruled out 1/2")
+    progress = progress_markup("kv-pressure", 2, 5)
+    assert "world 3 of 5" in progress and "kv-pressure" not in progress  # no hypothesis id, even now
+
+
+def test_the_submit_dialog_says_pins_count_both_ways() -> None:
+    from tui.screens.submit import pins_text
+
+    assert "no results" in pins_text([]) and "costs points" in pins_text([])
+    pins = [_Ev("pin", {"query": 1, "hypothesis": "a", "stance": "supports"}),
+            _Ev("pin", {"query": 1, "hypothesis": "a", "stance": "supports"}),  # the same pin again
+            _Ev("pin", {"query": 2, "hypothesis": "b", "stance": "refutes"}), _Ev("query", {"index": 3})]
+    assert pins_text(pins).startswith("You pinned 2 results.")
+
+
 # ---------------------------------------------------------------- keys
 
 def _scope_classes() -> dict[str, type]:
@@ -360,4 +434,40 @@ def test_a_variant_incident_shows_placeholders_hidden_then_its_drawn_text() -> N
     incident = load_incident(path, seed=1)
     shown = entry_for_incident(peek, incident)
     assert shown.briefing.since == incident.briefing.since and "{{" not in shown.briefing.since
-    assert shown.hypotheses == tuple(h.title for h in incident.hypotheses)
+    assert shown.hypotheses == ()  # no board given: none listed, never the file order
+
+
+def test_the_briefing_lists_the_hypotheses_in_the_sessions_board_order_by_label() -> None:
+    from game.hypotheses import shown_hypotheses
+    from incidents.loader import load_incident
+    from tui.library import entry_for_incident
+    from tui.screens.briefing import card_markup
+
+    incident = load_incident(FIXTURE)
+    board = shown_hypotheses(incident, 0)
+    entry = entry_for_incident(read_entry(FIXTURE), incident, board)
+    assert entry.hypotheses == tuple((s.label, s.title) for s in board)
+    assert [label for label, _ in entry.hypotheses] == ["A", "B", "C", "D"]
+    assert [title for _, title in entry.hypotheses] != [h.title for h in incident.hypotheses]  # not file order
+    card = card_markup(entry)
+    positions = [card.index(s.title) for s in board]
+    assert positions == sorted(positions) and f"[b]A[/b]  {board[0].title}" in card
+    assert not [h.id for h in incident.hypotheses if h.id in card]  # ids stay internal
+
+
+def test_picker_best_scores_are_the_totals_the_players_transcripts_recorded(tmp_path: Path) -> None:
+    from test_tui_support import journal, submitted_events
+
+    from game.session import Session, transcripts_dir
+    from tui.screens.picker import scan_library
+
+    out = transcripts_dir(tmp_path)
+    for name, player, score in (("scored", "tester", {"total": 61.5}), ("unscored", "tester", None),
+                                ("better-but-not-mine", "someone", {"total": 90.0}),
+                                ("lower", "tester", {"total": 40.0})):
+        path = journal(tmp_path / "sessions" / f"{name}.jsonl", submitted_events(), session_id=name,
+                       player=player)
+        with Session.resume(path) as session:
+            session.export_transcript(out / f"{name}.json", None, score)
+    _, best = scan_library(tmp_path, "tester")
+    assert best == {"tui-mini": 61.5}

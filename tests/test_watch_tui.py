@@ -1,6 +1,7 @@
 """The interviewer's screen follows a candidate's session live: a query the candidate runs (in another
-thread, holding the journal's lock) appears within about a second, with the signals it observed, the
-board and the running score; m sends a message that reaches the candidate's session."""
+thread, holding the journal's lock) appears within about a second, with the board by the candidate's
+labels; m sends a message that reaches the candidate's session. The answer (truth, what each query
+ruled out, the running score) shows once the candidate submits, or from the start with reveal."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from test_tui_support import FIXTURE, make_app, run_async, screen_name, until
+from test_tui_support import FIXTURE, investigating_events, journal, make_app, run_async, screen_name, until
 
 from game.autoplay import PlannedGateway, PlannedQuery
 from game.observe import Read
@@ -26,6 +27,10 @@ def _status(app: object) -> str:
     return str(app.screen.query_one("#gm-status").render())  # type: ignore[attr-defined]
 
 
+def _panel(app: object, name: str) -> str:
+    return str(app.screen.query_one(f"#gm-{name}").render())  # type: ignore[attr-defined]
+
+
 def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Path) -> None:
     candidate = Session.create(FIXTURE, 0, "ada", root=tui_env)
     candidate.start()
@@ -36,10 +41,11 @@ def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Pa
             await until(pilot, lambda: "gm" in app.marks, what="the GM screen")
             assert screen_name(app) == "GMScreen"
             screen = app.screen
-            assert "ada" in _status(app) and "queries 0 / 12" in _status(app)
-            truth = str(screen.query_one("#gm-truth").render())
-            assert "A GPU runs at reduced clocks" in truth
-            assert "not yet" in str(screen.query_one("#gm-signals").render())
+            assert "ada" in _status(app) and "queries 0 / 12" in _status(app) and "answer hidden" in _status(app)
+            # the answer stays hidden until the candidate submits
+            assert "Hidden until the candidate submits" in _panel(app, "truth")
+            assert "reduced clocks" not in _panel(app, "truth")
+            assert not screen.query_one("#gm-score").display and not screen.query_one("#gm-evidence").display
 
             # the candidate runs a query in another thread; it shows up live
             ran_at = time.monotonic()
@@ -49,14 +55,16 @@ def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Pa
             await until(pilot, lambda: table.row_count == 1, timeout=5, what="the candidate's query")
             assert time.monotonic() - ran_at < 1.5
             worker.join()
-            assert table.get_row_at(0)[0] == "Q1" and "clock-drop" in table.get_row_at(0)[3]
+            assert table.get_row_at(0)[0] == "Q1" and table.get_row_at(0)[3] == "·"  # not revealed
             assert "DCGM_FI_DEV_SM_CLOCK" in str(screen.query_one("#gm-detail").render())
-            assert "✓ Q1" in str(screen.query_one("#gm-signals").render())
             assert "queries 1 / 12" in _status(app)
 
+            # the board by the candidate's labels (throttle is B at seed 0), no ids, no truth mark yet
             candidate.rank([("throttle", 80.0), ("overload", 20.0)])
-            await until(pilot, lambda: "80%" in str(screen.query_one("#gm-board").render()), timeout=5)
-            assert "◆ truth" in str(screen.query_one("#gm-board").render())
+            await until(pilot, lambda: "80%" in _panel(app, "board"), timeout=5)
+            board = _panel(app, "board")
+            assert "1. B A GPU runs at reduced clocks  80%" in board and "2. D More traffic" in board
+            assert "◆ truth" not in board and "throttle" not in board
 
             # m: a message, written to the inbox, delivered to the candidate, shown as delivered
             await pilot.press("m")
@@ -70,7 +78,7 @@ def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Pa
             await until(pilot, lambda: "waiting" not in str(screen.query_one("#gm-feed").render()), timeout=5)
             assert "Why the clock?" in str(screen.query_one("#gm-feed").render())
 
-            # h with no text: the incident's next hint; its cost shows in the running score
+            # h with no text: the incident's next hint
             await pilot.press("h")
             await until(pilot, lambda: screen_name(app) == "SendScreen")
             await pilot.press("enter")
@@ -78,7 +86,17 @@ def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Pa
             [hint] = candidate.poll_gm()
             assert (hint.kind, hint.cost) == ("hint", 5)
             await until(pilot, lambda: "hints 1 / 2" in _status(app), timeout=5)
-            assert "-5.0" in str(screen.query_one("#gm-score").render())
+
+            # the candidate submits: the answer shows (scoring re-runs Q1 on every world, in a worker)
+            candidate.submit()
+            await until(pilot, lambda: "answer hidden" not in _status(app), timeout=120, what="the score")
+            assert "score " in _status(app) and "so far" not in _status(app)
+            assert "A GPU runs at reduced clocks" in _panel(app, "truth")
+            assert "◆ truth" in _panel(app, "board") and "Submitted" in _panel(app, "board")
+            assert "-5.0" in _panel(app, "score")  # the hint's cost
+            # the clock query tells the throttled replica apart from every rival world
+            assert "✓ Q1 rules out" in _panel(app, "evidence") and "· open" not in _panel(app, "evidence")
+            assert table.get_row_at(0)[3] == "A, C, D"
 
             # r: the interview report, next to the session file
             await pilot.press("r")
@@ -91,6 +109,20 @@ def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Pa
         run_async(go())
     finally:
         candidate.close()
+
+
+def test_reveal_shows_the_answer_and_the_running_score_before_submission(tui_env: Path) -> None:
+    path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
+
+    async def go() -> None:
+        app = make_app(tui_env, watch_session=path, watch_reveal=True)
+        async with app.run_test(size=(140, 44)) as pilot:
+            await until(pilot, lambda: "gm" in app.marks, timeout=120, what="the GM screen")
+            assert "so far" in _status(app) and "A GPU runs at reduced clocks" in _panel(app, "truth")
+            assert "(if submitted now)" in _panel(app, "score")
+            assert app.screen.query_one("#gm-evidence").display
+
+    run_async(go())
 
 
 def test_the_palette_offers_watching_a_session(tui_env: Path) -> None:

@@ -7,8 +7,9 @@ worker threads, so the first screen paints before they load.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -53,6 +54,7 @@ class ServedrillApp(App[None]):
     - `data_root`: where sessions and transcripts live (default: game.session.data_dir());
     - `resume_session`: open this session file straight away instead of the picker;
     - `watch_session`: open the interviewer's screen on this (another player's) session file;
+    - `watch_reveal`: that screen shows the answer (truth, evidence, score) before the candidate submits;
     - `clock`: wall clock in epoch seconds for the elapsed-time display;
     - `steady`: no blinking cursors and no query timings, so screenshots are repeatable;
     - `query_timeout_s`, `row_cap`: limits handed to the query gateway (seconds, rows)."""
@@ -72,6 +74,7 @@ class ServedrillApp(App[None]):
         data_root: Path | None = None,
         resume_session: Path | None = None,
         watch_session: Path | None = None,
+        watch_reveal: bool = False,
         clock: Callable[[], float] = time.time,
         steady: bool = False,
         query_timeout_s: float = 10.0,
@@ -86,6 +89,7 @@ class ServedrillApp(App[None]):
         self.data_root = data_root
         self.resume_session = resume_session
         self.watch_session = watch_session
+        self.watch_reveal = watch_reveal
         self.clock = clock
         self.steady = steady
         self.query_timeout_s = query_timeout_s
@@ -94,6 +98,10 @@ class ServedrillApp(App[None]):
         self.play: Play | None = None
         self.marks: dict[str, float] = {}
         self.mark_hook: Callable[[str], None] | None = None
+        # background processes building every hypothesis's world, by (incident file, seed)
+        self.world_builds: dict[tuple[str, int], Any] = {}
+        self._world_lock = threading.Lock()
+        self._exiting = False
 
     # ------------------------------------------------------------ lifecycle
 
@@ -110,7 +118,7 @@ class ServedrillApp(App[None]):
         if self.resume_session is not None:
             self.open_briefing(entry_for_session(self.resume_session), resume_path=self.resume_session)
         elif self.watch_session is not None:
-            self.open_watch(self.watch_session)
+            self.open_watch(self.watch_session, reveal=self.watch_reveal)
 
     def _set_player(self, name: str | None) -> None:
         # the picker rescans sessions and best scores for this name when it shows again
@@ -119,6 +127,35 @@ class ServedrillApp(App[None]):
 
     def on_unmount(self) -> None:
         self._close_play()
+        self.stop_world_builds()
+
+    def start_world_build(self, incident_path: Path | str, seed: int) -> None:
+        """Start building the incident's worlds in a background process (`game.assess.start_world_build`)
+        unless one was started for this file and seed already. Safe from a worker thread."""
+        from game.assess import start_world_build
+
+        key = (str(Path(incident_path).resolve()), int(seed))
+        with self._world_lock:
+            if self._exiting or key in self.world_builds:
+                return
+            self.world_builds[key] = start_world_build(incident_path, seed)
+
+    def stop_world_builds(self) -> None:
+        """Stop the world builds still running (the cache keeps what they finished)."""
+        import subprocess
+
+        with self._world_lock:
+            self._exiting = True
+            procs = [p for p in self.world_builds.values() if p is not None]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
     def mark(self, name: str) -> None:
         """Record when something became visible (epoch seconds); the benchmark and tests wait on these."""
@@ -192,8 +229,9 @@ class ServedrillApp(App[None]):
         while len(self.screen_stack) > 1 and not isinstance(self.screen, PickerScreen):
             self.pop_screen()
 
-    def export_transcript(self) -> Path | None:
-        """Write the session's transcript to the transcripts folder; None (and a notice) on failure."""
+    def export_transcript(self, score: Mapping[str, Any] | None = None) -> Path | None:
+        """Write the session's transcript to the transcripts folder, with `score` (`{"total": ...}`
+        once scored: what the picker shows as the best score); None (and a notice) on failure."""
         from game.session import SessionError, transcripts_dir
 
         play = self.play
@@ -201,16 +239,17 @@ class ServedrillApp(App[None]):
             return None
         target = transcripts_dir(self.data_root) / f"{play.session.session_id}.json"
         try:
-            return play.session.export_transcript(target, play.build.digest if play.build else None)
+            return play.session.export_transcript(target, play.build.digest if play.build else None, score)
         except (OSError, SessionError) as exc:
             self.call_later(self.notify, f"Cannot write the transcript: {exc}", severity="error")
             return None
 
-    def open_watch(self, path: Path) -> None:
-        """The interviewer's screen on a session file (another process may be playing it)."""
+    def open_watch(self, path: Path, reveal: bool = False) -> None:
+        """The interviewer's screen on a session file (another process may be playing it); `reveal`
+        shows the answer before the candidate submits."""
         from tui.screens.gm import GMScreen
 
-        self.push_screen(GMScreen(path, clock=self.clock))
+        self.push_screen(GMScreen(path, clock=self.clock, reveal=reveal))
 
     def action_watch_session(self) -> None:
         """Choose a session of the data directory to watch as the interviewer."""

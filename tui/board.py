@@ -10,19 +10,42 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 STEP = 5
 """Percentage points one +/- press moves a confidence."""
 
 
+class Labelled(Protocol):
+    """A hypothesis as the session shows it (`game.hypotheses.Shown`)."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+
+
 @dataclass
 class BoardItem:
-    """One hypothesis on the board. `confidence` is in whole percent, 0..100."""
+    """One hypothesis on the board: its board `label` (A, B, ...), internal `id` (never shown) and
+    title. `confidence` is in whole percent, 0..100."""
 
     id: str
     title: str
     confidence: int = 0
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        """What the player reads: "B  Title" (the title alone when there is no label)."""
+        return f"{self.label}  {self.title}" if self.label else self.title
+
+    @property
+    def quoted(self) -> str:
+        """For a sentence: "B 'Title'"."""
+        return f"{self.label} '{self.title}'" if self.label else f"'{self.title}'"
 
 
 @dataclass
@@ -40,25 +63,27 @@ class Board:
     items: list[BoardItem]
 
     @classmethod
-    def initial(cls, hypotheses: Sequence[tuple[str, str]],
+    def initial(cls, hypotheses: Sequence[Labelled],
                 ranking: Sequence[Mapping[str, Any]] | None = None) -> Board:
-        """Board from (id, title) pairs. With a saved `ranking` ([{"id", "confidence"}], best first),
-        its order and confidences; unranked hypotheses follow at 0%. Without, the file order with an
-        even split of 100 (earlier rows get the remainder, so confidences never rise down the list)."""
-        titles = dict(hypotheses)
+        """Board from the session's board (`Session.board`: label, id, title in its shuffled order).
+        With a saved `ranking` ([{"id", "confidence"}], best first), its order and confidences;
+        unranked hypotheses follow at 0% in board order. Without, the board order with an even split
+        of 100 (the player has not ranked yet; earlier rows get the remainder, so confidences never
+        rise down the list)."""
+        shown = {h.id: h for h in hypotheses}
         if ranking:
-            items = [BoardItem(str(r["id"]), titles.get(str(r["id"]), str(r["id"])),
-                               round(float(r["confidence"]))) for r in ranking if str(r["id"]) in titles]
+            items = [BoardItem(h.id, h.title, round(float(r["confidence"])), h.label)
+                     for r in ranking if (h := shown.get(str(r["id"]))) is not None]
             ranked = {i.id for i in items}
-            items += [BoardItem(hid, title, 0) for hid, title in hypotheses if hid not in ranked]
+            items += [BoardItem(h.id, h.title, 0, h.label) for h in hypotheses if h.id not in ranked]
             return cls(items)
         n = len(hypotheses)
         base, extra = divmod(100, n) if n else (0, 0)
-        return cls([BoardItem(hid, title, base + (1 if i < extra else 0))
-                    for i, (hid, title) in enumerate(hypotheses)])
+        return cls([BoardItem(h.id, h.title, base + (1 if i < extra else 0), h.label)
+                    for i, h in enumerate(hypotheses)])
 
     def copy(self) -> Board:
-        return Board([BoardItem(i.id, i.title, i.confidence) for i in self.items])
+        return Board([BoardItem(i.id, i.title, i.confidence, i.label) for i in self.items])
 
     @property
     def total(self) -> int:
@@ -94,7 +119,7 @@ class Board:
         by_remainder = sorted(range(len(exact)), key=lambda k: (-(exact[k] - floors[k]), k))
         for k in by_remainder[:spare]:
             floors[k] += 1
-        items = [BoardItem(i.id, i.title, c) for i, c in zip(self.items, floors, strict=True)]
+        items = [BoardItem(i.id, i.title, c, i.label) for i, c in zip(self.items, floors, strict=True)]
         items.sort(key=lambda i: -i.confidence)
         return Board(items)
 
@@ -105,7 +130,7 @@ class Board:
             out.append(f"confidences sum to {self.total}%, not 100%")
         for a, b in itertools.pairwise(self.items):
             if b.confidence > a.confidence:
-                out.append(f"'{b.title}' ({b.confidence}%) sits below '{a.title}' ({a.confidence}%)")
+                out.append(f"{b.quoted} ({b.confidence}%) sits below {a.quoted} ({a.confidence}%)")
                 break
         return out
 

@@ -29,15 +29,18 @@ def register(group: click.Group) -> None:
     @group.command("watch")
     @click.argument("session")
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON snapshot of the session and exit.")
-    def watch(session: str, as_json: bool) -> None:
+    @click.option("--reveal", is_flag=True,
+                  help="Show the answer (truth, what each query ruled out, the running score) before the "
+                       "candidate submits; without it the answer appears only after submission.")
+    def watch(session: str, as_json: bool, reveal: bool) -> None:
         """Follow a candidate's SESSION live (an id, a unique prefix of one, or a session file): their
-        queries, board and running score next to the ground truth, with keys to send a message (m), a
-        hint (h) or an inject (i)."""
+        queries and board, with keys to send a message (m), a hint (h) or an inject (i). The ground truth
+        and the running score appear once they submit (or at once with --reveal)."""
         from game.gm import GMError, Watch
 
         path = _session_path(session, as_json)
         try:
-            follower = Watch(path)
+            follower = Watch(path, reveal=reveal)
         except GMError as exc:
             fail(str(exc), as_json=as_json)
             return
@@ -81,15 +84,18 @@ def register(group: click.Group) -> None:
     @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                   help="Write the report as HTML here.")
     @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-    def report(session: str, markdown_path: Path | None, html_path: Path | None, as_json: bool) -> None:
-        """The interview report of a SESSION: timeline, first looks, the separating signal named at submit,
-        the score breakdown and room for notes. Without --markdown, --html or --json it prints Markdown."""
+    @click.option("--reveal", is_flag=True, help="Include the answer and the score before the candidate submits.")
+    def report(session: str, markdown_path: Path | None, html_path: Path | None, as_json: bool,
+               reveal: bool) -> None:
+        """The interview report of a SESSION: timeline, first looks, what each query ruled out, the pins,
+        the score breakdown and room for notes (the answer and score once submitted, or with --reveal).
+        Without --markdown, --html or --json it prints Markdown."""
         from game.gm import GMError
         from game.interview_report import report_for, to_html, to_markdown
 
         path = _session_path(session, as_json)
         try:
-            doc = report_for(path)
+            doc = report_for(path, reveal=reveal)
         except GMError as exc:
             fail(str(exc), as_json=as_json)
             return

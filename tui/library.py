@@ -45,12 +45,22 @@ class LibraryEntry:
     time_limit_s: float | None = None
     query_budget: int | None = None
     briefing: BriefingCard = field(default_factory=BriefingCard)
-    hypotheses: tuple[str, ...] = ()
+    hypotheses: tuple[tuple[str, str], ...] = ()
+    """(label, title) in the session's board order; empty until the incident has loaded for a seed
+    (the quick peek does not know the shuffled order, and file order would tell the player nothing
+    true, or worse, something)."""
     problem: str | None = None
 
+    @property
+    def shown_tags(self) -> list[str]:
+        """The tags a player may see before the debrief (symptom tags; topic tags can name the cause)."""
+        from game.library_view import visible_tags
+
+        return visible_tags(self.tags)
+
     def matches(self, text: str) -> bool:
-        """Whether every word of `text` appears (case-insensitive) in the id, title or tags."""
-        haystack = " ".join([self.id, self.title, *self.tags]).lower()
+        """Whether every word of `text` appears (case-insensitive) in the id, title or shown tags."""
+        haystack = " ".join([self.id, self.title, *self.shown_tags]).lower()
         return all(word in haystack for word in text.lower().split())
 
 
@@ -71,7 +81,6 @@ def entry_from_data(path: Path, data: Any) -> LibraryEntry:
     brief = data.get("briefing") if isinstance(data.get("briefing"), dict) else {}
     evidence = brief.get("evidence") if isinstance(brief.get("evidence"), list) else []
     tags = data.get("tags") if isinstance(data.get("tags"), list) else []
-    hyps = data.get("hypotheses") if isinstance(data.get("hypotheses"), list) else []
     difficulty = data.get("difficulty")
     budget = data.get("query_budget")
     return LibraryEntry(
@@ -88,7 +97,6 @@ def entry_from_data(path: Path, data: Any) -> LibraryEntry:
             summary=hide_placeholders(" ".join(_text(brief.get("summary")).split())),
             evidence=tuple(hide_placeholders(_text(e)) for e in evidence),
         ),
-        hypotheses=tuple(hide_placeholders(_text(h.get("title"))) for h in hyps if isinstance(h, dict)),
     )
 
 
@@ -103,15 +111,17 @@ def hide_placeholders(text: str) -> str:
     return _PLACEHOLDER.sub("…", text)
 
 
-def entry_for_incident(entry: LibraryEntry, incident: Any) -> LibraryEntry:
-    """`entry` with the display fields of the loaded incident (its variant's text for the seed)."""
+def entry_for_incident(entry: LibraryEntry, incident: Any, board: Sequence[Any] | None = None) -> LibraryEntry:
+    """`entry` with the display fields of the loaded incident (its variant's text for the seed) and
+    its hypotheses as the session's `board` lists them (`game.hypotheses.Shown`: label and title, in
+    the shuffled order); without a board, none are listed."""
     b = incident.briefing
     return replace(
         entry,
         title=incident.title,
         briefing=BriefingCard(reported_by=b.reported_by, since=b.since, summary=" ".join(b.summary.split()),
                               evidence=tuple(b.evidence)),
-        hypotheses=tuple(h.title for h in incident.hypotheses),
+        hypotheses=tuple((str(s.label), str(s.title)) for s in board or ()),
         time_limit_s=incident.time_limit_s,
         query_budget=incident.query_budget,
     )

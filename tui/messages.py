@@ -17,12 +17,14 @@ class BuildProgress(Message):
 
 
 class IncidentLoaded(Message):
-    """The full loader accepted the incident; `unfinished` are its resumable sessions."""
+    """The full loader accepted the incident; `unfinished` are its resumable sessions; `board` its
+    hypotheses as the session shows them (`game.hypotheses.Shown`, in the seed's shuffled order)."""
 
-    def __init__(self, incident: Any, unfinished: list[Any]) -> None:
+    def __init__(self, incident: Any, unfinished: list[Any], board: list[Any] | None = None) -> None:
         super().__init__()
         self.incident = incident
         self.unfinished = unfinished
+        self.board = board or []
 
 
 class TelemetryReady(Message):
@@ -85,6 +87,16 @@ class LibraryScanned(Message):
         super().__init__()
         self.unfinished = unfinished
         self.best = best
+
+
+class ScoringProgress(Message):
+    """Scoring is building or opening world `name` (`done` of `total` so far)."""
+
+    def __init__(self, name: str, done: int, total: int) -> None:
+        super().__init__()
+        self.name = name
+        self.done = done
+        self.total = total
 
 
 class DebriefReady(Message):

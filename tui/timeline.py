@@ -1,5 +1,6 @@
 """The debrief's "your queries against the fault timeline": which stretch of the incident window
-each query read, drawn under the injected faults. Pure; text for a Markdown code block."""
+each query read, drawn under the injected faults, and which rival hypotheses it ruled out first
+(from the score report's `per_query`). Pure; text for a Markdown code block."""
 
 from __future__ import annotations
 
@@ -50,11 +51,27 @@ def span_strip(span: tuple[float, float] | None, duration_s: float, width: int =
     return "".join("█" if a <= i <= b else "·" for i in range(width))
 
 
-def timeline_text(incident: Any, events: Iterable[Any], first_seen: Mapping[str, int],
-                  width: int = STRIP) -> str:
+def hypothesis_names(incident: Any, board: Sequence[Any] | None = None) -> dict[str, str]:
+    """What the timeline calls each hypothesis: its board label (`board`: `game.hypotheses.Shown`),
+    else its title."""
+    labels = {s.id: s.label for s in board or ()}
+    return {h.id: labels.get(h.id, h.title) for h in incident.hypotheses}
+
+
+def legend(incident: Any, board: Sequence[Any]) -> str:
+    """One line per hypothesis in board order: "B  title", the true ones marked."""
+    truth = {h.id for h in incident.hypotheses if h.true}
+    return "\n".join(f"{s.label:<3}{s.title}" + ("  (true)" if s.id in truth else "") for s in board)
+
+
+def timeline_text(incident: Any, events: Iterable[Any], per_query: Sequence[Mapping[str, Any]],
+                  board: Sequence[Any] | None = None, width: int = STRIP) -> str:
     """Plain text: the fault row, then one row per query with its time into the investigation
-    (from the start event), the span it read, and the signals it saw first."""
+    (from the start event), the span it read, and the rivals it was first to rule out (by board
+    label, or title without a `board`); with a board, a legend of the labels follows."""
     evs = list(events)
+    names = hypothesis_names(incident, board)
+    first_out = {int(q["index"]): [names.get(r, r) for r in q.get("new", ())] for q in per_query}
     duration = float(incident.window.duration_s)
     t0 = incident.window.start
     start = next((e.time for e in evs if e.kind == "start"), evs[0].time if evs else 0.0)
@@ -63,9 +80,6 @@ def timeline_text(incident: Any, events: Iterable[Any], first_seen: Mapping[str,
     axis = "t+0:00".ljust(width - len("t+" + end_label)) + "t+" + end_label
     lines = [" " * label_w + axis,
              "faults".ljust(label_w) + fault_strip((f.at_s for f in incident.faults), duration, width)]
-    seen_in: dict[int, list[str]] = {}
-    for sid, q in first_seen.items():
-        seen_in.setdefault(q, []).append(sid)
     for e in evs:
         if e.kind != "query":
             continue
@@ -75,15 +89,19 @@ def timeline_text(incident: Any, events: Iterable[Any], first_seen: Mapping[str,
             lines.append(label + one_line(f"(failed: {e.data.get('error') or 'error'})", width))
             continue
         span = read_span(e.data.get("reads") or [], t0, duration)
-        note = ", ".join(seen_in.get(index, []))
-        lines.append((label + span_strip(span, duration, width) + (f"  {note}" if note else "")).rstrip())
+        out = first_out.get(index, [])
+        note = f"  rules out {', '.join(out)}" if out else ""
+        lines.append((label + span_strip(span, duration, width) + note).rstrip())
+    if board:
+        lines += ["", legend(incident, board)]
     return "\n".join(lines)
 
 
-def timeline_markdown(incident: Any, events: Iterable[Any], first_seen: Mapping[str, int]) -> str:
+def timeline_markdown(incident: Any, events: Iterable[Any], per_query: Sequence[Mapping[str, Any]],
+                      board: Sequence[Any] | None = None) -> str:
     """The timeline as a Markdown section."""
-    body = timeline_text(incident, events, first_seen)
+    body = timeline_text(incident, events, per_query, board)
     return ("## Your queries against the fault timeline\n\n"
             "Each bar is the stretch of the incident window a query read; ▼ marks an injected fault. "
-            "Names after a bar are signals that query saw first.\n\n"
+            "After a bar: the rival hypotheses that query was the first to rule out.\n\n"
             f"```text\n{body}\n```\n")

@@ -46,7 +46,7 @@ def card_markup(entry: LibraryEntry, hints: list[str] | None = None) -> str:
         lines += ["", "[b]Attached[/b]"] + [f"  • {escape(e)}" for e in b.evidence]
     if entry.hypotheses:
         lines += ["", f"[b]Hypotheses on the board[/b] ({len(entry.hypotheses)})"]
-        lines += [f"  {i}. {escape(h)}" for i, h in enumerate(entry.hypotheses, start=1)]
+        lines += [f"  [b]{escape(label)}[/b]  {escape(title)}" for label, title in entry.hypotheses]
     if hints:
         lines += ["", "[b]Hints taken[/b]"] + [f"  {i}. {escape(h)}" for i, h in enumerate(hints, start=1)]
     return "\n".join(lines)
@@ -113,6 +113,7 @@ class BriefingScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="prepare", exit_on_error=False)
     def _prepare(self, resume_path: Path | None) -> None:
         from game.gateway import Gateway
+        from game.hypotheses import shown_hypotheses
         from game.session import Session, SessionError, list_unfinished
         from incidents.loader import IncidentError, load_incident
         from telemetry_gen.cache import ensure_database
@@ -124,14 +125,14 @@ class BriefingScreen(Screen[None]):
                     warnings.simplefilter("ignore")
                     session = Session.resume(resume_path)
                 incident, seed = session.incident, session.header.seed
-                self.post_message(IncidentLoaded(incident, []))
+                self.post_message(IncidentLoaded(incident, [], session.board))
                 self.post_message(SessionOpened(session, list(session.warnings)))
             else:
                 incident, seed = load_incident(self.entry.path), served.seed
                 # a session open elsewhere (another tab of `servedrill serve`, another terminal) is not ours
                 mine = [s for s in list_unfinished(served.data_root)
                         if s.incident_id == incident.id and s.player == served.player and not s.in_use]
-                self.post_message(IncidentLoaded(incident, mine))
+                self.post_message(IncidentLoaded(incident, mine, shown_hypotheses(incident, seed)))
             info = ensure_database(incident, seed, progress=self._progress)
             gateway = Gateway(Path(info.path), timeout_s=served.query_timeout_s, row_cap=served.row_cap)
         except IncidentError as exc:
@@ -162,7 +163,7 @@ class BriefingScreen(Screen[None]):
     def on_incident_loaded(self, message: IncidentLoaded) -> None:
         self.play.incident = message.incident
         # the card was painted from a quick peek at the file; now show this seed's variant of it
-        self.entry = entry_for_incident(self.entry, message.incident)
+        self.entry = entry_for_incident(self.entry, message.incident, message.board)
         self.query_one("#alert-card", Static).update(card_markup(self.entry, self.hints))
         self.query_one("#briefing-limits", Static).update(limits_text(self.entry))
         self.unfinished = message.unfinished

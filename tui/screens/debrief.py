@@ -1,6 +1,8 @@
-"""The debrief: the score with its reasons, what happened, the player's queries against the faults,
-evidence seen and missed, and the shortest settling path. Text from `game.debrief`; score from
-`game.scoring`; this screen only lays them out and writes the files."""
+"""The debrief: the score with its reasons, what happened, what each query ruled out, the player's
+queries against the faults, and the shortest settling path. Text from `game.debrief`; the score from
+`game.assess.score_session`, which re-runs every query on each hypothesis's world (quick when the
+background build started with the session has filled the cache, tens of seconds when cold: it runs in
+a worker, with a progress line); this screen only lays them out and writes the files."""
 
 from __future__ import annotations
 
@@ -14,17 +16,18 @@ from textual.screen import Screen
 from textual.widgets import Markdown, Static
 
 from tui.actions import bindings
-from tui.messages import DebriefReady
+from tui.messages import DebriefReady, ScoringProgress
 from tui.widgets.keybar import KeyBar
 
 if TYPE_CHECKING:
     from tui.app import ServedrillApp
 
-GROUPS = (("ranking", "ranking"), ("evidence", "evidence"), ("discipline", "discipline"))
+GROUPS = (("conclusion", "conclusion"), ("evidence", "evidence"), ("pins", "pins"))
+"""Score component groups shown on the score line, with their names there; penalties follow."""
 
 
 def score_markup(report: Any) -> str:
-    """Total and points per group, as Rich markup."""
+    """Total, points per group and the penalties, as Rich markup."""
     parts = []
     for group, title in GROUPS:
         got = sum(c.points for c in report.components if c.group == group)
@@ -32,16 +35,24 @@ def score_markup(report: Any) -> str:
         parts.append(f"{title} {got:.1f}/{out_of:.0f}")
     penalty = sum(c.points for c in report.components if c.group == "penalty")
     parts.append(f"penalties {penalty:+.1f}")
-    return f"[b]Score {report.total:.1f} / 100[/b]   " + " · ".join(parts)
+    ruled = f"   rivals ruled out {len(report.ruled_out)}/{len(report.rivals)}" if report.rivals else ""
+    return f"[b]Score {report.total:.1f} / 100[/b]   " + " · ".join(parts) + ruled
 
 
-def debrief_document(incident: Any, events: list[Any], report: Any) -> str:
-    """debrief_markdown followed by the query timeline."""
+def progress_markup(name: str, done: int, total: int) -> str:
+    """The score line while scoring: which world is being built or opened."""
+    what = {"truth": "what you saw", "noise": "a second run of it"}.get(name, "a rival hypothesis")
+    return (f"Scoring: re-running your queries on every hypothesis's world · world {min(done + 1, total)} "
+            f"of {total} ({what})…")
+
+
+def debrief_document(incident: Any, events: list[Any], report: Any, board: list[Any] | None = None) -> str:
+    """debrief_markdown followed by the query timeline (rivals named by their `board` labels)."""
     from game.debrief import debrief_markdown
     from tui.timeline import timeline_markdown
 
     return debrief_markdown(incident, events, report).rstrip() + "\n\n" + timeline_markdown(
-        incident, events, report.first_seen)
+        incident, events, report.per_query, board)
 
 
 class DebriefScreen(Screen[None]):
@@ -58,7 +69,7 @@ class DebriefScreen(Screen[None]):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        yield Static("Scoring…", id="debrief-score")
+        yield Static("Scoring: re-running your queries on every hypothesis's world…", id="debrief-score")
         with VerticalScroll(id="debrief-scroll"):
             yield Markdown("", id="debrief-body")
         yield Static("", id="debrief-status")
@@ -69,21 +80,29 @@ class DebriefScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="debrief", exit_on_error=False)
     def _prepare(self) -> None:
-        from game.scoring import score
+        from game.assess import score_session
 
         served = self.served
         session = served.play.session  # type: ignore[union-attr]
         try:
             events = session.events
-            report = score(session.incident, events)
-            document = debrief_document(session.incident, events, report)
+            report = score_session(session.incident, session.header.seed, events, progress=self._progress)
+            document = debrief_document(session.incident, events, report, session.board)
             if session.state == "submitted":
                 session.view_debrief()
-            path = served.export_transcript()
+            path = served.export_transcript({"total": report.total})
         except Exception as exc:  # the worker's boundary: report it on screen
             self.post_message(DebriefReady(None, "", None, f"{type(exc).__name__}: {exc}"))
             return
         self.post_message(DebriefReady(report, document, None if path is None else str(path)))
+
+    def _progress(self, name: str, done: int, total: int) -> None:
+        self.post_message(ScoringProgress(name, done, total))  # from the worker thread
+
+    def on_scoring_progress(self, message: ScoringProgress) -> None:
+        if self.report is None:
+            self.query_one("#debrief-score", Static).update(
+                progress_markup(message.name, message.done, message.total))
 
     async def on_debrief_ready(self, message: DebriefReady) -> None:
         status = self.query_one("#debrief-status", Static)

@@ -1,23 +1,31 @@
 """The interviewer's (game master's) screen: one candidate's session followed live from another process.
 
 It shows what `game.gm.Watch.snapshot` holds: the candidate's queries as they arrive (SQL, rows or the
-error, the signals each observed), the hypothesis board and its confidences, next to the ground truth,
-the decisive signals seen and not yet seen, and the running score. Keys send a message (m), a hint (h)
-or an inject (i) into the candidate's session through its inbox; the candidate's workspace shows them
-within a second. `servedrill watch SESSION` opens it; the command palette offers it too."""
+error), the hypothesis board (labelled as the candidate sees it) with its pins, and what was delivered
+and is waiting. The answer (the ground truth, which rivals each query ruled out, the running score)
+shows once the candidate submitted, or from the start when the watch was opened with `reveal`
+(`servedrill watch --reveal`): someone looking over the interviewer's shoulder would see the cause.
+
+Reading the journal and scoring (which re-runs the candidate's queries on every hypothesis's world)
+happen in a worker thread, one look at a time; the screen only lays out the snapshot. Keys send a
+message (m), a hint (h) or an inject (i) into the candidate's session through its inbox; the
+candidate's workspace shows them within a second. `servedrill watch SESSION` opens it; the command
+palette offers it too."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.markup import escape
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
@@ -35,6 +43,9 @@ EXTRA_COMMANDS = (
 )
 """Palette entries of this screen: (title, help, action)."""
 
+HIDDEN = ("[dim]Hidden until the candidate submits (servedrill watch --reveal shows it from the start)."
+          "[/dim]")
+
 
 # ---------------------------------------------------------------- text of the panels (pure)
 
@@ -43,27 +54,45 @@ def _clock(seconds: float | None) -> str:
     return "-:--" if seconds is None else clock_text(seconds)
 
 
+def _labels(snap: dict[str, Any]) -> dict[str, str]:
+    return {h["id"]: h["label"] for h in snap["hypotheses"]}
+
+
+def _revealed(snap: dict[str, Any]) -> bool:
+    return bool(snap.get("revealed")) and "score" in snap
+
+
 def status_text(snap: dict[str, Any]) -> str:
     s = snap["session"]
     hints = snap["hints"]
     queries = f"queries {len(snap['queries'])}" + (f" / {s['query_budget']}" if s["query_budget"] else "")
-    score = snap["score"]
-    total = f"score {score['total']:.1f}" + ("" if score["submitted"] else " so far")
+    if _revealed(snap):
+        score = snap["score"]
+        total = f"[b]score {score['total']:.1f}" + ("" if score["submitted"] else " so far") + "[/b]"
+    else:
+        total = "[dim]answer hidden[/dim]"
     waiting = [p for p in snap["pending"] if not p.get("problem")]
     pending = f"  ·  [b]{len(waiting)} waiting[/b]" if waiting else ""
     return (f"[b]{escape(s['player'])}[/b] on {escape(s['incident_id'])}  ·  {s['state']}  ·  "
             f"time {_clock(s['elapsed_s'])}  ·  {queries}  ·  hints {hints['taken']} / {hints['total']}  ·  "
-            f"[b]{total}[/b]{pending}")
+            f"{total}{pending}")
 
 
 def query_rows(snap: dict[str, Any], width: int = 60) -> list[tuple[str, ...]]:
+    """(Qn, at, result, what it ruled out, SQL) per query; what it ruled out (by board label) only
+    once the answer is revealed."""
+    labels = _labels(snap)
+    revealed = _revealed(snap)
     rows = []
     for q in snap["queries"]:
         outcome = f"{q['row_count']} rows" if q["ok"] else "error"
-        seen = ", ".join(q["signals"]) or ("schema" if q["schema_exploration"] else "-")
-        if q["decomposes_latency"]:
-            seen += " (latency split)"
-        rows.append((f"Q{q['index']}", _clock(q["elapsed_s"]), outcome, seen, one_line(q["sql"], width)))
+        if q["schema_exploration"]:
+            ruled = "schema"
+        elif not revealed or not q["ok"]:
+            ruled = "·" if q["ok"] else "-"
+        else:
+            ruled = ", ".join(sorted(labels.get(r, "?") for r in q.get("ruled_out", []))) or "nothing"
+        rows.append((f"Q{q['index']}", _clock(q["elapsed_s"]), outcome, ruled, one_line(q["sql"], width)))
     return rows
 
 
@@ -81,42 +110,53 @@ def query_detail(query: dict[str, Any] | None) -> str:
 
 
 def truth_text(snap: dict[str, Any]) -> str:
-    lines = [f"[b green]{escape(t['title'])}[/] ({escape(t['id'])})\n{escape(t['explanation'])}" for t in snap["truth"]]
+    if not _revealed(snap):
+        return HIDDEN
+    labels = _labels(snap)
+    lines = [f"[b green]{escape(labels.get(t['id'], '?'))}  {escape(t['title'])}[/]\n{escape(t['explanation'])}"
+             for t in snap["truth"]]
     return "\n".join(lines) or "(no true cause)"
 
 
-def signals_text(snap: dict[str, Any]) -> str:
-    rival = snap["board"]["rival"]
-    lines = [f"[dim](★ tells the truth from their top rival, {escape(str(rival))})[/dim]" if rival else ""]
-    for s in snap["signals"]:
-        mark = f"[green]✓ Q{s['first_seen_query']}[/]" if s["seen"] else "[dim]· not yet[/]"
-        star = "★" if s["decisive"] else " "
-        lines.append(f"{star} {mark} [b]{escape(s['id'])}[/b]: {escape(one_line(s['shows'], 80))}")
-    return "\n".join(line for line in lines if line)
+def evidence_text(snap: dict[str, Any]) -> str:
+    """Which rival each query ruled out first, and the rivals still open (revealed only)."""
+    if not _revealed(snap):
+        return HIDDEN
+    evidence = snap["evidence"]
+    lines = [f"[green]✓ Q{r['query']}[/] rules out [b]{escape(r['label'])}[/b] {escape(one_line(r['title'], 44))}"
+             for r in sorted(evidence["ruled_out"], key=lambda r: (r["query"], r["label"]))]
+    lines += [f"[dim]· open[/] [b]{escape(r['label'])}[/b] {escape(one_line(r['title'], 44))}"
+              for r in evidence["still_open"]]
+    return "\n".join(lines) or "(no rivals)"
 
 
 def board_text(snap: dict[str, Any]) -> str:
-    titles = {h["id"]: h["title"] for h in snap["hypotheses"]}
-    true = {h["id"] for h in snap["hypotheses"] if h["true"]}
+    true = {h["id"] for h in snap["hypotheses"] if h.get("true")}
     board = snap["board"]
-    if not board["ranking"]:
-        return "[dim]No ranking saved yet.[/dim]"
     lines = []
+    if not board["ranking"]:
+        lines.append("[dim]No ranking saved yet.[/dim]")
     for n, r in enumerate(board["ranking"], start=1):
         mark = " [green]◆ truth[/]" if r["id"] in true else ""
-        lines.append(f"{n}. {escape(one_line(titles.get(r['id'], r['id']), 40))}  [b]{r['confidence']:.0f}%[/b]{mark}")
+        lines.append(f"{n}. [b]{escape(r['label'])}[/b] {escape(one_line(r['title'], 40))}  "
+                     f"[b]{r['confidence']:.0f}%[/b]{mark}")
     history = board["history"]
-    lines.append(f"[dim]{len(history)} ranking change{'s' if len(history) != 1 else ''}, "
-                 f"last at {_clock(history[-1]['elapsed_s'])}[/dim]")
+    if history:
+        lines.append(f"[dim]{len(history)} ranking change{'s' if len(history) != 1 else ''}, "
+                     f"last at {_clock(history[-1]['elapsed_s'])}[/dim]")
+    pins = board.get("pins", [])
+    if pins:
+        lines.append("Pins: " + ", ".join(f"Q{p['query']} {'+' if p['stance'] == 'supports' else '−'}{p['label']}"
+                                          for p in pins))
     sub = snap["submission"]
     if sub is not None:
-        disc = sub.get("discriminator")
-        lines.append(f"[b]Submitted[/b] at {_clock(sub['elapsed_s'])}; separating query: "
-                     + (f"Q{disc}" if disc else "none named"))
+        lines.append(f"[b]Submitted[/b] at {_clock(sub['elapsed_s'])}")
     return "\n".join(lines)
 
 
 def score_text(snap: dict[str, Any]) -> str:
+    if not _revealed(snap):
+        return HIDDEN
     score = snap["score"]
     lines = [f"[b]{score['total']:.1f} / 100[/b]" + ("" if score["submitted"] else " (if submitted now)")]
     for c in score["components"]:
@@ -245,8 +285,27 @@ class SessionChooser(ModalScreen[Path | None]):
 # ---------------------------------------------------------------- the screen
 
 
+class Looked(Message):
+    """A worker's look at the session: a fresh `snap` (None: nothing changed), or `error`."""
+
+    def __init__(self, snap: dict[str, Any] | None, error: str | None = None) -> None:
+        super().__init__()
+        self.snap = snap
+        self.error = error
+
+
+class Done(Message):
+    """A worker finished sending an item or writing the report: what to tell the interviewer."""
+
+    def __init__(self, text: str, severity: str = "information") -> None:
+        super().__init__()
+        self.text = text
+        self.severity = severity
+
+
 class GMScreen(Screen[None]):
-    """Follows the session file at `path`. `clock` gives epoch seconds (tests freeze it)."""
+    """Follows the session file at `path`. `clock` gives epoch seconds (tests freeze it); `reveal`
+    shows the answer before the candidate submits."""
 
     EXTRA_COMMANDS = EXTRA_COMMANDS
 
@@ -258,26 +317,31 @@ class GMScreen(Screen[None]):
         Binding("escape", "back", "Back", show=False),
     ]
 
-    def __init__(self, path: Path | str, *, clock: Callable[[], float] = time.time, watch: Any = None) -> None:
+    def __init__(self, path: Path | str, *, clock: Callable[[], float] = time.time, watch: Any = None,
+                 reveal: bool = False) -> None:
         super().__init__()
         self.path = Path(path)
         self.clock = clock
         self.watch = watch
+        self.reveal = reveal
         self.snap: dict[str, Any] | None = None
         self._query_count = -1
+        self._lock = threading.Lock()  # one worker at a time uses the Watch
+        self._looking = False
+        self._again = False
 
     def compose(self) -> ComposeResult:
         yield Static("Opening the session…", id="gm-status")
         with Horizontal(id="gm-work"):
             with Vertical(id="gm-left"):
                 table: DataTable[str] = DataTable(id="gm-queries", cursor_type="row", zebra_stripes=True)
-                table.add_columns("Q", "at", "result", "signals observed", "SQL")
+                table.add_columns("Q", "at", "result", "ruled out", "SQL")
                 yield table
                 with VerticalScroll(id="gm-detail-scroll"):
                     yield Static("", id="gm-detail")
             with VerticalScroll(id="gm-right"):
                 yield Static("", id="gm-truth", classes="gm-panel")
-                yield Static("", id="gm-signals", classes="gm-panel")
+                yield Static("", id="gm-evidence", classes="gm-panel")
                 yield Static("", id="gm-board", classes="gm-panel")
                 yield Static("", id="gm-score", classes="gm-panel")
         with VerticalScroll(id="gm-feed-scroll"):
@@ -285,50 +349,83 @@ class GMScreen(Screen[None]):
         yield Footer(show_command_palette=False)  # ctrl+p is already among the bindings
 
     def on_mount(self) -> None:
-        for wid, title in (("gm-truth", "Ground truth"), ("gm-signals", "Decisive signals"),
+        for wid, title in (("gm-truth", "Ground truth"), ("gm-evidence", "Rivals ruled out"),
                            ("gm-board", "Candidate's board"), ("gm-score", "Running score"),
                            ("gm-feed-scroll", "Delivered and waiting"), ("gm-left", "Candidate's queries")):
             self.query_one(f"#{wid}").border_title = title
-        if self.watch is None:
-            from game.gm import GMError, Watch
-
-            try:
-                self.watch = Watch(self.path)
-            except GMError as exc:
-                self.query_one("#gm-status", Static).update(f"[red]{escape(str(exc))}[/red]")
-                return
-        self.render_snapshot()
+        self.look(force=True)
         self.set_interval(POLL_S, self.tick)
         self.query_one(DataTable).focus()
 
-    def tick(self) -> None:
-        if self.watch is None:
+    # ------------------------------------------------------------ looking (worker)
+
+    def look(self, force: bool = False) -> None:
+        """Read what the candidate's session and inbox gained, in a worker; with `force`, a fresh
+        snapshot even when nothing changed. One look at a time: a request meanwhile runs after it."""
+        if self._looking:
+            self._again = self._again or force
             return
-        if self.watch.refresh():
-            self.render_snapshot()
-        elif self.snap is not None and self.snap["session"]["state"] == "investigating":
-            session = self.snap["session"]  # only the clock moved
+        self._looking = True
+        self._look(force)
+
+    @work(thread=True, group="gm-look", exit_on_error=False)
+    def _look(self, force: bool) -> None:
+        from game.gm import GMError, Watch
+
+        try:
+            with self._lock:
+                if self.watch is None:
+                    self.watch = Watch(self.path, reveal=self.reveal)
+                    force = True
+                changed = self.watch.refresh()
+                snap = self.watch.snapshot(self.clock()) if changed or force else None
+        except GMError as exc:
+            self.post_message(Looked(None, str(exc)))
+            return
+        except Exception as exc:  # the worker's boundary: show it, keep watching
+            self.post_message(Looked(None, f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(Looked(snap))
+
+    def on_looked(self, message: Looked) -> None:
+        self._looking = False
+        if message.error is not None:
+            self.query_one("#gm-status", Static).update(f"[red]{escape(message.error)}[/red]")
+        elif message.snap is not None:
+            self.render_snapshot(message.snap)
+        if self._again:
+            self._again = False
+            self.look(force=True)
+
+    def tick(self) -> None:
+        self.look()
+        if self.snap is not None and self.snap["session"]["state"] == "investigating":
+            session = self.snap["session"]  # the clock moves between looks
             if session["started"] is not None:
                 session["elapsed_s"] = max(0.0, self.clock() - session["started"])
             self.query_one("#gm-status", Static).update(status_text(self.snap))
 
-    def render_snapshot(self) -> None:
-        snap = self.snap = self.watch.snapshot(self.clock())
+    def render_snapshot(self, snap: dict[str, Any]) -> None:
+        self.snap = snap
         self.query_one("#gm-status", Static).update(status_text(snap))
         table = self.query_one("#gm-queries", DataTable)
-        if len(snap["queries"]) != self._query_count:
-            at_end = table.cursor_row >= table.row_count - 1
-            table.clear()
-            for row in query_rows(snap):
-                table.add_row(*row)
-            self._query_count = len(snap["queries"])
-            if at_end and table.row_count:
-                table.move_cursor(row=table.row_count - 1)
+        rows = query_rows(snap)
+        at_end = table.cursor_row >= table.row_count - 1
+        table.clear()  # redrawn each look: what a query ruled out appears once the answer is revealed
+        for row in rows:
+            table.add_row(*row)
+        if table.row_count:
+            row = table.row_count - 1 if at_end or len(rows) != self._query_count else table.cursor_row
+            table.move_cursor(row=min(row, table.row_count - 1))
+        self._query_count = len(rows)
         self._show_detail()
+        revealed = _revealed(snap)
         self.query_one("#gm-truth", Static).update(truth_text(snap))
-        self.query_one("#gm-signals", Static).update(signals_text(snap))
+        for wid, text in (("gm-evidence", evidence_text(snap)), ("gm-score", score_text(snap))):
+            panel = self.query_one(f"#{wid}", Static)
+            panel.update(text)
+            panel.display = revealed
         self.query_one("#gm-board", Static).update(board_text(snap))
-        self.query_one("#gm-score", Static).update(score_text(snap))
         self.query_one("#gm-feed", Static).update(feed_text(snap))
         self.app.call_after_refresh(getattr(self.app, "mark", lambda _name: None), "gm")
 
@@ -350,38 +447,49 @@ class GMScreen(Screen[None]):
         if self.snap is None:
             return
 
-        def send(choice: dict[str, Any] | None) -> None:
-            from game.gm import GMError, send
+        def chosen(choice: dict[str, Any] | None) -> None:
+            if choice:
+                self._send(choice)
 
-            if not choice:
-                return
-            try:
+        self.app.push_screen(SendScreen(kind, self.snap), chosen)
+
+    @work(thread=True, group="gm-send", exit_on_error=False)
+    def _send(self, choice: dict[str, Any]) -> None:
+        from game.gm import GMError, send
+
+        try:
+            with self._lock:
                 item = send(self.path, choice.pop("kind"), watch=self.watch, **choice)
-            except GMError as exc:
-                self.notify(str(exc), severity="error")
-                return
-            self.notify(f"Sent the {item['kind']}; it shows when the candidate's screen picks it up.")
-            self.watch.refresh()
-            self.render_snapshot()
-
-        self.app.push_screen(SendScreen(kind, self.snap), send)
+        except GMError as exc:
+            self.post_message(Done(str(exc), "error"))
+            return
+        self.post_message(Done(f"Sent the {item['kind']}; it shows when the candidate's screen picks it up."))
 
     def action_write_report(self) -> None:
+        if self.watch is not None:
+            self._write_report()
+
+    @work(thread=True, group="gm-report", exit_on_error=False)
+    def _write_report(self) -> None:
         from game.interview_report import build_report, to_html, to_markdown
 
-        if self.watch is None:
-            return
-        self.watch.refresh()
-        report = build_report(self.watch)
         md = self.path.with_name(self.path.stem + ".interview.md")
         html = md.with_suffix(".html")
         try:
+            with self._lock:
+                self.watch.refresh()
+                report = build_report(self.watch)
             md.write_text(to_markdown(report), encoding="utf-8")
             html.write_text(to_html(report), encoding="utf-8")
         except OSError as exc:
-            self.notify(f"Cannot write the report: {exc.strerror or exc}", severity="error")
+            self.post_message(Done(f"Cannot write the report: {exc.strerror or exc}", "error"))
             return
-        self.notify(f"Interview report written to {md} and {html.name}", timeout=10)
+        self.post_message(Done(f"Interview report written to {md} and {html.name}"))
+
+    def on_done(self, message: Done) -> None:
+        self.notify(message.text, severity=message.severity,  # type: ignore[arg-type]
+                    timeout=10 if message.severity == "information" else 5)
+        self.look(force=True)
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from incidents.coverage import TOPICS, covers, topic_coverage
+from game.library_view import TOPICS, covers, topic_coverage
 from tui.actions import bindings
 from tui.formatting import one_line
 from tui.library import LibraryEntry, default_index, filter_entries
@@ -39,8 +39,10 @@ def stars(difficulty: int | None) -> str:
 
 
 def scan_library(root: Path | None, player: str) -> tuple[dict[str, list[Any]], dict[str, float]]:
-    """Unfinished sessions by incident id, and the player's best submitted score by incident id."""
-    from game.scoring import score
+    """Unfinished sessions by incident id, and the player's best submitted score by incident id: the
+    total each of the player's exported transcripts recorded at its debrief (scoring re-runs every
+    query on every world, far too slow for a list; a transcript without a recorded total is unscored
+    and left out)."""
     from game.session import TranscriptError, list_unfinished, load_transcript, transcripts_dir
 
     unfinished: dict[str, list[Any]] = {}
@@ -53,9 +55,9 @@ def scan_library(root: Path | None, player: str) -> tuple[dict[str, list[Any]], 
             transcript = load_transcript(path)
         except TranscriptError:
             continue
-        if transcript.submission is None or transcript.header.player != player:
+        total = transcript.recorded_total
+        if transcript.submission is None or transcript.header.player != player or total is None:
             continue
-        total = score(transcript.incident, transcript.events).total
         incident_id = transcript.header.incident_id
         best[incident_id] = max(best.get(incident_id, total), total)
     return unfinished, best
@@ -124,7 +126,7 @@ class PickerScreen(Screen[None]):
             marker = f"● {len(sessions)} unfinished" if sessions else ("" if self.scanned else "…")
             best = f"{self.best[entry.id]:.0f}" if entry.id in self.best else ("-" if self.scanned else "…")
             title = entry.title if entry.problem is None else f"{entry.title} (! {entry.problem})"
-            table.add_row(title, stars(entry.difficulty), ", ".join(entry.tags[:4]), best, marker,
+            table.add_row(title, stars(entry.difficulty), ", ".join(entry.shown_tags[:4]), best, marker,
                           key=str(entry.path))
         if self.shown:
             table.move_cursor(row=max(0, min(cursor, len(self.shown) - 1)))
@@ -171,7 +173,9 @@ class PickerScreen(Screen[None]):
         sessions = self.unfinished.get(entry.id, [])
         resume = (f" · you have an unfinished session here ({sessions[0].queries} queries)"
                   if sessions else "")
-        teaches = [t.key for t in TOPICS if covers(entry.tags, t)]
+        # topic tags can name the cause: what an incident teaches shows once the player has finished it
+        tags = entry.tags if entry.id in self.best else entry.shown_tags
+        teaches = [t.key for t in TOPICS if covers(tags, t)]
         detail.update(f"[b]{entry.id}[/b] · {' · '.join(limits) or 'no limits'}{resume}\n"
                       f"{one_line(entry.briefing.summary, 400)}"
                       + (f"\n[dim]teaches: {', '.join(teaches)}[/dim]" if teaches else ""))

@@ -1,36 +1,33 @@
-"""Submit: confirm the ranking and confidences, name the query that separates the top two."""
+"""Submit: confirm the ranking and confidences. Pins count towards the score, so the dialog says how
+many there are and what they are worth."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Label, Select, Static
+from textual.widgets import Button, DataTable, Label, Static
 
 from tui.actions import bindings
-from tui.board import Board, evidence_by_hypothesis
-from tui.formatting import one_line
+from tui.board import Board
 
 if TYPE_CHECKING:
     from tui.app import ServedrillApp
 
 
-def discriminator_choices(queries: list[Any]) -> list[tuple[str, int]]:
-    """(label, Qn) for each query that ran, newest first."""
-    ok = [q.data for q in queries if q.data.get("ok")]
-    return [(f"Q{d['index']}: {one_line(str(d.get('sql', '')), 70)}", int(d["index"])) for d in reversed(ok)]
-
-
-def default_discriminator(board: Board, events: list[Any], choices: list[tuple[str, int]]) -> int | None:
-    """The newest query pinned as supporting the top hypothesis, if it is a choice."""
-    if not board.items:
-        return None
-    pinned = evidence_by_hypothesis(events).get(board.items[0].id)
-    valid = {n for _, n in choices}
-    return next((q for q in reversed(pinned.supports) if q in valid), None) if pinned else None
+def pins_text(events: Iterable[Any]) -> str:
+    """What the dialog says about pins: how many there are, and that they count both ways."""
+    pins = {(e.data.get("query"), e.data.get("hypothesis"), e.data.get("stance"))
+            for e in events if e.kind == "pin"}
+    n = len(pins)
+    have = (f"You pinned {n} result{'s' if n != 1 else ''}." if n
+            else "You pinned no results (on the board, s or x pins the result on screen to a hypothesis).")
+    return (f"{have} Pins count: a pin earns points when its query's result really points that way "
+            "(supports or refutes that hypothesis), and costs points when it points the other way.")
 
 
 class SubmitScreen(ModalScreen[bool]):
@@ -48,16 +45,12 @@ class SubmitScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         session = self.served.play.session  # type: ignore[union-attr]
-        choices = discriminator_choices(session.queries)
-        chosen = default_discriminator(self.board, session.events, choices)
         with Vertical(id="submit-dialog", classes="dialog"):
             yield Label("[b]Submit your diagnosis[/b]")
             table: DataTable[str] = DataTable(id="submit-ranking", cursor_type="none")
             yield table
             yield Static("", id="submit-total")
-            yield Label("Which query separates your top two hypotheses?")
-            yield Select(choices, prompt="(none named)", allow_blank=True, id="submit-discriminator",
-                         value=chosen if chosen is not None else Select.NULL)
+            yield Static(pins_text(session.events), id="submit-pins")
             yield Static("", id="submit-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Submit (ctrl+s)", id="submit-confirm", variant="primary")
@@ -66,14 +59,14 @@ class SubmitScreen(ModalScreen[bool]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("#", "Hypothesis", "Confidence")
+        table.add_columns("#", "", "Hypothesis", "Confidence")
         self._fill()
 
     def _fill(self) -> None:
         table = self.query_one(DataTable)
         table.clear()
         for i, item in enumerate(self.board.items, start=1):
-            table.add_row(str(i), item.title, f"{item.confidence}%")
+            table.add_row(str(i), item.label, item.title, f"{item.confidence}%")
         problems = self.board.problems()
         total = self.query_one("#submit-total", Static)
         if problems:
@@ -89,10 +82,8 @@ class SubmitScreen(ModalScreen[bool]):
     def action_confirm(self) -> None:
         from game.session import SessionError
 
-        value = self.query_one(Select).value
-        discriminator = value if isinstance(value, int) else None
         try:
-            self.served.play.session.submit(self.board.ranking(), discriminator)  # type: ignore[union-attr]
+            self.served.play.session.submit(self.board.ranking())  # type: ignore[union-attr]
         except SessionError as exc:
             self.query_one("#submit-error", Static).update(f"[b red]{exc}[/]")
             return

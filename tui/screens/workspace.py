@@ -91,7 +91,7 @@ class WorkspaceScreen(Screen[None]):
         session = self.session
         queries = [q.data for q in session.queries]
         last = queries[-1] if queries else None
-        board = Board.initial([(h.id, h.title) for h in session.incident.hypotheses], session.ranking)
+        board = Board.initial(session.board, session.ranking)
         events = session.events
         yield Static("", id="status-line")
         with Horizontal(id="work"):
@@ -136,6 +136,7 @@ class WorkspaceScreen(Screen[None]):
         self.call_after_refresh(self.poll_updates)
         self.query_one(SqlEditor).focus()
         self._load_schema()
+        self._build_worlds()
         self.call_after_refresh(self.served.mark, "workspace")
 
     @on(Tabs.TabActivated, "#side-tabs")
@@ -203,6 +204,17 @@ class WorkspaceScreen(Screen[None]):
         self.query_one("#schema-desc", Static).update(
             f"{len(columns)} tables · Enter on a column inserts it")
         self.query_one(ResultsPanel).set_markers(message.markers)
+
+    @work(thread=True, exclusive=True, group="worlds", exit_on_error=False)
+    def _build_worlds(self) -> None:
+        """Start building every hypothesis's world in a background process (once per incident and seed
+        for the app's lifetime), so scoring at the debrief finds them in the cache."""
+        from pathlib import Path
+
+        session = self.session
+        stored = Path(session.header.incident_path) if session.header.incident_path else None
+        path = stored if stored is not None and stored.is_file() else self.play.entry.path
+        self.served.start_world_build(path, session.header.seed)
 
     @on(SchemaTree.Insert)
     def _insert_name(self, message: SchemaTree.Insert) -> None:
@@ -381,8 +393,8 @@ class WorkspaceScreen(Screen[None]):
             self.notify(str(exc), severity="error")
             return
         self._reload_board_marks()
-        title = next(h.title for h in self.session.incident.hypotheses if h.id == message.hypothesis)
-        self.notify(f"Pinned Q{view.index} as {message.stance} '{one_line(title, 40)}'.")
+        shown = next(h for h in self.session.board if h.id == message.hypothesis)
+        self.notify(f"Pinned Q{view.index} as {message.stance} {shown.label} '{one_line(shown.title, 40)}'.")
 
     @on(HypothesisBoard.NoteRequested)
     def _note(self, message: HypothesisBoard.NoteRequested) -> None:
@@ -443,7 +455,8 @@ class WorkspaceScreen(Screen[None]):
         from tui.screens.briefing import BriefingScreen
 
         hints = [str(e.data.get("text", "")) for e in self.session.events if e.kind == "hint"]
-        entry = entry_for_incident(self.play.entry, self.session.incident)  # the variant being played
+        # the variant being played, its hypotheses in this session's board order
+        entry = entry_for_incident(self.play.entry, self.session.incident, self.session.board)
         self.app.push_screen(BriefingScreen(entry, review=True, hints=hints))
 
     def action_submit(self) -> None:

@@ -29,6 +29,8 @@ class HypothesisBoard(DataTable[Any]):
             self.stance = stance
 
     class NoteRequested(Message):
+        """`hypothesis` is the internal id (for the session); `title` what the dialog shows."""
+
         def __init__(self, hypothesis: str, title: str) -> None:
             super().__init__()
             self.hypothesis = hypothesis
@@ -43,6 +45,7 @@ class HypothesisBoard(DataTable[Any]):
 
     def on_mount(self) -> None:
         self.add_column("#", key="rank", width=2)
+        self.add_column("", key="label", width=2)
         self.add_column("Hypothesis", key="title")
         self.add_column("Conf", key="conf", width=5)
         self.add_column("", key="bar", width=10)
@@ -72,8 +75,8 @@ class HypothesisBoard(DataTable[Any]):
                 marks.append(f"−Q{q} ", style="bold red")
             bar = "█" * (item.confidence // 10) + ("▌" if item.confidence % 10 >= 5 else "")
             note = self.notes.get(item.id, "")
-            self.add_row(str(rank), item.title, f"{item.confidence:>3}%", bar, marks,
-                         (note[:28] + "…") if len(note) > 29 else note, key=item.id)
+            self.add_row(str(rank), Text(item.label, style="bold"), item.title, f"{item.confidence:>3}%", bar,
+                         marks, (note[:28] + "…") if len(note) > 29 else note, key=item.id)
         if self.board.items:
             self.move_cursor(row=max(0, min(keep, len(self.board.items) - 1)))
 
@@ -123,4 +126,4 @@ class HypothesisBoard(DataTable[Any]):
     def action_note(self) -> None:
         if self.board.items:
             item = self.board.items[self.selected]
-            self.post_message(self.NoteRequested(item.id, item.title))
+            self.post_message(self.NoteRequested(item.id, item.name))

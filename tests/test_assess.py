@@ -1,0 +1,154 @@
+"""Evidence from real queries on the simulated worlds of tests/data/incidents/tui-mini.yaml, scoring of
+whole sessions from their SQL alone, and a scripted player through line mode."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from game.assess import Assessor, queries_of, score_session
+from game.gateway import Gateway
+from game.plain import PlainGame
+from game.session import Session, file_digest, load_transcript
+from incidents.loader import load_incident
+from incidents.spec import Incident
+from telemetry_gen.cache import ensure_database
+from telemetry_gen.worlds import NOISE, TRUTH, ensure_worlds, world_names, world_of
+
+DATA = Path(__file__).parent / "data" / "incidents"
+MINI = DATA / "tui-mini.yaml"
+CLOCK_SQL = "SELECT replica, min(value) AS low FROM metrics WHERE name = 'DCGM_FI_DEV_SM_CLOCK' GROUP BY replica"
+PREFILL_SQL = "SELECT replica, avg(prefill_s) AS prefill FROM requests WHERE status = 'ok' GROUP BY replica"
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SERVEDRILL_CACHE", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="module")
+def mini(cache: Path) -> Incident:
+    return load_incident(MINI)
+
+
+@pytest.fixture(scope="module")
+def assessor(mini: Incident) -> Assessor:
+    with Assessor.open(mini, 0) as a:
+        yield a
+
+
+def test_worlds_differ_only_by_their_cause(mini: Incident) -> None:
+    assert world_names(mini) == [TRUTH, NOISE, "overload", "bad-deploy", "kv-pressure"]
+    overload = world_of(mini, "overload")
+    assert [f.kind for f in overload.faults] == ["traffic_surge"]
+    assert overload.noise == mini.noise and overload.workload == mini.workload
+    assert world_of(mini, "throttle") is mini
+
+
+def test_zero_rows_limit_zero_and_missing_names_rule_out_nothing(assessor: Assessor) -> None:
+    for sql in ("SELECT * FROM requests LIMIT 0",
+                "SELECT name, value FROM metrics WHERE name = 'no_such_metric'",
+                "SELECT replica, prefill_s FROM requests WHERE prefill_s < 0"):
+        evidence = assessor.assess(1, sql)
+        assert evidence.ok and evidence.rows == 0 and evidence.ruled_out == ()
+
+
+def test_a_query_that_shows_the_cause_rules_out_every_rival(assessor: Assessor) -> None:
+    assert set(assessor.assess(1, CLOCK_SQL).ruled_out) == {"overload", "bad-deploy", "kv-pressure"}
+
+
+def test_a_query_rules_out_only_what_it_shows(assessor: Assessor) -> None:
+    counted = assessor.assess(1, "SELECT count(*) AS n FROM requests")
+    assert counted.ruled_out == ("overload",)  # only the surge changes how many requests came
+    failed = assessor.assess(2, "SELECT nonsense FROM requests")
+    assert not failed.ok and failed.ruled_out == ()
+
+
+def test_file_reads_are_refused_on_every_world(assessor: Assessor) -> None:
+    evidence = assessor.assess(1, "SELECT * FROM read_csv('/etc/passwd')")
+    assert not evidence.ok and evidence.ruled_out == ()
+
+
+def _session_with(mini: Incident, sqls: list[str], ranking: list[tuple[str, float]]) -> Session:
+    info = ensure_database(mini, 0)
+    session = Session.in_memory(mini, 0, "p", incident_digest=file_digest(MINI), incident_path=str(MINI))
+    session.start(info.digest)
+    with Gateway(Path(info.path)) as gateway:
+        for sql in sqls:
+            session.run_query(gateway, sql)
+    session.submit(ranking)
+    return session
+
+
+def test_scores_come_from_the_sql_not_from_what_the_transcript_says(mini: Incident, tmp_path: Path) -> None:
+    honest = _session_with(mini, [CLOCK_SQL], [("throttle", 95.0), ("overload", 5.0)])
+    cheat = _session_with(mini, ["SELECT 1"], [("throttle", 95.0), ("overload", 5.0)])
+    good = score_session(mini, 0, honest.events)
+    assert good.total >= 85 and good.ruled_out == {"overload": 1, "bad-deploy": 1, "kv-pressure": 1}
+    # forge the cheat's transcript: the honest query's reads and rows, and a claimed score
+    doc = cheat.transcript()
+    real = next(e for e in honest.transcript()["events"] if e["kind"] == "query")
+    for e in doc["events"]:
+        if e["kind"] == "query":
+            e["data"].update({k: real["data"][k] for k in ("reads", "rows", "columns", "row_count")})
+    doc["score"] = {"total": 100.0}
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(doc))
+    forged = load_transcript(path, incident_path=MINI)
+    assert forged.recorded_total == 100.0
+    assert score_session(mini, 0, forged.events).total <= 35
+    assert queries_of(forged.events) == [(1, "SELECT 1")]
+
+
+def test_a_scripted_player_plays_through_line_mode_by_title(mini: Incident, tmp_path: Path) -> None:
+    moves = "\n".join([
+        CLOCK_SQL,
+        PREFILL_SQL,
+        'pin Q1 "A GPU runs at reduced clocks" supports',
+        'pin Q1 "More traffic" refutes',
+        'rank "A GPU runs at reduced clocks"=94 "KV cache pressure"=2 "More traffic than the fleet can take"=2 '
+        '"The gateway release added latency"=2',
+        "clear",  # a typo: runs as SQL and fails, the game goes on
+        "submit",
+    ]) + "\n"
+    info = ensure_database(mini, 0)
+    session = Session.in_memory(mini, 0, "bot")
+    out = io.StringIO()
+    with Gateway(Path(info.path)) as gateway:
+        PlainGame(session, gateway, io.StringIO(moves), out, telemetry_digest=info.digest,
+                  transcript_root=tmp_path).run()
+    text = out.getvalue()
+    for shown in session.board:
+        assert f"  {shown.label}  {shown.title}" in text
+        assert shown.id not in text.split("# Debrief")[0]  # no hypothesis id before the debrief
+    assert session.state == "debriefed"
+    assert "Score " in text and "What each query ruled out" in text
+    report = score_session(mini, 0, session.events)
+    assert report.total >= 85
+    assert [p["verdict"] for p in report.pins] == ["right", "right"]
+
+
+def test_line_mode_from_stdin_through_the_cli(cache: Path, tmp_path: Path) -> None:
+    moves = f"{CLOCK_SQL}\nrank \"A GPU\"=90 \"KV cache\"=10\nsubmit\n"
+    env = {"SERVEDRILL_CACHE": str(cache), "SERVEDRILL_DATA": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "tui.cli", "play", str(MINI), "--plain", "--player", "bot"],
+                          input=moves, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "Score " in done.stdout
+    transcripts = list((tmp_path / "transcripts").glob("*.json"))
+    assert len(transcripts) == 1
+    assert json.loads(transcripts[0].read_text())["player"] == "bot"
+
+
+def test_worlds_are_built_once_and_shared(mini: Incident) -> None:
+    first = ensure_worlds(mini, 0)
+    again = ensure_worlds(mini, 0)
+    assert again.paths == first.paths and again.built_s == 0.0

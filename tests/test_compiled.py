@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # client timeouts
 INCIDENTS = [
     "fleet-stalls-after-error-burst", "streams-freeze-mid-sentence", "answers-worse-some-of-the-time",
-    "long-document-answers-miss-clauses", "minutes-to-first-token", "document-questions-wait-longer", "nondeterministic-outputs",
+    "long-document-answers-miss-clauses", "minutes-to-first-token", "document-questions-wait-longer",
+    "nondeterministic-outputs",
     "oom-at-peak", "research-requests-crawl", "math-answers-got-worse", "streaming-slower-after-speedup",
     "one-70b-replica-slow",
 ]

@@ -41,7 +41,7 @@ def mini() -> Incident:
 class FakeGateway:
     """Answers every query with one row; the evidence comes separately."""
 
-    def run(self, sql: str):  # noqa: ANN201 - a QueryResult
+    def run(self, sql: str):
         from game.gateway import QueryResult
 
         return QueryResult(sql, ok=True, columns=["x"], rows=[(1,)], row_count=1)

@@ -3,7 +3,8 @@ tests/__snapshots__/test_tui_snapshots/ (regenerate on purpose with `pytest --sn
 
 Everything time-dependent is frozen: the sessions are written by hand with fixed times, the app's
 clock is fixed, cursors do not blink and query timings are hidden (`steady`). Query rows come from the
-hand-written session, not from the simulator, so engine changes do not move these pictures."""
+hand-written session, not from the simulator. The debrief's score does come from the simulator: it
+re-runs the session's query on every hypothesis's world."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def test_debrief(tui_env: Path, snap_compare: Any) -> None:
     app = make_app(tui_env, resume_session=path, steady=True)
 
     async def settle(pilot: Any) -> None:
-        await until(pilot, lambda: "debrief" in pilot.app.marks)
+        await until(pilot, lambda: "debrief" in pilot.app.marks, timeout=120)  # scoring builds the worlds
         assert screen_name(pilot.app) == "DebriefScreen"
 
     assert snap_compare(app, terminal_size=SIZE, run_before=settle)
@@ -75,7 +76,8 @@ def test_workspace_light_theme(tui_env: Path, snap_compare: Any) -> None:
 
 
 def test_interviewer_screen(tui_env: Path, snap_compare: Any) -> None:
-    """The game master's view of a candidate mid-investigation: queries, truth, signals, board, score."""
+    """The game master's view of a candidate mid-investigation: queries and the labelled board, the answer
+    hidden until the candidate submits."""
     path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
     app = make_app(tui_env, watch_session=path, steady=True, clock=lambda: START + 125.0)
 

@@ -11,16 +11,21 @@ from pathlib import Path
 
 from test_tui_support import FIXTURE, investigating_events, journal, make_app, run_async, screen_name, until
 
-from game.autoplay import PlannedGateway, PlannedQuery
-from game.observe import Read
+from game.gateway import Gateway
 from game.session import Session
 
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
 
 CLOCK_SQL = ("SELECT replica, min(value) AS min_clock_mhz FROM metrics WHERE name = 'DCGM_FI_DEV_SM_CLOCK' "
              "GROUP BY replica")
-CLOCK = PlannedQuery(CLOCK_SQL, (Read("metrics", ("replica", "name", "value"),
-                                      ("name = 'DCGM_FI_DEV_SM_CLOCK'",)),))
+
+
+def _gateway() -> Gateway:
+    """A gateway on the fixture's telemetry (the candidate's own database)."""
+    from incidents.loader import load_incident
+    from telemetry_gen.cache import ensure_database
+
+    return Gateway(Path(ensure_database(load_incident(FIXTURE), 0).path))
 
 
 def _status(app: object) -> str:
@@ -34,6 +39,7 @@ def _panel(app: object, name: str) -> str:
 def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Path) -> None:
     candidate = Session.create(FIXTURE, 0, "ada", root=tui_env)
     candidate.start()
+    gateway = _gateway()
 
     async def go() -> None:
         app = make_app(tui_env, watch_session=candidate.path)
@@ -49,7 +55,7 @@ def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Pa
 
             # the candidate runs a query in another thread; it shows up live
             ran_at = time.monotonic()
-            worker = threading.Thread(target=candidate.run_query, args=(PlannedGateway([CLOCK]), CLOCK_SQL))
+            worker = threading.Thread(target=candidate.run_query, args=(gateway, CLOCK_SQL))
             worker.start()
             table = screen.query_one("#gm-queries")
             await until(pilot, lambda: table.row_count == 1, timeout=5, what="the candidate's query")
@@ -109,6 +115,7 @@ def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Pa
         run_async(go())
     finally:
         candidate.close()
+        gateway.close()
 
 
 def test_reveal_shows_the_answer_and_the_running_score_before_submission(tui_env: Path) -> None:

@@ -27,9 +27,10 @@ def snippets(window_start: dt.datetime, duration_s: float) -> list[Snippet]:
     `duration_s` seconds."""
     pivot = midpoint(window_start, duration_s).strftime("%Y-%m-%d %H:%M:%S")
     return [
-        Snippet("latency", "Latency decomposition: queue / prefill / decode by 5-minute bucket", (
+        Snippet("latency", "Latency decomposition: gateway / queue / prefill / decode by 5-minute bucket", (
             "SELECT time_bucket(INTERVAL '5 minutes', ts) AS bucket,\n"
-            "       avg(queue_s) AS queue_s, avg(prefill_s) AS prefill_s, avg(decode_s) AS decode_s,\n"
+            "       avg(gateway_s) AS gateway_s, avg(queue_s) AS queue_s, avg(prefill_s) AS prefill_s,\n"
+            "       avg(decode_s) AS decode_s,\n"
             "       count(*) AS requests\n"
             "FROM requests\n"
             "WHERE status = 'ok'\n"

@@ -71,7 +71,7 @@ def timeline_text(incident: Any, events: Iterable[Any], per_query: Sequence[Mapp
     label, or title without a `board`); with a board, a legend of the labels follows."""
     evs = list(events)
     names = hypothesis_names(incident, board)
-    first_out = {int(q["index"]): [names.get(r, r) for r in q.get("new", ())] for q in per_query}
+    first_out = {int(q["index"]): sorted(names.get(r, r) for r in q.get("new", ())) for q in per_query}
     duration = float(incident.window.duration_s)
     t0 = incident.window.start
     start = next((e.time for e in evs if e.kind == "start"), evs[0].time if evs else 0.0)

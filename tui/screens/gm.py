@@ -335,7 +335,10 @@ class GMScreen(Screen[None]):
         with Horizontal(id="gm-work"):
             with Vertical(id="gm-left"):
                 table: DataTable[str] = DataTable(id="gm-queries", cursor_type="row", zebra_stripes=True)
-                table.add_columns("Q", "at", "result", "ruled out", "SQL")
+                # fixed widths: the rows arrive from a worker after the first paint, and an auto-width
+                # DataTable can keep lines it rendered before measuring them
+                for label, width in (("Q", 3), ("at", 5), ("result", 9), ("ruled out", 9), ("SQL", 60)):
+                    table.add_column(label, width=width)
                 yield table
                 with VerticalScroll(id="gm-detail-scroll"):
                     yield Static("", id="gm-detail")

@@ -1,0 +1,26 @@
+"""Shared fixtures: one build cache for every test that simulates the library, so an incident's worlds
+are built once per run (the proof and the players tests use the same ones)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def library_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A build cache shared by the whole run ($SERVEDRILL_CACHE while the test uses it). Set
+    SERVEDRILL_TEST_CACHE to keep it between runs (a developer's loop; CI starts empty)."""
+    keep = os.environ.get("SERVEDRILL_TEST_CACHE")
+    folder = Path(keep) if keep else tmp_path_factory.mktemp("library-cache")
+    folder.mkdir(parents=True, exist_ok=True)
+    yield folder
+
+
+@pytest.fixture()
+def in_library_cache(library_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SERVEDRILL_CACHE", str(library_cache))
+    return library_cache

@@ -9,8 +9,6 @@ its SQL text is used, and the results are recomputed.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import subprocess
 import sys
 import threading
@@ -156,15 +154,11 @@ def score_session(incident: Incident, seed: int, events: Iterable[Any],
 def start_world_build(incident_path: Path | str, seed: int) -> subprocess.Popen[bytes] | None:
     """Start building the incident's worlds in a background process at low priority (the player reads
     the page and queries meanwhile; scoring later finds them in the cache). None if it cannot start."""
-    def lower_priority() -> None:
-        with contextlib.suppress(OSError):
-            os.nice(10)
-
     try:
+        # the child lowers its own priority (a preexec_fn could deadlock a threaded parent)
         return subprocess.Popen(
-            [sys.executable, "-m", "telemetry_gen.worlds", str(incident_path), str(int(seed))],
+            [sys.executable, "-m", "telemetry_gen.worlds", "--nice", str(incident_path), str(int(seed))],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=lower_priority,
         )
     except OSError:
         return None

@@ -14,6 +14,8 @@ Noise events (deploys, bursts, restarts) are part of every world: they happen wh
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -96,14 +98,19 @@ def ensure_worlds(inc: Incident, seed: int, *, names: Iterable[str] | None = Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m telemetry_gen.worlds INCIDENT_FILE SEED`: build every world of the incident's
+    """`python -m telemetry_gen.worlds [--nice] INCIDENT_FILE SEED`: build every world of the incident's
     variant at SEED into the cache (what the game starts in the background while the player reads the
     page). Prints one line per world; exit status 1 when the incident does not load."""
     import sys
 
     from incidents.loader import IncidentError, load_incident
 
-    args = sys.argv[1:] if argv is None else argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--nice"]:
+        # a background build must not slow the game in front of it
+        args = args[1:]
+        with contextlib.suppress(OSError):
+            os.nice(10)
     if len(args) != 2 or not args[1].lstrip("-").isdigit():
         print("usage: python -m telemetry_gen.worlds INCIDENT_FILE SEED", file=sys.stderr)
         return 2

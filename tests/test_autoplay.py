@@ -19,7 +19,7 @@ from incidents.loader import load_incident
 from incidents.spec import Incident
 from telemetry_gen.cache import ensure_database
 
-INCIDENT = Path(__file__).parent / "data" / "incidents" / "drill-throttle.yaml"
+INCIDENT = Path(__file__).parent / "data" / "incidents" / "drill-slow-replica.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ def test_autoplay_command_prints_one_json_object(incident: Incident, tmp_path: P
                                         "--out", str(out)])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["ok"] is True and doc["strategy"] == "expert" and doc["incident"] == "drill-throttle"
+    assert doc["ok"] is True and doc["strategy"] == "expert" and doc["incident"] == "drill-slow-replica"
     assert doc["total"] == doc["score"]["total"] >= 85
     assert doc["queries"] == sum(1 for e in doc["events"] if e["kind"] == "query")
     assert Path(doc["transcript"]) == out and out.is_file()

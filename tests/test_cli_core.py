@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from game.commands import main
 
-FIXTURE = Path(__file__).parent / "data" / "incidents" / "proof-throttle.yaml"
+FIXTURE = Path(__file__).parent / "data" / "incidents" / "proof-slow-replica.yaml"
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from incidents.loader import load_incident
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "incidents"
 MINI = DATA / "tui-mini.yaml"
-DRILL = DATA / "drill-throttle.yaml"
+DRILL = DATA / "drill-slow-replica.yaml"
 EXAMPLE = ROOT / "docs" / "gameday.example.yaml"
 
 GOOD = """\
@@ -103,7 +103,7 @@ def test_the_shipped_example_checks_clean() -> None:
 def test_a_good_file_loads(day: Path) -> None:
     gd = load_gameday(day)
     assert gd.results == day.parent / "results"
-    assert [(r.number, r.incident_id, r.seed) for r in gd.rounds] == [(1, "tui-mini", 0), (2, "drill-throttle", 0)]
+    assert [(r.number, r.incident_id, r.seed) for r in gd.rounds] == [(1, "tui-mini", 0), (2, "drill-slow-replica", 0)]
     assert gd.rounds[0].time_limit_s == 600.0
     assert gd.rounds[1].time_limit_s == float(load_incident(DRILL).time_limit_s or 900)
     assert gd.players == {"ana": "blue", "ben": "blue", "dara": "red", "eli": "red"}

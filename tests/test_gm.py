@@ -37,7 +37,7 @@ PREFILL = PlannedQuery("SELECT replica, avg(prefill_s) FROM requests GROUP BY re
 @pytest.fixture
 def incident_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SERVEDRILL_DATA", str(tmp_path / "data"))
-    path = tmp_path / "throttled-gpu.yaml"
+    path = tmp_path / "slow-decode.yaml"
     path.write_text(TEXT, encoding="utf-8")
     return path
 

@@ -58,7 +58,7 @@ def position(text: str, anchor: str) -> tuple[int, int]:
 def test_good_fixture_loads_with_defaults_and_normalised_values() -> None:
     inc = load_incident(GOOD)
     assert check_incident_file(GOOD) == []
-    assert inc.id == "throttled-gpu"
+    assert inc.id == "slow-decode"
     # "Z" is stripped to a naive UTC datetime, matching the TIMESTAMP columns
     assert inc.window.start == datetime(2025, 3, 4, 9, 0, 0)
     assert inc.window.start.tzinfo is None
@@ -502,7 +502,7 @@ MUTATIONS = [
     ),
     (
         "slug",
-        "id: throttled-gpu",
+        "id: slow-decode",
         "id: Throttled GPU",
         "id: the string 'Throttled GPU' is not a valid id",
         "lowercase letters and digits",

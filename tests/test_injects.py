@@ -41,7 +41,7 @@ QUERIES = [PlannedQuery(f"SELECT {i}") for i in range(1, 6)]
 @pytest.fixture
 def incident_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SERVEDRILL_DATA", str(tmp_path / "data"))
-    path = tmp_path / "throttled-gpu.yaml"
+    path = tmp_path / "slow-decode.yaml"
     path.write_text(TEXT, encoding="utf-8")
     return path
 

@@ -24,7 +24,7 @@ from incidents.loader import load_incident
 
 DATA = Path(__file__).parent / "data" / "incidents"
 MINI = DATA / "tui-mini.yaml"
-DRILL = DATA / "drill-throttle.yaml"
+DRILL = DATA / "drill-slow-replica.yaml"
 
 
 class FakeClock:
@@ -76,7 +76,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(session_module, "time", clock)
         res = root / "results"
-        r1, r2 = res / "round-01-tui-mini", res / "round-02-drill-throttle"
+        r1, r2 = res / "round-01-tui-mini", res / "round-02-drill-slow-replica"
         # round 1: ana and dara play the same expert game, dara faster; ben guesses; eli plays at random
         play_transcript(r1 / "blue--ana.json", MINI, 0, "ana", "expert", step=20.0, clock=clock)
         play_transcript(r1 / "red--dara.json", MINI, 0, "dara", "expert", step=5.0, clock=clock)
@@ -136,7 +136,7 @@ def test_teams_average_over_their_roster(results: Path) -> None:
     assert ranks == sorted(overall, key=lambda t: -overall[t]["score"])
     players = {p["player"]: p for p in board.players}
     assert players["ana"]["incidents"] == 2 and players["dara"]["incidents"] == 1
-    assert players["ana"]["score"] == pytest.approx(by_player["tui-mini", "ana"] + by_player["drill-throttle", "ana"],
+    assert players["ana"]["score"] == pytest.approx(by_player["tui-mini", "ana"] + by_player["drill-slow-replica", "ana"],
                                                     abs=0.11)
 
 

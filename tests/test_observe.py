@@ -28,7 +28,7 @@ T0 = datetime(2025, 3, 4, 9, 0, 0)
 
 @pytest.fixture(scope="module")
 def throttle() -> Incident:
-    return load_incident(DATA / "drill-throttle.yaml")
+    return load_incident(DATA / "drill-slow-replica.yaml")
 
 
 # ------------------------------------------------------------------ observation rule

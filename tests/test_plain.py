@@ -16,7 +16,7 @@ from game.session import DEBRIEFED, INVESTIGATING, Session, SessionError, list_s
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database
 
-INCIDENT = Path(__file__).parent / "data" / "incidents" / "drill-throttle.yaml"
+INCIDENT = Path(__file__).parent / "data" / "incidents" / "drill-slow-replica.yaml"
 CLOCK = "SELECT replica, min(value) AS clock FROM metrics WHERE name = 'DCGM_FI_DEV_SM_CLOCK' GROUP BY 1"
 SPLIT = "SELECT replica, avg(queue_s) AS q, avg(prefill_s) AS p FROM requests GROUP BY 1 ORDER BY 1"
 
@@ -133,7 +133,7 @@ def test_score_and_replay_a_transcript(data: Path) -> None:
     scored = _cli("score", str(transcript), "--json")
     assert scored.exit_code == 0, scored.output
     doc = json.loads(scored.stdout)
-    assert doc["ok"] is True and doc["incident"] == "drill-throttle"
+    assert doc["ok"] is True and doc["incident"] == "drill-slow-replica"
     assert doc["score"]["observed_signals"] == ["prefill-by-replica", "clock-drop"]
     assert doc["total"] == doc["score"]["total"]
 

@@ -29,7 +29,7 @@ C = TypeVar("C")
 
 @pytest.fixture(scope="module")
 def throttle() -> Incident:
-    return load_incident(DATA / "proof-throttle.yaml")
+    return load_incident(DATA / "proof-slow-replica.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_signals_discriminate_by_data_or_by_likelihood(true_report: ProofReport)
 
 def test_report_lines_name_every_check(true_report: ProofReport) -> None:
     text = "\n".join(true_report.lines())
-    assert text.splitlines()[0] == "proof-throttle seed 0: ok"
+    assert text.splitlines()[0] == "proof-slow-replica seed 0: ok"
     assert "FAIL" not in text
     for ident in ("prefill-slow-on-part", "clock-drop", "no-preemptions", "deploy-seen"):
         assert ident in text

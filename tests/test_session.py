@@ -32,7 +32,7 @@ from game.session import (
 from incidents.loader import load_incident
 
 ROOT = Path(__file__).resolve().parents[1]
-INCIDENT = ROOT / "tests" / "data" / "incidents" / "drill-throttle.yaml"
+INCIDENT = ROOT / "tests" / "data" / "incidents" / "drill-slow-replica.yaml"
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_data_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
 def test_every_event_is_on_disk_when_the_call_returns(session: Session) -> None:
     assert session.path is not None and session.path.parent.name == "sessions"
     header = _lines(session.path)[0]
-    assert header["format_version"] == 1 and header["incident_id"] == "drill-throttle"
+    assert header["format_version"] == 1 and header["incident_id"] == "drill-slow-replica"
     assert header["seed"] == 3 and header["player"] == "ada"
     assert header["incident_digest"] == hashlib.sha256(INCIDENT.read_bytes()).hexdigest()
     gw = _gateway()
@@ -265,7 +265,7 @@ def test_garbage_in_the_middle_is_skipped_with_a_warning(session: Session) -> No
 
 
 def test_resume_refuses_a_changed_incident(tmp_path: Path, root: Path) -> None:
-    copy = tmp_path / "drill-throttle.yaml"
+    copy = tmp_path / "drill-slow-replica.yaml"
     shutil.copy(INCIDENT, copy)
     s = Session.create(copy, 0, "ada")
     s.close()
@@ -384,7 +384,7 @@ def test_transcript_round_trip(root: Path) -> None:
     assert doc["submission"]["discriminator"] == 1 and doc["submission"]["ranking"][0]["id"] == "throttle"
     assert t.events == s.events
     assert t.header.incident_digest == s.header.incident_digest and t.header.player == "ada"
-    assert t.incident.id == "drill-throttle"
+    assert t.incident.id == "drill-slow-replica"
 
 
 def _broken(root: Path, how: str) -> Path:
@@ -433,7 +433,7 @@ def test_bad_transcripts_give_one_clear_line(root: Path, how: str, message: str)
 
 
 def test_a_changed_incident_invalidates_its_transcripts(root: Path, tmp_path: Path) -> None:
-    copy = tmp_path / "drill-throttle.yaml"
+    copy = tmp_path / "drill-slow-replica.yaml"
     shutil.copy(INCIDENT, copy)
     _, out = _finished(root, copy)
     assert load_transcript(out).incident_path == copy

@@ -71,13 +71,13 @@ def test_every_diagnostic_of_every_file_in_one_run() -> None:
 
 
 def test_folder_expands_to_its_yaml_files(tmp_path: Path) -> None:
-    shutil.copy(GOOD, tmp_path / "throttled-gpu.yaml")
+    shutil.copy(GOOD, tmp_path / "slow-decode.yaml")
     shutil.copy(DATA / "tabs.yaml", tmp_path / "tabs.yaml")
     (tmp_path / "notes.txt").write_text("not an incident")
     result = run("validate", "--json", str(tmp_path))
     assert result.exit_code == 1
     files = {Path(f["path"]).name: f["ok"] for f in json.loads(result.output)["files"]}
-    assert files == {"throttled-gpu.yaml": True, "tabs.yaml": False}
+    assert files == {"slow-decode.yaml": True, "tabs.yaml": False}
     empty = tmp_path / "empty-folder"
     empty.mkdir()
     result = run("validate", str(empty))
@@ -118,7 +118,7 @@ def test_json_shape() -> None:
 
 
 def test_deep_json_proves_every_seed() -> None:
-    path = DATA / "proof-throttle.yaml"
+    path = DATA / "proof-slow-replica.yaml"
     result = run("validate", "--deep", "--json", "--seed", "0", "--seed", "1", str(path))
     assert result.exit_code == 0, result.output
     [entry] = json.loads(result.output)["files"]
@@ -214,7 +214,7 @@ def test_new_refuses_an_invalid_slug(tmp_path: Path, bad_id: str) -> None:
 
 @pytest.fixture
 def library(tmp_path: Path) -> Path:
-    shutil.copy(GOOD, tmp_path / "throttled-gpu.yaml")
+    shutil.copy(GOOD, tmp_path / "slow-decode.yaml")
     (tmp_path / "broken.yaml").write_text("id: broken\ntitle: [unclosed\n")
     (tmp_path / "template.yaml").write_text("not: listed\n")
     return tmp_path
@@ -224,10 +224,10 @@ def test_list_json_with_a_broken_incident(library: Path) -> None:
     result = run("list", "--library", str(library), "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert [i["id"] for i in data["incidents"]] == ["throttled-gpu"]
+    assert [i["id"] for i in data["incidents"]] == ["slow-decode"]
     [entry] = data["incidents"]
     assert entry["difficulty"] == 3 and entry["tags"] == ["latency", "hardware"]
-    assert entry["path"] == str(library / "throttled-gpu.yaml")
+    assert entry["path"] == str(library / "slow-decode.yaml")
     [bad] = data["invalid"]
     assert bad["path"] == str(library / "broken.yaml")
     assert re.match(rf"{re.escape(str(library / 'broken.yaml'))}:\d+:\d+: ", bad["error"])
@@ -236,7 +236,7 @@ def test_list_json_with_a_broken_incident(library: Path) -> None:
 def test_list_table_coverage_and_filters(library: Path) -> None:
     result = run("list", "--library", str(library))
     assert result.exit_code == 0
-    assert "throttled-gpu" in result.output and "One replica decodes slowly" in result.output
+    assert "slow-decode" in result.output and "One replica decodes slowly" in result.output
     assert "coverage: hardware 1, latency 1" in result.output
     assert "invalid: " in result.output and "broken.yaml" in result.output
 
@@ -244,9 +244,9 @@ def test_list_table_coverage_and_filters(library: Path) -> None:
         data = json.loads(run("list", "--library", str(library), "--json", *args).output)
         return [i["id"] for i in data["incidents"]]
 
-    assert ids("--tag", "hardware") == ["throttled-gpu"]
+    assert ids("--tag", "hardware") == ["slow-decode"]
     assert ids("--tag", "numerics") == []
-    assert ids("--difficulty", "3") == ["throttled-gpu"]
+    assert ids("--difficulty", "3") == ["slow-decode"]
     assert ids("--difficulty", "2") == []
 
 
@@ -270,16 +270,16 @@ def test_topic_coverage_matches_tags_exactly() -> None:
 
 
 def test_deep_fails_a_signal_its_own_query_cannot_observe(tmp_path: Path) -> None:
-    text = (DATA / "proof-throttle.yaml").read_text()
+    text = (DATA / "proof-slow-replica.yaml").read_text()
     assert "columns: [name, value], replica: vllm-1}" in text
-    broken = tmp_path / "proof-throttle.yaml"
+    broken = tmp_path / "proof-slow-replica.yaml"
     broken.write_text(text.replace("columns: [name, value], replica: vllm-1}",
                                    "columns: [name, value, ts], replica: vllm-1}"))
     result = run("validate", "--deep", str(broken))
     assert result.exit_code == 1
     [line] = [ln for ln in result.output.splitlines() if "FAIL signal clock-drop:" in ln]
     assert "does not observe it as a player would" in line and "metrics(" in line
-    assert "every signal's reference query" in run("validate", "--deep", str(DATA / "proof-throttle.yaml")).output
+    assert "every signal's reference query" in run("validate", "--deep", str(DATA / "proof-slow-replica.yaml")).output
 
 
 def test_the_library_spans_every_difficulty() -> None:

@@ -81,7 +81,7 @@ def test_draws_stay_inside_their_declaration_and_keep_their_types() -> None:
     variables, _, problems = declared_variables(_raw(_variant_text()))
     assert problems == []
     for seed in range(60):
-        values = draw(variables, "throttled-gpu", seed)
+        values = draw(variables, "slow-decode", seed)
         assert values["at"] in range(1200, 1501, 60) and type(values["at"]) is int
         assert values["rps"] in range(4, 9) and type(values["rps"]) is int
         assert values["victim"] in range(4) and type(values["victim"]) is int
@@ -223,7 +223,7 @@ def test_unknown_variables_in_folded_sql_point_at_their_own_line() -> None:
         ({"  rps: {range: [4, 8]}": "  rps: {rnage: [4, 8]}"}, "rnage", "unknown field 'rnage'"),
         ({'since: "around {{at|hhmm}} UTC"': 'since: "around {{at|hmm}} UTC"'}, "{{at|hmm}}",
          "unknown filter '|hmm'"),
-        ({"id: throttled-gpu": 'id: "{{victim}}-gpu"'}, "{{victim}}", "the id cannot use variables"),
+        ({"id: slow-decode": 'id: "{{victim}}-gpu"'}, "{{victim}}", "the id cannot use variables"),
         ({"likelihoods: {throttle: 0.9,": 'likelihoods: {"{{victim}}": 0.5, throttle: 0.9,'}, '"{{victim}}": 0.5',
          "not substituted in keys"),
     ],

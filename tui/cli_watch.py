@@ -49,7 +49,7 @@ def register(group: click.Group) -> None:
             return
         from tui.app import ServedrillApp
 
-        ServedrillApp(watch_session=path).run()
+        ServedrillApp(watch_session=path, watch_reveal=reveal).run()
 
     @group.command("send")
     @click.argument("session")

@@ -1,4 +1,5 @@
-"""Sandboxed SQL gateway: every query the player types goes through `Gateway.run`.
+"""Sandboxed SQL gateway: every query the player types goes through `Gateway.run` (game.sandbox: a
+killable worker process running this module's `LocalGateway`).
 
 Defence in depth, outermost first:
 
@@ -8,7 +9,9 @@ Defence in depth, outermost first:
    (which covers WITH, DESCRIBE, SHOW, SUMMARIZE, VALUES, FROM-first) or EXPLAIN of such a SELECT;
 3. DuckDB's parse tree of that SELECT (``json_serialize_sql``) is walked so that only table functions
    on an allow-list run, and a few scalar functions with side effects are refused;
-4. a timer interrupts the connection at the time limit, and at most ``row_cap + 1`` rows are fetched.
+4. a timer interrupts the connection at the time limit, and at most ``row_cap + 1`` rows are fetched;
+5. `game.sandbox` runs all this in a child process that is killed when it outlives the time limit or
+   outgrows the memory limit (some DuckDB functions check neither).
 
 Threading: one query runs at a time. `run`, `catalog` and `close` take the query lock and block while
 a query runs, so call them from a worker thread (never Textual's UI thread). `cancel` only takes a
@@ -187,6 +190,20 @@ def json_safe(value: Any) -> Any:
     return str(value)
 
 
+MAX_CELL_CHARS = 20_000
+"""A text or list cell longer than this is cut (with a note): a screen or a journal cannot use more."""
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_CELL_CHARS:
+        return value[:MAX_CELL_CHARS] + f"... [{len(value) - MAX_CELL_CHARS} more characters]"
+    if isinstance(value, bytes) and len(value) > MAX_CELL_CHARS:
+        return value[:MAX_CELL_CHARS]
+    if isinstance(value, list) and len(value) > MAX_CELL_CHARS // 10:
+        return [*value[: MAX_CELL_CHARS // 10], f"... {len(value) - MAX_CELL_CHARS // 10} more items"]
+    return value
+
+
 def filters_on(read: TableRead, column: str) -> list[str]:
     """Filters of `read` that mention `column` (case-insensitive), decided by DuckDB's tokenizer so that
     a column name inside a string literal does not count."""
@@ -208,8 +225,11 @@ class _Checked:
     is_explain: bool
 
 
-class Gateway:
-    """Read-only, time- and memory-limited access to one incident database file.
+class LocalGateway:
+    """Read-only, time- and memory-limited access to one incident database file, in this process.
+
+    The player's queries go through `Gateway` (a worker process running one of these), because some
+    DuckDB functions build whole lists without checking for an interrupt or the memory limit.
 
     `row_cap` is in rows, `timeout_s` in seconds, `memory_limit` a DuckDB size string ("512MB").
     Construction raises for programmer errors (missing file, bad limits); `run` never raises.
@@ -343,7 +363,7 @@ class Gateway:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> Gateway:
+    def __enter__(self) -> LocalGateway:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -415,7 +435,9 @@ class Gateway:
         if truncated:
             rows = rows[: self.row_cap]
         self._drop_pending()
-        reads = [] if checked.is_explain else self._reads(checked.text)
+        # still under the query's timer: planning folds constants, so it can cost as much as the query
+        reads = [] if checked.is_explain or self._stop_reason else self._reads(checked.text)
+        rows = [tuple(_bounded(v) for v in row) for row in rows]
         return QueryResult(
             sql,
             ok=True,
@@ -519,7 +541,8 @@ class Gateway:
                     read.columns.extend(c for c in columns if c not in read.columns)
                     read.counted = read.counted or counted
         except Exception:
-            # Reads are a bonus for scoring; a plan we cannot get or parse must not fail the query.
+            # Reads only describe the query (the timeline's spans, the validator's check); a plan we cannot
+            # get or parse, or one stopped by the time limit or a cancel, must not fail the query.
             pass
         return list(reads.values())
 
@@ -841,3 +864,13 @@ def _bound_tables(tree: Any, counted: bool = False) -> Iterator[tuple[str, list[
             yield (table if schema == "main" else f"{schema}.{table}"), columns, counted
     for value in tree.values():
         yield from _bound_tables(value, counted)
+
+
+def __getattr__(name: str) -> Any:
+    # `Gateway` is the process-isolated one (game.sandbox), which itself runs a LocalGateway; importing it
+    # lazily keeps the two modules free of an import cycle.
+    if name == "Gateway":
+        from game.sandbox import Gateway
+
+        return Gateway
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

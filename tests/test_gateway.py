@@ -1,4 +1,5 @@
-"""Tests for the sandboxed SQL gateway (game/gateway.py)."""
+"""Tests for the sandboxed SQL gateway's checks and lockdown (game/gateway.py `LocalGateway`, which the
+player's queries reach inside game.sandbox's worker process; tests/test_sandbox.py covers that process)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from game.gateway import Gateway, QueryResult, TableRead, filters_on, json_safe, split_filter
+from game.gateway import LocalGateway as Gateway
+from game.gateway import QueryResult, TableRead, filters_on, json_safe, split_filter
 
 N_METRICS = 200_000
 N_REQUESTS = 20_000

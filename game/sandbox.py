@@ -1,0 +1,303 @@
+"""The player's queries run in a worker process that can be killed.
+
+DuckDB checks its time limit (an interrupt) and its memory limit between chunks of work, but some
+functions build a whole value in one go: ``length(range(30000000))`` ran for 61 s at 2.9 GB under a
+10 s / 512 MB limit, and ``count(*) FROM (SELECT unnest(range(1000000000)))`` reached 20 GB. So the
+`LocalGateway` that does the checking and the running lives in a child process, and this side holds
+two hard limits DuckDB cannot be talked out of:
+
+- time: the child's own timer interrupts at ``timeout_s``; if no answer has come ``GRACE_S`` later, the
+  child is killed and the query ends with error ``timeout``;
+- memory: while a query runs, the child's resident memory is sampled every ``SAMPLE_S``; above its
+  idle size plus ``MEMORY_HEADROOM`` times the memory limit, the child is killed and the query ends
+  with error ``memory``.
+
+A killed child is replaced on the next call. The API is `LocalGateway`'s: `run` never raises for player
+input, `cancel` is safe from any thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from game.gateway import CatalogEntry, LocalGateway, QueryResult
+
+GRACE_S = 1.0
+"""Seconds past the time limit the child gets to answer after its own interrupt."""
+SAMPLE_S = 0.02
+"""Seconds between two looks at the child's memory while a query runs."""
+MEMORY_HEADROOM = 1.5
+"""The child may grow this many memory limits above its idle size before it is killed."""
+START_TIMEOUT_S = 60.0
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}
+
+
+def memory_bytes(limit: str) -> int:
+    """DuckDB's memory-limit spelling ("512MB", "1GiB") in bytes."""
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", limit)
+    if not match or match.group(2).upper() not in _UNITS:
+        raise ValueError(f"cannot read memory limit {limit!r}")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+def _resident(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _serve(conn: Connection, db_path: str, options: dict[str, Any]) -> None:
+    """The child: one LocalGateway; queries run on a thread so that a cancel can reach it meanwhile."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the terminal is the parent's to handle
+    try:
+        gateway = LocalGateway(Path(db_path), **options)
+    except Exception as exc:
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    send_lock = threading.Lock()
+
+    def reply(message: tuple[Any, ...]) -> None:
+        with send_lock:
+            conn.send(message)
+
+    reply(("ready", None))
+
+    def run(sql: str) -> None:
+        reply(("result", gateway.run(sql)))
+
+    while True:
+        try:
+            op, arg = conn.recv()
+        except (EOFError, OSError):
+            break
+        if op == "run":
+            threading.Thread(target=run, args=(arg,), daemon=True).start()
+        elif op == "cancel":
+            gateway.cancel()
+        elif op == "catalog":
+            try:
+                reply(("catalog", gateway.catalog()))
+            except Exception as exc:
+                reply(("failed", str(exc)))
+        elif op == "close":
+            break
+    gateway.close()
+
+
+class Gateway:
+    """Read-only, time- and memory-limited access to one incident database, in a killable child process.
+
+    `row_cap` is in rows, `timeout_s` in seconds, `memory_limit` a DuckDB size string ("512MB").
+    Construction raises for programmer errors (missing file, bad limits); `run` never raises."""
+
+    def __init__(self, db_path: Path, *, memory_limit: str = "512MB", threads: int = 1, row_cap: int = 5000,
+                 timeout_s: float = 10.0) -> None:
+        if row_cap < 1:
+            raise ValueError(f"row_cap must be at least 1, got {row_cap}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        self.db_path = Path(db_path)
+        if not self.db_path.is_file():
+            raise FileNotFoundError(f"incident database not found: {self.db_path}")
+        self.memory_limit = memory_limit
+        self.memory_cap = int(MEMORY_HEADROOM * memory_bytes(memory_limit))
+        self.threads = threads
+        self.row_cap = row_cap
+        self.timeout_s = timeout_s
+        self._options = {"memory_limit": memory_limit, "threads": threads, "row_cap": row_cap,
+                         "timeout_s": timeout_s}
+        self._query_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._proc: Any = None
+        self._conn: Connection | None = None
+        self._idle_rss = 0
+        self._busy = False
+        self._closed = False
+        self._start()
+
+    # -- the child ---------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        # a fresh interpreter (not multiprocessing's spawn, which re-imports the caller's main module),
+        # talking over a socket pair with pickled messages
+        ours, theirs = socket.socketpair()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "game.sandbox", str(theirs.fileno()), str(self.db_path),
+                 json.dumps(self._options)],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        parent = Connection(ours.detach())
+        ready = False
+        try:
+            if parent.poll(START_TIMEOUT_S):
+                status, detail = parent.recv()
+                ready = status == "ready"
+            else:
+                detail = "no answer"
+        except (EOFError, OSError) as exc:
+            detail = f"it exited ({exc or 'no reason'})"
+        if not ready:
+            with contextlib.suppress(OSError):
+                proc.kill()
+            proc.wait(5)
+            parent.close()
+            raise RuntimeError(f"the query process for {self.db_path} did not start: {detail}")
+        self._proc, self._conn = proc, parent
+        self._idle_rss = _resident(proc.pid) or 0
+
+    def _kill(self) -> None:
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+        if conn is not None:
+            conn.close()
+
+    def _ensure(self) -> Connection:
+        if self._conn is None or self._proc is None or self._proc.poll() is not None:
+            self._kill()
+            self._start()
+        assert self._conn is not None
+        return self._conn
+
+    def _send(self, message: tuple[str, Any]) -> None:
+        with self._send_lock:
+            if self._conn is not None:
+                self._conn.send(message)
+
+    # -- public API --------------------------------------------------------------------------
+
+    def run(self, sql: str) -> QueryResult:
+        """Run one player query. Never raises for player input; see `QueryResult` for the outcome."""
+        started_at = time.time()
+        with self._query_lock:
+            t0 = time.perf_counter()
+            result = self._run_locked(sql)
+            result.started_at = started_at
+            result.duration_s = time.perf_counter() - t0
+            return result
+
+    def _run_locked(self, sql: str) -> QueryResult:
+        if self._closed:
+            return QueryResult(sql, ok=False, error="the query gateway is closed", error_kind="internal")
+        if not isinstance(sql, str):
+            return QueryResult(str(sql), ok=False, error="a query must be text", error_kind="refused")
+        try:
+            conn = self._ensure()
+            self._busy = True
+            self._send(("run", sql))
+        except (OSError, RuntimeError, ValueError) as exc:
+            self._busy = False
+            self._kill()
+            return QueryResult(sql, ok=False, error=f"the query process failed: {exc}", error_kind="internal")
+        deadline = time.monotonic() + self.timeout_s + GRACE_S
+        cap = self._idle_rss + self.memory_cap
+        try:
+            while True:
+                try:
+                    if conn.poll(SAMPLE_S):
+                        status, payload = conn.recv()
+                        if status == "result":
+                            return payload  # type: ignore[no-any-return]
+                        continue
+                except (EOFError, OSError):
+                    self._kill()
+                    return QueryResult(sql, ok=False, error="the query process died", error_kind="internal")
+                rss = _resident(self._proc.pid) if self._proc is not None else None
+                if rss is not None and rss > cap:
+                    self._kill()
+                    return QueryResult(sql, ok=False, error_kind="memory",
+                                       error=f"query needs more memory than the {self.memory_limit} limit; "
+                                       "aggregate or filter first")
+                if time.monotonic() > deadline:
+                    self._kill()
+                    return QueryResult(sql, ok=False, error_kind="timeout",
+                                       error=f"stopped after {self.timeout_s:.1f} s (time limit)")
+        finally:
+            self._busy = False
+
+    def cancel(self) -> bool:
+        """Interrupt the running query, if any; it ends with error "cancelled". Safe from any thread.
+
+        Returns True when a query was running and has been told to stop."""
+        if not self._busy:
+            return False
+        with contextlib.suppress(OSError, ValueError):
+            self._send(("cancel", None))
+            return True
+        return False
+
+    def catalog(self) -> list[CatalogEntry]:
+        """Tables and columns with descriptions (see `LocalGateway.catalog`). Raises RuntimeError once
+        closed."""
+        with self._query_lock:
+            if self._closed:
+                raise RuntimeError("the query gateway is closed")
+            conn = self._ensure()
+            self._send(("catalog", None))
+            if not conn.poll(START_TIMEOUT_S):
+                self._kill()
+                raise RuntimeError("the query process did not answer")
+            status, payload = conn.recv()
+            if status != "catalog":
+                raise RuntimeError(str(payload))
+            return payload  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Stop any running query and the child process. Idempotent; safe from any thread."""
+        self.cancel()
+        with self._query_lock:
+            if self._closed:
+                return
+            self._closed = True
+            with contextlib.suppress(OSError, ValueError):
+                self._send(("close", None))
+            proc = self._proc
+            if proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(2)
+            self._kill()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def main(argv: list[str]) -> int:
+    """`python -m game.sandbox FD DB_PATH OPTIONS_JSON`: the child side (see `Gateway._start`)."""
+    fd, db_path, options = int(argv[0]), argv[1], json.loads(argv[2])
+    _serve(Connection(fd), db_path, options)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

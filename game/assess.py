@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from game.gateway import Gateway, QueryResult
+from game.gateway import QueryResult
 from game.observe import is_schema_exploration
+from game.sandbox import Sandbox
 from game.scoring import QueryEvidence, ScoreReport, score
 from incidents.spec import Incident
 from telemetry_gen.evidence import Shown, describe_feature, separating_features, shown_of
@@ -36,7 +37,7 @@ class Assessor:
         self.worlds = worlds
         self.rivals = rivals(incident)
         self._timeout_s = timeout_s
-        self._gateways: dict[str, Gateway] = {}
+        self._sandbox: Sandbox | None = None
         self._cache: dict[str, tuple[bool, int, tuple[str, ...], dict[str, str]]] = {}
         self._lock = threading.Lock()
         self._origin = incident.window.start
@@ -45,15 +46,11 @@ class Assessor:
     def open(cls, incident: Incident, seed: int, *, progress: WorldProgress | None = None) -> Assessor:
         return cls(incident, ensure_worlds(incident, seed, progress=progress))
 
-    def _gateway(self, name: str) -> Gateway:
-        gw = self._gateways.get(name)
-        if gw is None:
-            gw = Gateway(Path(self.worlds.path(name)), timeout_s=self._timeout_s)
-            self._gateways[name] = gw
-        return gw
-
     def _run(self, name: str, sql: str) -> QueryResult:
-        return self._gateway(name).run(sql)
+        # one worker process holds every world, so that scoring costs one process, not one per world
+        if self._sandbox is None or self._sandbox.closed:
+            self._sandbox = Sandbox({w: Path(p) for w, p in self.worlds.paths.items()}, timeout_s=self._timeout_s)
+        return self._sandbox.run(sql, name)
 
     def assess(self, index: int, sql: str) -> QueryEvidence:
         """Evidence of query Q`index` with text `sql` (run on every world unless seen before)."""
@@ -91,13 +88,15 @@ class Assessor:
         return shown_of(result, self._origin) if result.ok else Shown({}, -1)
 
     def assess_all(self, queries: Iterable[tuple[int, str]]) -> dict[int, QueryEvidence]:
+        """Evidence of every (index, sql)."""
         return {index: self.assess(index, sql) for index, sql in queries}
 
     def close(self) -> None:
+        """Stop the worlds' query process; a later `assess` of new SQL starts it again."""
         with self._lock:
-            for gw in self._gateways.values():
-                gw.close()
-            self._gateways.clear()
+            if self._sandbox is not None:
+                self._sandbox.close()
+                self._sandbox = None
 
     def __enter__(self) -> Assessor:
         return self

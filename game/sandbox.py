@@ -61,14 +61,18 @@ def _resident(pid: int) -> int | None:
         return None
 
 
-def _serve(conn: Connection, db_path: str, options: dict[str, Any]) -> None:
-    """The child: one LocalGateway; queries run on a thread so that a cancel can reach it meanwhile."""
+def _serve(conn: Connection, db_paths: dict[str, str], options: dict[str, Any]) -> None:
+    """The child: one LocalGateway per database; queries run on a thread so that a cancel can reach
+    them meanwhile."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the terminal is the parent's to handle
+    gateways: dict[str, LocalGateway] = {}
     try:
-        gateway = LocalGateway(Path(db_path), **options)
+        for name, path in db_paths.items():
+            gateways[name] = LocalGateway(Path(path), **options)
     except Exception as exc:
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
+    current = [next(iter(gateways.values()))]
     send_lock = threading.Lock()
 
     def reply(message: tuple[Any, ...]) -> None:
@@ -77,8 +81,9 @@ def _serve(conn: Connection, db_path: str, options: dict[str, Any]) -> None:
 
     reply(("ready", None))
 
-    def run(sql: str) -> None:
-        reply(("result", gateway.run(sql)))
+    def run(name: str, sql: str) -> None:
+        current[0] = gateways[name]
+        reply(("result", gateways[name].run(sql)))
 
     while True:
         try:
@@ -86,36 +91,43 @@ def _serve(conn: Connection, db_path: str, options: dict[str, Any]) -> None:
         except (EOFError, OSError):
             break
         if op == "run":
-            threading.Thread(target=run, args=(arg,), daemon=True).start()
+            threading.Thread(target=run, args=arg, daemon=True).start()
         elif op == "cancel":
-            gateway.cancel()
+            current[0].cancel()
         elif op == "catalog":
             try:
-                reply(("catalog", gateway.catalog()))
+                reply(("catalog", gateways[arg].catalog()))
             except Exception as exc:
                 reply(("failed", str(exc)))
         elif op == "close":
             break
-    gateway.close()
+    for gateway in gateways.values():
+        gateway.close()
 
 
-class Gateway:
-    """Read-only, time- and memory-limited access to one incident database, in a killable child process.
+class Sandbox:
+    """Read-only, time- and memory-limited access to named databases, in one killable child process.
 
-    `row_cap` is in rows, `timeout_s` in seconds, `memory_limit` a DuckDB size string ("512MB").
-    Construction raises for programmer errors (missing file, bad limits); `run` never raises."""
+    `run(sql, db)` runs on database `db` (a key of `db_paths`), one query at a time. `row_cap` is in
+    rows, `timeout_s` in seconds, `memory_limit` a DuckDB size string ("512MB"). Construction raises
+    for programmer errors (missing file, bad limits); `run` never raises."""
 
-    def __init__(self, db_path: Path, *, memory_limit: str = "512MB", threads: int = 1, row_cap: int = 5000,
-                 timeout_s: float = 10.0) -> None:
+    def __init__(self, db_paths: dict[str, Path], *, memory_limit: str = "512MB", threads: int = 1,
+                 row_cap: int = 5000, timeout_s: float = 10.0) -> None:
         if row_cap < 1:
             raise ValueError(f"row_cap must be at least 1, got {row_cap}")
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
-        self.db_path = Path(db_path)
-        if not self.db_path.is_file():
-            raise FileNotFoundError(f"incident database not found: {self.db_path}")
+        if not db_paths:
+            raise ValueError("a sandbox needs at least one database")
+        self.db_paths = {name: Path(p) for name, p in db_paths.items()}
+        for path in self.db_paths.values():
+            if not path.is_file():
+                raise FileNotFoundError(f"incident database not found: {path}")
+        self.db_path = next(iter(self.db_paths.values()))
+        self._default = next(iter(self.db_paths))
         self.memory_limit = memory_limit
         self.memory_cap = int(MEMORY_HEADROOM * memory_bytes(memory_limit))
         self.threads = threads
@@ -140,8 +152,8 @@ class Gateway:
         ours, theirs = socket.socketpair()
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "game.sandbox", str(theirs.fileno()), str(self.db_path),
-                 json.dumps(self._options)],
+                [sys.executable, "-m", "game.sandbox", str(theirs.fileno()),
+                 json.dumps({name: str(p) for name, p in self.db_paths.items()}), json.dumps(self._options)],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True,
             )
         finally:
@@ -190,17 +202,18 @@ class Gateway:
 
     # -- public API --------------------------------------------------------------------------
 
-    def run(self, sql: str) -> QueryResult:
-        """Run one player query. Never raises for player input; see `QueryResult` for the outcome."""
+    def run(self, sql: str, db: str | None = None) -> QueryResult:
+        """Run one player query on database `db` (default: the first). Never raises for player input;
+        see `QueryResult` for the outcome."""
         started_at = time.time()
         with self._query_lock:
             t0 = time.perf_counter()
-            result = self._run_locked(sql)
+            result = self._run_locked(sql, self._default if db is None else db)
             result.started_at = started_at
             result.duration_s = time.perf_counter() - t0
             return result
 
-    def _run_locked(self, sql: str) -> QueryResult:
+    def _run_locked(self, sql: str, db: str) -> QueryResult:
         if self._closed:
             return QueryResult(sql, ok=False, error="the query gateway is closed", error_kind="internal")
         if not isinstance(sql, str):
@@ -208,7 +221,9 @@ class Gateway:
         try:
             conn = self._ensure()
             self._busy = True
-            self._send(("run", sql))
+            if db not in self.db_paths:
+                raise ValueError(f"no database {db!r}")
+            self._send(("run", (db, sql)))
         except (OSError, RuntimeError, ValueError) as exc:
             self._busy = False
             self._kill()
@@ -257,7 +272,7 @@ class Gateway:
             if self._closed:
                 raise RuntimeError("the query gateway is closed")
             conn = self._ensure()
-            self._send(("catalog", None))
+            self._send(("catalog", self._default))
             if not conn.poll(START_TIMEOUT_S):
                 self._kill()
                 raise RuntimeError("the query process did not answer")
@@ -285,17 +300,32 @@ class Gateway:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> Gateway:
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
+class Gateway(Sandbox):
+    """The player's gateway: a `Sandbox` on one incident database (`LocalGateway`'s API)."""
+
+    def __init__(self, db_path: Path, *, memory_limit: str = "512MB", threads: int = 1, row_cap: int = 5000,
+                 timeout_s: float = 10.0) -> None:
+        super().__init__({"": Path(db_path)}, memory_limit=memory_limit, threads=threads, row_cap=row_cap,
+                         timeout_s=timeout_s)
+
+    def run(self, sql: str, db: str | None = None) -> QueryResult:
+        return super().run(sql, db)
+
+    def __enter__(self) -> Gateway:
+        return self
+
+
 def main(argv: list[str]) -> int:
-    """`python -m game.sandbox FD DB_PATH OPTIONS_JSON`: the child side (see `Gateway._start`)."""
-    fd, db_path, options = int(argv[0]), argv[1], json.loads(argv[2])
-    _serve(Connection(fd), db_path, options)
+    """`python -m game.sandbox FD DB_PATHS_JSON OPTIONS_JSON`: the child side (see `Sandbox._start`)."""
+    fd, db_paths, options = int(argv[0]), json.loads(argv[1]), json.loads(argv[2])
+    _serve(Connection(fd), db_paths, options)
     return 0
 
 

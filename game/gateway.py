@@ -56,7 +56,6 @@ ALLOWED_TABLE_FUNCTIONS: frozenset[str] = frozenset(
         "icu_calendar_names",
         "duckdb_columns",
         "duckdb_constraints",
-        "duckdb_databases",
         "duckdb_dependencies",
         "duckdb_functions",
         "duckdb_indexes",
@@ -65,16 +64,13 @@ ALLOWED_TABLE_FUNCTIONS: frozenset[str] = frozenset(
         "duckdb_optimizers",
         "duckdb_schemas",
         "duckdb_sequences",
-        "duckdb_settings",
         "duckdb_tables",
-        "duckdb_temporary_files",
         "duckdb_types",
         "duckdb_views",
         "pragma_table_info",
         "pragma_show",
         "pragma_version",
         "pragma_platform",
-        "pragma_database_size",
         "pragma_storage_info",
         "pragma_collations",
     }
@@ -82,6 +78,17 @@ ALLOWED_TABLE_FUNCTIONS: frozenset[str] = frozenset(
 
 # Scalar functions refused wherever they appear: session variables (SET VARIABLE is refused, so these
 # could only mislead), sequences and RNG state (side effects), and writes to DuckDB's log.
+# Settings and catalogue functions that name files or folders on the server (the database's own path,
+# the allowed paths, secret and extension folders): players see the incident, not the host.
+PATH_SETTINGS: frozenset[str] = frozenset(
+    {"allowed_paths", "allowed_directories", "secret_directory", "home_directory", "temp_directory",
+     "extension_directory", "custom_extension_repository", "autoinstall_extension_repository",
+     "log_query_path", "profiling_output", "profile_output", "custom_user_agent"}
+)
+SERVER_PATH_TABLE_FUNCTIONS: frozenset[str] = frozenset(
+    {"duckdb_databases", "duckdb_settings", "duckdb_temporary_files", "pragma_database_size"}
+)
+
 REFUSED_SCALAR_FUNCTIONS: frozenset[str] = frozenset(
     {"getvariable", "nextval", "currval", "setval", "setseed", "write_log"}
 )
@@ -686,7 +693,9 @@ def _function_problems(node: Any) -> Iterator[str]:
         function = node.get("function") or {}
         name = str(function.get("function_name", "")).lower()
         if name not in ALLOWED_TABLE_FUNCTIONS:
-            if _reads_files(name):
+            if name in SERVER_PATH_TABLE_FUNCTIONS:
+                yield f"{name}() is not available here (it shows the server's files); current_setting('name') works"
+            elif _reads_files(name):
                 yield _files_refused(name)
             else:
                 yield f"table function {name}() is not allowed here; query the incident tables instead"
@@ -703,6 +712,17 @@ def _function_problems(node: Any) -> Iterator[str]:
         name = str(node.get("function_name", "")).lower()
         if name in REFUSED_SCALAR_FUNCTIONS:
             yield f"function {name}() is not allowed here (variables, sequences and logs are off limits)"
+        elif name == "current_setting":
+            args = node.get("arguments") or node.get("children") or []
+            literal = None
+            if len(args) == 1:
+                expr = args[0].get("expression", args[0]) if isinstance(args[0], dict) else {}
+                if expr.get("class") == "CONSTANT":
+                    literal = str((expr.get("literal") or {}).get("text") or expr.get("value", {}).get("value", ""))
+            if literal is None:
+                yield "current_setting() takes a setting name written as a literal, e.g. current_setting('threads')"
+            elif literal.lower() in PATH_SETTINGS:
+                yield f"setting {literal} is not available here (it names the server's files)"
         elif _reads_files(name):
             yield _files_refused(name)
     for value in node.values():

@@ -181,9 +181,24 @@ def test_setting_in_force_and_locked(gw: Gateway, name: str, value: str) -> None
 
 
 def test_no_temp_directory_is_reachable(gw: Gateway) -> None:
-    result = gw.run("SELECT current_setting('temp_directory'), current_setting('allowed_directories')")
-    assert result.ok, result.error
-    assert result.rows == [("", [])]
+    con = gw._con
+    assert con.execute("SELECT current_setting('temp_directory'), current_setting('allowed_directories')"
+                       ).fetchall() == [("", [])]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM duckdb_databases()",
+    "SELECT name, value FROM duckdb_settings()",
+    "SELECT * FROM pragma_database_size()",
+    "SELECT current_setting('allowed_paths')",
+    "SELECT current_setting('SECRET_DIRECTORY')",
+    "SELECT current_setting('allowed_' || 'paths')",
+    "SELECT current_setting(name) FROM (SELECT 'allowed_paths' AS name)",
+])
+def test_server_paths_are_not_shown(gw: Gateway, sql: str) -> None:
+    result = gw.run(sql)
+    assert not result.ok and result.error_kind == "refused", result.rows
+    assert str(gw.db_path) not in (result.error or "")
 
 
 def test_database_file_is_read_only(gw: Gateway) -> None:
@@ -237,7 +252,6 @@ ACCEPTED = [
     "SELECT list_transform([1, 2, 3], lambda x: x * 2)",
     "SELECT COLUMNS('ttft.*') FROM requests LIMIT 2",
     "SELECT * FROM duckdb_tables()",
-    "SELECT name, value FROM duckdb_settings()",
     "SELECT * FROM information_schema.columns",
     "SELECT * FROM range(5)",
     "SELECT * FROM histogram(requests, replica)",

@@ -60,6 +60,13 @@ def _marginal_prefill_s(cost: StepCostModel, prompt: int, batch: int, ctx_per_se
     return added
 
 
+MAX_TOKENS = 10_000_000
+MAX_BATCH = 1_000_000
+MAX_TP = 1024
+MAX_SPEC_K = 64
+MAX_RPS = 10_000_000.0
+
+
 def calc(
     model: str,
     gpu: str,
@@ -83,6 +90,14 @@ def calc(
     """
     if context < 1 or batch < 1 or tp < 1:
         raise ValueError("context, batch and tp must be at least 1")
+    # bounds far beyond any real deployment, so that a typo cannot make the estimate run for minutes
+    for name, value, top in (("context", context, MAX_TOKENS), ("prompt", prompt, MAX_TOKENS),
+                             ("output", output, MAX_TOKENS), ("batch", batch, MAX_BATCH), ("tp", tp, MAX_TP),
+                             ("spec_k", spec_k, MAX_SPEC_K)):
+        if value > top:
+            raise ValueError(f"{name} {value} is beyond what this estimate covers (at most {top:,})")
+    if rps is not None and not 0 < rps <= MAX_RPS:
+        raise ValueError(f"rps must be within 0..{MAX_RPS:,}")
     m = get_model(model)
     g = get_gpu(gpu)
     config = EngineConfig(

@@ -24,7 +24,34 @@ def fail(message: str, *, as_json: bool = False, code: int = 1) -> None:
     sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class GuardedGroup(click.Group):
+    """The CLI boundary: whatever a command raises becomes one line (or one JSON object with --json) and
+    exit code 1, never a traceback. A file the system refuses names the file and the reason."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["servedrill.json"] = "--json" in args
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            fail("interrupted", as_json=_wants_json(ctx), code=130)
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            fail(f"{where}{exc.strerror or exc}", as_json=_wants_json(ctx))
+        except Exception as exc:
+            fail(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                 as_json=_wants_json(ctx))
+
+
+def _wants_json(ctx: click.Context) -> bool:
+    return bool(ctx.meta.get("servedrill.json"))
+
+
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="servedrill")
 def main() -> None:
     """servedrill: an incident-debugging game for LLM inference engineers."""

@@ -1,6 +1,7 @@
 """The interviewer's channel: items written to a session's inbox by another process or thread reach the
 candidate's session once (also across resume), are journalled as what they are (a GM hint's cost
-counts in the score), and `Watch` follows the candidate's journal from outside."""
+counts in the score), and `Watch` follows the candidate's journal from outside, showing the answer and
+the score only once the candidate submitted (or when the interviewer asks with reveal)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from pathlib import Path
 import pytest
 
 from game import gm
-from game.autoplay import PlannedGateway, PlannedQuery
-from game.observe import Read
+from game.assess import score_session
+from game.gateway import Gateway, QueryResult
 from game.scoring import score
 from game.session import HINT, INJECT, MESSAGE, Session, SessionError, inbox_path, list_sessions, load_transcript
+from telemetry_gen.cache import ensure_database
 
 DATA = Path(__file__).parent / "data" / "incidents"
+MINI = DATA / "tui-mini.yaml"
 INJECTS = """\
 injects:
   - after_s: 300
@@ -30,8 +33,18 @@ injects:
     text: A second customer reports slow answers.
 """
 TEXT = (DATA / "good.yaml").read_text(encoding="utf-8").replace("briefing:\n", INJECTS + "briefing:\n", 1)
-PREFILL = PlannedQuery("SELECT replica, avg(prefill_s) FROM requests GROUP BY replica",
-                       (Read("requests", ("replica", "prefill_s", "queue_s")),))
+PREFILL = "SELECT replica, avg(prefill_s) FROM requests GROUP BY replica"
+CLOCK = "SELECT replica, min(value) AS low FROM metrics WHERE name = 'DCGM_FI_DEV_SM_CLOCK' GROUP BY replica"
+COUNT = "SELECT count(*) AS n FROM requests"
+ANSWER = {"truth", "debrief_summary", "evidence", "signals", "score"}
+"""Snapshot keys that give the answer away (docs/cli.md: present only when revealed)."""
+
+
+class _Echo:
+    """A gateway that answers every query with one row: for the channel's mechanics, which never score."""
+
+    def run(self, sql: str) -> QueryResult:
+        return QueryResult(sql, ok=True, columns=["replica", "x"], rows=[("vllm-0", 1.0)], row_count=1)
 
 
 @pytest.fixture
@@ -105,7 +118,7 @@ def test_gm_hints_cost_points_and_incident_hints_keep_their_order(incident_file:
     assert session.hints_taken == 1
     with pytest.raises(SessionError, match="no hints left"):
         session.take_hint()
-    report = score(session.incident, session.events)
+    report = score(session.incident, session.events, {})  # hints cost what they cost, whatever was queried
     assert report.hint_cost == 12
     assert report.component("hints").points == -12
     session.submit([("throttle", 100.0)])
@@ -125,9 +138,9 @@ def test_gm_injects_named_or_written_and_timed_injects_in_one_feed(incident_file
     assert [(u.kind, u.sender, u.source) for u in updates] == [
         ("inject", "Customer success", "gm"), ("inject", "Incident commander", "gm")]
     # the named inject is not delivered again when its query count comes
-    gateway = PlannedGateway([PREFILL] * 6)
+    gateway = _Echo()
     for _ in range(5):
-        session.run_query(gateway, PREFILL.sql)
+        session.run_query(gateway, PREFILL)
     assert session.due_updates(t0 + 10) == []
     [timed] = session.due_updates(t0 + 300)
     assert (timed.sender, timed.source) == ("On-call manager", "incident")
@@ -186,24 +199,74 @@ def test_watch_follows_the_candidate_live(incident_file: Path) -> None:
     watch = gm.Watch(session.path)  # the candidate holds the journal's lock; watching needs none
     snap = watch.snapshot()
     assert snap["session"]["state"] == "investigating" and snap["queries"] == []
-    assert [t["id"] for t in snap["truth"]] == ["throttle"]
-    session.run_query(PlannedGateway([PREFILL]), PREFILL.sql)
+    assert snap["revealed"] is False and not ANSWER & set(snap)
+    session.run_query(_Echo(), PREFILL)
     session.rank([("overload", 60.0), ("throttle", 40.0)])
     gm.send(session.path, "message", text="Why that one?")
     assert watch.refresh()
     snap = watch.snapshot()
     [query] = snap["queries"]
-    assert query["sql"] == PREFILL.sql and query["decomposes_latency"] is True
-    assert snap["board"]["ranking"][0]["id"] == "overload" and snap["board"]["rival"] == "overload"
+    assert query["sql"] == PREFILL and query["ok"] is True and query["rows"] == [["vllm-0", 1.0]]
+    assert "ruled_out" not in query and "why" not in query
+    assert [h["label"] for h in snap["hypotheses"]] == [s.label for s in session.board]
+    assert all("true" not in h for h in snap["hypotheses"])
+    top = snap["board"]["ranking"][0]
+    assert top == {"id": "overload", "label": session.label_of("overload"), "title": "Too much traffic",
+                   "confidence": 60.0}
+    assert [h["kind"] for h in snap["board"]["history"]] == ["rank"]
     assert [p["text"] for p in snap["pending"]] == ["Why that one?"]
-    assert snap["score"]["total"] == score(session.incident, session.events).total
-    assert {s["id"]: s["seen"] for s in snap["signals"]}  # every signal is listed, seen or not
     session.poll_gm()
     watch.refresh()
     snap = watch.snapshot()
     assert snap["pending"] == [] and [u["text"] for u in snap["updates"]] == ["Why that one?"]
     assert not watch.refresh()
     json.dumps(snap)  # JSON-ready
+    session.close()
+
+
+@pytest.mark.usefixtures("in_library_cache")
+def test_watch_shows_the_answer_only_after_submission_or_with_reveal(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVEDRILL_DATA", str(tmp_path / "data"))
+    session = Session.create(MINI, 0, "ada")
+    info = ensure_database(session.incident, 0)
+    session.start(info.digest)
+    with Gateway(Path(info.path)) as gateway:
+        session.run_query(gateway, CLOCK)
+        session.run_query(gateway, COUNT)
+    session.rank([("throttle", 70.0), ("overload", 30.0)])
+    watch = gm.Watch(session.path)
+
+    hidden = watch.snapshot()
+    assert hidden["revealed"] is False and not ANSWER & set(hidden)
+    assert all("ruled_out" not in q for q in hidden["queries"])
+    assert all("true" not in h for h in hidden["hypotheses"])
+    text = json.dumps(hidden)
+    assert "Thermal or power capping" not in text and "was throttled" not in text  # explanation, debrief
+
+    shown = gm.Watch(session.path, reveal=True).snapshot()
+    assert shown["revealed"] is True and ANSWER <= set(shown)
+    assert [t["id"] for t in shown["truth"]] == ["throttle"]
+    assert {h["id"] for h in shown["hypotheses"] if h["true"]} == {"throttle"}
+    clock, count = shown["queries"]
+    assert set(clock["ruled_out"]) == {"overload", "bad-deploy", "kv-pressure"} and set(clock["why"]) == set(
+        clock["ruled_out"])
+    assert count["ruled_out"] == ["overload"]  # a row count tells only a traffic change apart
+    assert shown["evidence"]["still_open"] == []
+    assert {r["id"]: r["query"] for r in shown["evidence"]["ruled_out"]} == {
+        "overload": 1, "bad-deploy": 1, "kv-pressure": 1}
+    assert [s["id"] for s in shown["signals"]] == [s.id for s in session.incident.signals]
+    report = score_session(session.incident, 0, session.events)
+    assert shown["score"]["total"] == report.total and shown["score"]["submitted"] is False
+
+    session.submit()
+    assert watch.refresh()
+    after = watch.snapshot()  # the same watcher, opened without reveal: the submission reveals
+    assert after["revealed"] is True and ANSWER <= set(after)
+    assert after["score"]["submitted"] is True
+    assert after["score"]["total"] == score_session(session.incident, 0, session.events).total
+    assert after["submission"]["ranking"][0] == {"id": "throttle", "confidence": 70.0}
+    json.dumps(after)
     session.close()
 
 

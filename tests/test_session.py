@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from game.autoplay import PlannedGateway, plan
+from game.gateway import QueryResult, TableRead
 from game.session import (
     DEBRIEFED,
     INVESTIGATING,
@@ -29,10 +29,12 @@ from game.session import (
     list_unfinished,
     load_transcript,
 )
+from game.hypotheses import shown_hypotheses
 from incidents.loader import load_incident
 
 ROOT = Path(__file__).resolve().parents[1]
 INCIDENT = ROOT / "tests" / "data" / "incidents" / "drill-slow-replica.yaml"
+WITH_ALIASES = ROOT / "tests" / "data" / "incidents" / "good.yaml"
 
 
 @pytest.fixture
@@ -53,12 +55,27 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-PLAN = plan(load_incident(INCIDENT), "expert")
-CLOCK_SQL = next(q.sql for q in PLAN.queries if q.purpose == "signal:clock-drop")
+CLOCK_SQL = "SELECT min(value) AS clock FROM metrics WHERE name = 'DCGM_FI_DEV_SM_CLOCK' AND replica = 'vllm-1'"
+CLOCK_READ = TableRead("metrics", ["name", "value"], ["replica = 'vllm-1'"], False)
 
 
-def _gateway() -> PlannedGateway:
-    return PlannedGateway(PLAN.queries)
+class _Gateway:
+    """Answers CLOCK_SQL as the real gateway would (one row, its reads); any other SQL fails. Sessions
+    record what a gateway returns, so their mechanics need no database."""
+
+    def run(self, sql: str) -> QueryResult:
+        if sql != CLOCK_SQL:
+            return QueryResult(sql, ok=False, error="Binder Error: no such column", error_kind="sql")
+        return QueryResult(sql, ok=True, columns=["clock"], types=["DOUBLE"], rows=[(742.5,)], row_count=1,
+                           duration_s=0.003, reads=[CLOCK_READ])
+
+
+def _gateway() -> _Gateway:
+    return _Gateway()
+
+
+def _label(session: Session, hypothesis_id: str) -> str:
+    return session.label_of(hypothesis_id)
 
 
 # ------------------------------------------------------------------ data directory
@@ -110,8 +127,11 @@ def test_a_query_event_keeps_what_review_and_scoring_need(session: Session) -> N
     assert data["index"] == 1 and data["sql"] == CLOCK_SQL and data["ok"] is True
     assert data["reads"] == [{"table": "metrics", "columns": ["name", "value"],
                               "filters": ["replica = 'vllm-1'"], "counted": False}]
+    assert (data["columns"], data["rows"], data["row_count"]) == (["clock"], [[742.5]], 1)
     for key in ("error", "row_count", "columns", "truncated", "duration_s", "rows"):
         assert key in data
+    failed, _ = session.run_query(_gateway(), "SELECT nothing")
+    assert failed.data["index"] == 2 and failed.data["ok"] is False and "Binder Error" in failed.data["error"]
 
 
 @pytest.mark.parametrize(
@@ -120,7 +140,8 @@ def test_a_query_event_keeps_what_review_and_scoring_need(session: Session) -> N
         (lambda s: s.rank([("nope", 100)]), "unknown hypothesis"),
         (lambda s: s.rank([("throttle", 60), ("overload", 39)]), "sum to 100"),
         (lambda s: s.rank([("throttle", 30), ("overload", 70)]), "most likely first"),
-        (lambda s: s.rank([("throttle", 50), ("thermal", 50)]), "ranked twice"),
+        (lambda s: s.rank([("throttle", 50), (s.label_of("throttle"), 50)]), "ranked twice"),
+        (lambda s: s.rank([("A GPU runs at reduced clocks", 50), ("throttle", 50)]), "ranked twice"),
         (lambda s: s.rank([("throttle", 120), ("overload", -20)]), "0..100"),
         (lambda s: s.rank([]), "at least one"),
         (lambda s: s.pin(1, "throttle", "supports"), "no queries"),
@@ -148,9 +169,19 @@ def test_confidences_may_miss_100_by_half_a_point(session: Session) -> None:
         session.rank([("throttle", 60.3), ("overload", 39.1)])
 
 
-def test_aliases_are_recorded_as_ids(session: Session) -> None:
-    event = session.rank({"thermal": 90, "kv-pressure": 10})
-    assert [r["id"] for r in event.data["ranking"]] == ["throttle", "kv-pressure"]
+def test_labels_titles_and_title_prefixes_are_recorded_as_ids(session: Session) -> None:
+    event = session.rank({_label(session, "throttle"): 90, "KV cache pressure": 6, "the gateway": 4})
+    assert [r["id"] for r in event.data["ranking"]] == ["throttle", "kv-pressure", "bad-deploy"]
+    assert [s.label for s in session.board] == ["A", "B", "C", "D"]
+    assert session.board == shown_hypotheses(session.incident, 3)  # the session's seed picks the order
+
+
+def test_aliases_are_recorded_as_ids(root: Path) -> None:
+    s = Session.create(WITH_ALIASES, 0, "ada")
+    s.start()
+    event = s.rank({"thermal": 90, "surge": 10})
+    assert [r["id"] for r in event.data["ranking"]] == ["throttle", "overload"]
+    s.close()
 
 
 def test_nothing_but_the_debrief_after_submit(session: Session) -> None:
@@ -187,8 +218,8 @@ def test_pins_need_a_query_that_ran(session: Session) -> None:
         session.pin(1, "throttle", "supports")
     with pytest.raises(SessionError, match="stance"):
         session.pin(2, "throttle", "maybe")
-    assert session.pin(2, "thermal", "supports").data == {"query": 2, "hypothesis": "throttle",
-                                                                 "stance": "supports"}
+    assert session.pin(2, _label(session, "throttle"), "supports").data == {
+        "query": 2, "hypothesis": "throttle", "stance": "supports"}
 
 
 def test_hints_run_out(session: Session) -> None:
@@ -385,6 +416,38 @@ def test_transcript_round_trip(root: Path) -> None:
     assert t.events == s.events
     assert t.header.incident_digest == s.header.incident_digest and t.header.player == "ada"
     assert t.incident.id == "drill-slow-replica"
+    assert t.recorded_total is None and "score" not in doc  # exported without a score
+
+
+@pytest.mark.parametrize(
+    ("extra", "claimed"),
+    [
+        ({"score": {"total": 42.5}}, 42.5),
+        ({"gameday": {"score": 1e9}}, 1e9),
+        ({"score": {"total": 10.0}, "gameday": {"score": 20.0}}, 10.0),
+        ({"score": {"total": True}}, None),
+        ({"score": {"total": "100"}}, None),
+        ({"score": 100}, None),
+    ],
+)
+def test_a_transcript_keeps_the_score_it_claims_apart(root: Path, extra: dict, claimed: float | None) -> None:
+    s, out = _finished(root)
+    doc = json.loads(out.read_text())
+    doc.update(extra)
+    out.write_text(json.dumps(doc))
+    t = load_transcript(out)
+    assert t.recorded_total == claimed
+    assert t.events == s.events  # the claim changes nothing that is scored
+
+
+def test_export_records_the_score_it_is_given(root: Path) -> None:
+    s = Session.create(INCIDENT, 0, "ada")
+    s.start()
+    s.submit([("throttle", 100)])
+    out = s.export_transcript(root / "scored.json", score={"total": 61.2})
+    s.close()
+    assert json.loads(out.read_text())["score"] == {"total": 61.2}
+    assert load_transcript(out).recorded_total == 61.2
 
 
 def _broken(root: Path, how: str) -> Path:

@@ -10,6 +10,7 @@ from typing import Any
 from engine_model.faults import FAULT_KINDS
 from game.scoring import ScoreReport
 from game.session import Event
+from game.text import md_cell
 from incidents.spec import FaultSpec, FractionScope, Incident, ReplicaScope, replica_index
 
 
@@ -59,7 +60,7 @@ def _noise_lines(incident: Incident) -> list[str]:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_cell(text)
 
 
 def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]],

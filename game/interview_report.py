@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from game.session import HINT, INJECT, MESSAGE, NOTE, PIN, QUERY, RANK, SUBMIT
+from game.text import md_text
 
 FIRST_LOOKS = 3
 """Queries listed under "what they looked at first"."""
@@ -135,10 +136,7 @@ def report_for(path: Path | str, *, reveal: bool = False) -> dict[str, Any]:
 
 def _md(text: Any) -> str:
     """Text from a session as literal Markdown table text: no HTML, no markup, one line."""
-    out = html.escape(str(text), quote=False).replace("\n", " ").replace("\r", " ")
-    for ch in "\\`*_[]|#":
-        out = out.replace(ch, "\\" + ch)
-    return out
+    return md_text(text)
 
 
 def _pts(c: dict[str, Any]) -> str:

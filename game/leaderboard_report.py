@@ -10,6 +10,7 @@ from typing import Any
 
 from game.leaderboard import IncidentBoard, Leaderboard
 from game.svgplot import sparkline, step_chart_svg
+from game.text import md_text, plain
 
 
 def _time(seconds: float | None) -> str:
@@ -64,7 +65,7 @@ def format_text(board: Leaderboard) -> str:
 
 def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
     def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|")
+        return md_text(v)
 
     return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
             *("| " + " | ".join(cell(v) for v in row) + " |" for row in rows), ""]
@@ -78,8 +79,8 @@ def plot_file(markdown: Path, b: IncidentBoard) -> Path:
 
 def write_markdown(board: Leaderboard, target: Path) -> list[Path]:
     """Write the Markdown report and one SVG plot per incident next to it; returns the files written."""
-    lines = [f"# Leaderboard{': ' + board.event if board.event else ''}", "",
-             f"{len(board.entries)} transcripts from `{board.results_dir}`. Ranked by score (higher first), "
+    lines = [f"# Leaderboard{': ' + md_text(board.event) if board.event else ''}", "",
+             f"{len(board.entries)} transcripts from {md_text(board.results_dir)}. Ranked by score (higher first), "
              "then time (shorter first).", ""]
     written = []
     if board.teams:
@@ -92,9 +93,9 @@ def write_markdown(board: Leaderboard, target: Path) -> list[Path]:
                        [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}", _time(p["time_s"]),
                          p["incidents"]] for p in board.players])
     for b in board.incidents:
-        lines += [f"## {_heading(b)}", "", b.title, ""]
+        lines += [f"## {md_text(_heading(b))}", "", md_text(b.title), ""]
         if b.truth:
-            lines += [f"True cause: {', '.join(b.truth)}.", ""]
+            lines += [f"True cause: {md_text(', '.join(b.truth))}.", ""]
         if b.teams:
             lines += _md_table(["rank", "team", "score", "time", "handed in"],
                                [[t["rank"], t["team"], f"{t['score']:.1f}", _time(t["time_s"]),
@@ -110,11 +111,12 @@ def write_markdown(board: Leaderboard, target: Path) -> list[Path]:
             lines += ["Confidence in the true cause over time (percent; minutes since each player started):", "",
                       f"![confidence in the true cause, {b.incident_id}]({svg.name})", "", "```"]
             x_max = _x_max(b)
-            lines += [f"{name:<14} {sparkline(pts, x_max)} {pts[-1][1]:5.1f}%" for name, pts in b.confidence.items()]
+            lines += [f"{plain(name, 40).replace('`', chr(39)):<14} {sparkline(pts, x_max)} {pts[-1][1]:5.1f}%"
+                      for name, pts in b.confidence.items()]
             lines += ["```", ""]
     if board.skipped:
         lines += ["## Skipped files", ""]
-        lines += [f"- `{s['file']}`: {s['reason']}" for s in board.skipped]
+        lines += [f"- {md_text(s['file'])}: {md_text(s['reason'])}" for s in board.skipped]
         lines.append("")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n".join(lines), encoding="utf-8")

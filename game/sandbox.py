@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -147,14 +148,22 @@ class Sandbox:
     # -- the child ---------------------------------------------------------------------------
 
     def _start(self) -> None:
+        # one retry: on a loaded machine a fresh interpreter occasionally fails to come up
+        try:
+            self._start_once()
+        except RuntimeError:
+            self._start_once()
+
+    def _start_once(self) -> None:
         # a fresh interpreter (not multiprocessing's spawn, which re-imports the caller's main module),
-        # talking over a socket pair with pickled messages
+        # talking over a socket pair with pickled messages; its stderr is kept to explain a failed start
         ours, theirs = socket.socketpair()
+        errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed on both paths below
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "game.sandbox", str(theirs.fileno()),
                  json.dumps({name: str(p) for name, p in self.db_paths.items()}), json.dumps(self._options)],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True,
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=errors, start_new_session=True,
             )
         finally:
             theirs.close()
@@ -167,13 +176,18 @@ class Sandbox:
             else:
                 detail = "no answer"
         except (EOFError, OSError) as exc:
-            detail = f"it exited ({exc or 'no reason'})"
+            detail = f"it exited ({exc or proc.poll()})"
         if not ready:
             with contextlib.suppress(OSError):
                 proc.kill()
             proc.wait(5)
             parent.close()
-            raise RuntimeError(f"the query process for {self.db_path} did not start: {detail}")
+            errors.seek(0)
+            tail = errors.read()[-2000:].decode("utf-8", "replace").strip().splitlines()
+            errors.close()
+            why = f"{detail}: {tail[-1]}" if tail else detail
+            raise RuntimeError(f"the query process for {self.db_path} did not start: {why}")
+        errors.close()
         self._proc, self._conn = proc, parent
         self._idle_rss = _resident(proc.pid) or 0
 

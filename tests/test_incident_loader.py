@@ -269,8 +269,8 @@ MUTATIONS = [
     ),
     (
         "fault-knob",
-        "long_prefill_token_threshold",
-        "long_prefill_token_treshold",
+        "    params: {long_prefill_token_threshold: 2048}\nnoise:",  # the fault's, not the world's copy
+        "    params: {long_prefill_token_treshold: 2048}\nnoise:",
         "faults[1].params.long_prefill_token_treshold: unknown engine knob",
         "'long_prefill_token_threshold'",
         "«long_prefill_token_treshold",
@@ -309,8 +309,8 @@ MUTATIONS = [
     ),
     (
         "fault-time",
-        "at_s: 1200",
-        "at_s: 99999",
+        "kind: gpu_throttle\n    at_s: 1200",
+        "kind: gpu_throttle\n    at_s: 99999",
         "faults[0].at_s: at_s 99999 s is outside the run [0, 3600] s",
         None,
         "at_s: «99999",
@@ -422,8 +422,8 @@ MUTATIONS = [
     ),
     (
         "scope-replica",
-        "[0, vllm-1]",
-        "[0, vllm-9]",
+        "\n    scope: {replicas: [0, vllm-1]}",  # the fault's, not the prefill-cap world's
+        "\n    scope: {replicas: [0, vllm-9]}",
         "faults[1].scope.replicas[1]: replica 'vllm-9' does not exist",
         None,
         "[0, «vllm-9]",

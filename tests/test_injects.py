@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from game import cli_game
-from game.autoplay import PlannedGateway, PlannedQuery
+from game.gateway import QueryResult
 from game.plain import PlainGame
 from game.session import INJECT, Session, SessionError, load_transcript
 from incidents.loader import check_incident_text, iter_library, load_incident, load_incident_text
@@ -35,7 +35,18 @@ injects:
     text: It is getting worse.
 """
 TEXT = GOOD_TEXT.replace("briefing:\n", INJECTS + "briefing:\n", 1)
-QUERIES = [PlannedQuery(f"SELECT {i}") for i in range(1, 6)]
+QUERIES = [f"SELECT {i}" for i in range(1, 6)]
+
+
+class _Echo:
+    """A gateway that answers every query with one row: injects count queries, they never score them."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def run(self, sql: str) -> QueryResult:
+        self.ran.append(sql)
+        return QueryResult(sql, ok=True, columns=["x"], rows=[(1,)], row_count=1)
 
 
 @pytest.fixture
@@ -52,9 +63,9 @@ def _started(incident_file: Path) -> tuple[Session, float]:
 
 
 def _query(session: Session, n: int = 1) -> None:
-    gateway = PlannedGateway(QUERIES)
+    gateway = _Echo()
     for _ in range(n):
-        session.run_query(gateway, QUERIES[len(session.queries)].sql)
+        session.run_query(gateway, QUERIES[len(session.queries)])
 
 
 # ------------------------------------------------------------------ the format
@@ -163,8 +174,10 @@ def test_delivered_injects_survive_resume_and_transcripts(incident_file: Path, t
 def test_line_mode_prints_injects_between_prompts(incident_file: Path) -> None:
     session = Session.create(incident_file, 0, "ada")
     out = io.StringIO()
-    game = PlainGame(session, PlannedGateway(QUERIES), io.StringIO("SELECT 1\nSELECT 2\nupdates\nquit\n"), out)
+    gateway = _Echo()
+    game = PlainGame(session, gateway, io.StringIO("SELECT 1\nSELECT 2\nupdates\nquit\n"), out)
     game.run()
+    assert gateway.ran == ["SELECT 1", "SELECT 2"]
     session.close()
     text = out.getvalue()
     update = "--- update from Customer success ---\nA second customer reports slow answers."
@@ -243,7 +256,7 @@ def test_line_mode_prints_an_interviewers_message_at_the_next_prompt(incident_fi
     assert session.path is not None
     send(session.path, "message", text="What did you rule out so far?", sender="Interviewer", check=False)
     out = io.StringIO()
-    PlainGame(session, PlannedGateway(QUERIES), io.StringIO("SELECT 1\nquit\n"), out).run()
+    PlainGame(session, _Echo(), io.StringIO("SELECT 1\nquit\n"), out).run()
     session.close()
     text = out.getvalue()
     assert text.count("--- message from Interviewer ---\nWhat did you rule out so far?") == 1

@@ -1,11 +1,13 @@
 """Deep validation (telemetry_gen.proof): claims must hold with the faults and fail without them,
-expectations must hold, signals must discriminate. Two small fixtures are simulated once each."""
+expectations must hold, signals must discriminate, and every distractor's world must show what the page
+states and be told apart from the truth by some reference query. Two small fixtures are simulated once
+each (with their hypothesis worlds)."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,6 +27,14 @@ from telemetry_gen.proof import (
 
 DATA = Path(__file__).parent / "data" / "incidents"
 C = TypeVar("C")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache(library_cache: Path) -> Iterator[Path]:
+    """Builds go to the run's shared test cache, not the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SERVEDRILL_CACHE", str(library_cache))
+        yield library_cache
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +78,18 @@ def test_throttle_fixture_proves_completely(true_report: ProofReport) -> None:
     assert true_report.fault_wall_s is not None and true_report.fault_wall_s > 0
     assert true_report.ablation_wall_s is not None and true_report.ablation_wall_s > 0
     assert true_report.check_wall_s is not None and true_report.check_wall_s > 0
+    assert true_report.worlds_wall_s is not None
+
+
+def test_every_distractor_world_is_told_apart_from_the_truth(true_report: ProofReport) -> None:
+    worlds = {w.hypothesis_id: w for w in true_report.worlds}
+    assert set(worlds) == {"overload", "bad-deploy", "kv-pressure"}  # the true hypothesis has no world of its own
+    for w in worlds.values():
+        assert w.ok and w.missing == () and w.error is None, w.problem
+        assert w.separated_by is not None and w.difference
+    # only the throttled world's clock falls: the clock query separates every distractor
+    assert worlds["bad-deploy"].separated_by == "signal clock-drop"
+    assert "min_clock_mhz" in (worlds["bad-deploy"].difference or "")
 
 
 def test_signals_discriminate_by_data_or_by_likelihood(true_report: ProofReport) -> None:
@@ -130,15 +152,28 @@ def test_failing_expectation_and_non_discriminating_signal(false_report: ProofRe
     assert by_id(false_report.discrimination, "signal_id", "clock-drop").ok
 
 
+def test_a_distractor_whose_world_lacks_a_briefed_symptom_is_a_strawman(false_report: ProofReport) -> None:
+    # the page claims ten times slower prefill on one replica: no distractor's world shows that (nor the truth's)
+    worlds = {w.hypothesis_id: w for w in false_report.worlds}
+    assert set(worlds) == {"overload", "bad-deploy", "kv-pressure"}
+    for w in worlds.values():
+        assert not w.ok and [sid for sid, _ in w.missing] == ["prefill-ten-times"]
+        assert "is a strawman" in (w.problem or "") and "briefed: false" in (w.problem or "")
+        assert w.separated_by is not None  # still told apart from the truth: the one problem is the page
+
+
 def test_false_report_summary(false_report: ProofReport) -> None:
     assert not false_report.ok
     problems = false_report.problems()
-    assert len(problems) == 4
+    # two claims, one expectation, one discrimination, and three strawman distractors
+    assert len(problems) == 7
+    assert sum("is a strawman" in p for p in problems) == 3
     data = json.loads(json.dumps(false_report.to_dict()))
     assert data["ok"] is False and data["incident"] == "proof-false-claims" and data["seed"] == 0
     assert set(data) >= {"claims", "expectations", "discrimination", "wall_s", "problems", "error"}
     assert [c["symptom"] for c in data["claims"]] == ["prefill-ten-times", "steady-traffic"]
-    assert sum(line.lstrip().startswith("FAIL") for line in false_report.lines()) == 4
+    assert len(data["worlds"]) == 3 and not any(w["ok"] for w in data["worlds"])
+    assert sum(line.lstrip().startswith("FAIL") for line in false_report.lines()) == 7
 
 
 def test_a_failing_simulation_becomes_an_error_not_an_exception(
@@ -147,7 +182,7 @@ def test_a_failing_simulation_becomes_an_error_not_an_exception(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(proof, "build_telemetry", broken)
+    monkeypatch.setattr(proof, "ensure_database", broken)
     report = prove(throttle, 3)
     assert not report.ok
     assert report.error is not None and "engine exploded" in report.error

@@ -31,6 +31,12 @@ BAD = [
     "top_level_list",
 ]
 
+@pytest.fixture(autouse=True)
+def _cache(in_library_cache: Path) -> Path:
+    """Deep validation builds go to the run's shared test cache, not the user's."""
+    return in_library_cache
+
+
 def run(*args: str) -> Result:
     result = CliRunner().invoke(main, list(args))
     assert "Traceback" not in result.output
@@ -128,6 +134,8 @@ def test_deep_json_proves_every_seed() -> None:
     for r in runs:
         assert r["claims"][0]["with_faults"]["holds"] and not r["claims"][0]["without_faults"]["holds"]
         assert r["wall_s"]["faults"] > 0 and r["wall_s"]["ablation"] > 0
+        assert {w["hypothesis"] for w in r["worlds"]} == {"overload", "bad-deploy", "kv-pressure"}
+        assert all(w["ok"] and w["separated_by"] for w in r["worlds"]), r["worlds"]
 
 
 def test_deep_text_reports_the_failing_claim() -> None:
@@ -137,6 +145,8 @@ def test_deep_text_reports_the_failing_claim() -> None:
     [line] = [ln for ln in result.output.splitlines() if "FAIL symptom prefill-ten-times" in ln]
     assert "required >= 10x" in line
     assert "FAIL signal deploy-seen does not discriminate" in result.output
+    assert "FAIL hypothesis overload is a strawman: its world does not show briefed symptom prefill-ten-times" \
+        in result.output
     assert re.search(r"wall time: simulation with faults \d+\.\d s", result.output)
 
 

@@ -9,6 +9,7 @@ its SQL text is used, and the results are recomputed.
 
 from __future__ import annotations
 
+import atexit
 import subprocess
 import sys
 import threading
@@ -119,6 +120,14 @@ def queries_of(events: Iterable[Any]) -> list[tuple[int, str]]:
 
 _SHARED: dict[tuple[str, int, str], Assessor] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_shared() -> None:
+    with _SHARED_LOCK:
+        for assessor in _SHARED.values():
+            assessor.close()
+        _SHARED.clear()
 
 
 def shared_assessor(incident: Incident, seed: int, *, progress: WorldProgress | None = None) -> Assessor:

@@ -235,9 +235,7 @@ def register(group: click.Group) -> None:
 
         def body() -> None:
             t = load_transcript(transcript, incident_path=incident_file)
-            if t.submission is None and not reveal:
-                raise _Failed(f"{transcript}: the session was not submitted; its score would show the answer "
-                              "(pass --reveal to score it anyway)")
+            _require_submitted(t, transcript, reveal)
             report = score_session(t.incident, t.header.seed, t.events)
             recorded = t.recorded_total
             if as_json:
@@ -262,10 +260,12 @@ def register(group: click.Group) -> None:
     @click.option("--incident", "incident_file", type=click.Path(path_type=Path), default=None,
                   help="Incident file (default: the one the transcript names).")
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-    def replay_cmd(transcript: Path, incident_file: Path | None, as_json: bool) -> None:
+    @click.option("--reveal", is_flag=True,
+                  help="Replay a session that was not submitted (its score shows the answer).")
+    def replay_cmd(transcript: Path, incident_file: Path | None, as_json: bool, reveal: bool) -> None:
         """Re-run a transcript's queries on the incident database and re-score it."""
         def body() -> None:
-            result = replay(transcript, incident_file)
+            result = replay(transcript, incident_file, reveal=reveal)
             if as_json:
                 _emit({"ok": True, **result})
                 return
@@ -320,8 +320,18 @@ def register(group: click.Group) -> None:
         guarded(as_json, body)
 
 
-def replay(transcript: Path, incident_file: Path | None = None) -> dict[str, Any]:
+def _require_submitted(t: Any, transcript: Path, reveal: bool) -> None:
+    """Refuse to score a session that was not submitted unless `reveal`: the score names the true cause.
+    Whether it was submitted is read from its events (the checked journal), not from what the file's
+    `submission` field says."""
+    if not reveal and not any(e.kind == "submit" for e in t.events):
+        raise _Failed(f"{transcript}: the session was not submitted; its score would show the answer "
+                      "(pass --reveal to score it anyway)")
+
+
+def replay(transcript: Path, incident_file: Path | None = None, *, reveal: bool = False) -> dict[str, Any]:
     """Re-run every query of a transcript on a fresh gateway over the incident's database and re-score.
+    An unsubmitted session is refused unless `reveal` (as `servedrill score` does).
 
     Returns the keys documented for `servedrill replay --json` (without "ok")."""
     from game.assess import score_session
@@ -330,6 +340,7 @@ def replay(transcript: Path, incident_file: Path | None = None) -> dict[str, Any
     from telemetry_gen.cache import ensure_database
 
     t = load_transcript(transcript, incident_path=incident_file)
+    _require_submitted(t, transcript, reveal)
     info = ensure_database(t.incident, t.header.seed)
     differences = []
     events: list[Event] = []

@@ -30,6 +30,11 @@ running users user traffic latency long longer short shorter fast faster high lo
 _WORD = re.compile(r"[a-z][a-z0-9]+")
 
 
+def _items(value: Any) -> list[Any]:
+    """A list from raw YAML that may be broken (the models report the breakage; this must not raise)."""
+    return value if isinstance(value, list) else []
+
+
 def _stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s", "er"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 4:
@@ -43,15 +48,15 @@ def _words(text: str) -> set[str]:
 
 def cause_words(data: Mapping[str, Any]) -> set[str]:
     """Stems that name the true cause and no distractor (see the module docstring)."""
-    hyps = [h for h in data.get("hypotheses") or [] if isinstance(h, Mapping)]
+    hyps = [h for h in _items(data.get("hypotheses")) if isinstance(h, Mapping)]
     truth_text: list[str] = []
     rival_text: list[str] = []
     for h in hyps:
         bucket = truth_text if h.get("true") is True else rival_text
         bucket += [str(h.get("id", "")), str(h.get("title", ""))]
         if h.get("true") is not True:
-            rival_text += [str(f.get("kind", "")) for f in h.get("world") or [] if isinstance(f, Mapping)]
-    for f in data.get("faults") or []:
+            rival_text += [str(f.get("kind", "")) for f in _items(h.get("world")) if isinstance(f, Mapping)]
+    for f in _items(data.get("faults")):
         if isinstance(f, Mapping):
             truth_text.append(str(f.get("kind", "")))
     shared = set().union(*(_words(t) for t in rival_text)) if rival_text else set()
@@ -64,7 +69,7 @@ def visible_fields(data: Mapping[str, Any]) -> Iterable[tuple[tuple[str | int, .
     for key in ("id", "title"):
         if isinstance(data.get(key), str):
             yield (key,), data[key]
-    tags = [t for t in data.get("tags") or [] if isinstance(t, str)]
+    tags = [t for t in _items(data.get("tags")) if isinstance(t, str)]
     shown = set(visible_tags(tags))
     for i, tag in enumerate(tags):
         if tag in shown:
@@ -74,7 +79,7 @@ def visible_fields(data: Mapping[str, Any]) -> Iterable[tuple[tuple[str | int, .
         for key in ("reported_by", "since", "summary"):
             if isinstance(briefing.get(key), str):
                 yield ("briefing", key), briefing[key]
-        for i, line in enumerate(briefing.get("evidence") or []):
+        for i, line in enumerate(_items(briefing.get("evidence"))):
             if isinstance(line, str):
                 yield ("briefing", "evidence", i), line
 

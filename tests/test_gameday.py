@@ -15,13 +15,16 @@ import pytest
 from click.testing import CliRunner
 
 import game.session as session_module
-from game.autoplay import PlannedGateway, plan, play
+from game.assess import score_session
+from game.autoplay import plan, play
 from game.cli_gameday import register
 from game.gameday import GameDay, check_gameday, load_gameday
 from game.gameday_collect import read_state, round_times
 from game.gameday_console import Console
+from game.gateway import Gateway
 from game.session import Session
 from incidents.loader import load_incident
+from telemetry_gen.cache import ensure_database
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "incidents"
@@ -59,7 +62,7 @@ def write(folder: Path, text: str, name: str = "gameday.yaml") -> Path:
 
 
 @pytest.fixture
-def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def data(in_library_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     folder = tmp_path / "servedrill-data"
     monkeypatch.setenv("SERVEDRILL_DATA", str(folder))
     yield folder
@@ -72,15 +75,17 @@ def day(tmp_path: Path) -> Path:
 
 def play_session(data: Path, incident: Path, player: str, strategy: str = "expert", *, seed: int = 0,
                  submit: bool = True) -> Session:
-    """A journalled session played by a scripted player, as `servedrill play` would leave it."""
+    """A journalled session played by a scripted player through the real gateway, as `servedrill play`
+    would leave it."""
     inc = load_incident(incident, seed=seed)
     the_plan = plan(inc, strategy, np.random.default_rng(1))
     session = Session.create(incident, seed, player, root=data)
-    if submit:
-        play(session, PlannedGateway(the_plan.queries), the_plan)
-    else:
-        session.start()
-        session.run_query(PlannedGateway(the_plan.queries), the_plan.queries[0].sql)
+    with Gateway(Path(ensure_database(inc, seed).path)) as gateway:
+        if submit:
+            play(session, gateway, the_plan)
+        else:
+            session.start()
+            session.run_query(gateway, the_plan.queries[0].sql)
     session.close()
     return session
 
@@ -199,11 +204,46 @@ def test_collect_takes_submitted_sessions_of_the_roster(data: Path, day: Path) -
     assert transcript["format"] == "servedrill-transcript" and transcript["player"] == "ana"
     assert transcript["gameday"]["team"] == "blue" and transcript["gameday"]["round"] == 1
     assert transcript["gameday"]["score"] > 80 and transcript["gameday"]["late"] is False
-    # the collected file is a transcript `servedrill score` accepts
-    session_module.load_transcript(ana)
+    # the collected file is a transcript `servedrill score` accepts, and its score is the one its SQL earns
+    checked = session_module.load_transcript(ana)
+    assert transcript["gameday"]["score"] == score_session(checked.incident, 0, checked.events).total
+    assert checked.recorded_total == transcript["gameday"]["score"]
+    dara = json.loads(Path(first["files"]["dara"]).read_text())
+    assert dara["gameday"]["score"] < 10  # 90% on the truth after only a look at the schema: a guess
     again = json.loads(CliRunner().invoke(group(), ["gameday", "collect", str(day), "--json"]).stdout)
     assert again["rounds"][0]["new"] == [] and again["rounds"][0]["handed_in"] == ["ana", "dara"]
     assert read_state(day.parent / "results")["format"] == "servedrill-gameday"
+
+
+def test_collect_rescores_from_the_journal_or_does_not_collect(data: Path, tmp_path: Path) -> None:
+    incident = tmp_path / "mini.yaml"
+    incident.write_bytes(MINI.read_bytes())
+    day = write(tmp_path, GOOD.format(mini=incident, drill=DRILL))
+    ana = play_session(data, incident, "ana")
+    ben = play_session(data, incident, "ben")
+    # ben's journal claims a score in its header: collection writes what his queries earn
+    assert ben.path is not None
+    lines = ben.path.read_text(encoding="utf-8").split("\n")
+    header = json.loads(lines[0])
+    header["score"] = {"total": 100.0}
+    ben.path.write_text("\n".join([json.dumps(header), *lines[1:]]), encoding="utf-8")
+    doc = json.loads(CliRunner().invoke(group(), ["gameday", "collect", str(day), "--round", "1", "--json"]).stdout)
+    [first] = doc["rounds"]
+    assert first["handed_in"] == ["ana", "ben"]
+    ben_doc = json.loads(Path(first["files"]["ben"]).read_text())
+    checked = session_module.load_transcript(Path(first["files"]["ben"]))
+    assert ben_doc["gameday"]["score"] == score_session(checked.incident, 0, checked.events).total
+    assert ben_doc["gameday"]["score"] == json.loads(Path(first["files"]["ana"]).read_text())["gameday"]["score"]
+    # the incident changes after the game: a session not yet collected cannot be scored, so it is not collected
+    for f in Path(first["files"]["ana"]).parent.glob("*.json"):
+        f.unlink()
+    incident.write_text(MINI.read_text() + "# edited after the game\n")
+    run = CliRunner().invoke(group(), ["gameday", "collect", str(day), "--round", "1", "--json"])
+    assert run.exit_code == 0, run.output
+    [again] = json.loads(run.stdout)["rounds"]
+    assert again["handed_in"] == [] and again["files"] == {}
+    assert {p.split(":")[0] for p in again["problems"]} == {str(ana.path), str(ben.path)}
+    assert all("not collected" in p and "changed" in p for p in again["problems"])
 
 
 def test_submit_hands_in_only_your_own(data: Path, day: Path) -> None:

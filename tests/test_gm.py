@@ -245,7 +245,7 @@ def test_watch_shows_the_answer_only_after_submission_or_with_reveal(tmp_path: P
     assert "Thermal or power capping" not in text and "was throttled" not in text  # explanation, debrief
 
     shown = gm.Watch(session.path, reveal=True).snapshot()
-    assert shown["revealed"] is True and ANSWER <= set(shown)
+    assert shown["revealed"] is True and set(shown) >= ANSWER
     assert [t["id"] for t in shown["truth"]] == ["throttle"]
     assert {h["id"] for h in shown["hypotheses"] if h["true"]} == {"throttle"}
     clock, count = shown["queries"]
@@ -262,7 +262,7 @@ def test_watch_shows_the_answer_only_after_submission_or_with_reveal(tmp_path: P
     session.submit()
     assert watch.refresh()
     after = watch.snapshot()  # the same watcher, opened without reveal: the submission reveals
-    assert after["revealed"] is True and ANSWER <= set(after)
+    assert after["revealed"] is True and set(after) >= ANSWER
     assert after["score"]["submitted"] is True
     assert after["score"]["total"] == score_session(session.incident, 0, session.events).total
     assert after["submission"]["ranking"][0] == {"id": "throttle", "confidence": 70.0}

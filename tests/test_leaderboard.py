@@ -1,5 +1,7 @@
 """The leaderboard over real transcripts: sessions played by scripted players (game.autoplay) through
-game.session, exported as transcripts, then read back with DuckDB, re-scored and ranked."""
+game.session and the real gateway, exported as transcripts, then read back with DuckDB, re-scored from
+their SQL on the hypothesis worlds and ranked. A score a file claims is never used: a transcript that
+cannot be re-scored is skipped, and a claim that differs from the recomputed score is a notice."""
 
 from __future__ import annotations
 
@@ -13,14 +15,17 @@ import pytest
 from click.testing import CliRunner
 
 import game.session as session_module
-from game.autoplay import PlannedGateway, plan, play
+from game.assess import score_session
+from game.autoplay import plan, play
 from game.cli_gameday import register
 from game.gameday import load_gameday
 from game.gameday_collect import write_state
+from game.gateway import Gateway
 from game.leaderboard import Entry, read_results, team_confidence
 from game.leaderboard_report import plot_file, render_html, write_markdown
-from game.session import Session
+from game.session import Session, load_transcript
 from incidents.loader import load_incident
+from telemetry_gen.cache import ensure_database
 
 DATA = Path(__file__).parent / "data" / "incidents"
 MINI = DATA / "tui-mini.yaml"
@@ -41,14 +46,36 @@ class FakeClock:
 
 def play_transcript(out: Path, incident: Path, seed: int, player: str, strategy: str, *, step: float,
                     clock: FakeClock, rng_seed: int = 0) -> Path:
-    """Play `strategy` as `player` on a real (in-memory) session, each action `step` seconds apart."""
+    """Play `strategy` as `player` on a real (in-memory) session through the real gateway, each action
+    `step` seconds apart."""
     inc = load_incident(incident, seed=seed)
     the_plan = plan(inc, strategy, np.random.default_rng(rng_seed))
     clock.step = step
-    session = Session.in_memory(inc, seed, player, incident_digest=session_module.file_digest(incident),
-                                incident_path=str(incident.resolve()))
-    play(session, PlannedGateway(the_plan.queries), the_plan)
+    session = _session(incident, inc, seed, player)
+    with Gateway(Path(ensure_database(inc, seed).path)) as gateway:
+        play(session, gateway, the_plan)
     return session.export_transcript(out)
+
+
+def _session(path: Path, inc: object, seed: int, player: str) -> Session:
+    return Session.in_memory(inc, seed, player, incident_digest=session_module.file_digest(path),  # type: ignore[arg-type]
+                             incident_path=str(path.resolve()))
+
+
+def cheat_transcript(out: Path, incident: Path, player: str, *, clock: FakeClock, claim: float) -> Path:
+    """`SELECT 1`, all in on the truth, and a collected file that claims `claim` points."""
+    inc = load_incident(incident, seed=0)
+    clock.step = 1.0
+    session = _session(incident, inc, 0, player)
+    session.start()
+    with Gateway(Path(ensure_database(inc, 0).path)) as gateway:
+        session.run_query(gateway, "SELECT 1")
+    session.submit([("throttle", 100.0)])
+    path = session.export_transcript(out, score={"total": claim})
+    doc = json.loads(path.read_text())
+    doc["gameday"] = {"team": "red", "round": 1, "player": player, "score": claim, "late": False}
+    path.write_text(json.dumps(doc))
+    return path
 
 
 GAMEDAY = """\
@@ -69,7 +96,14 @@ teams:
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def cache(library_cache: Path) -> Iterator[Path]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SERVEDRILL_CACHE", str(library_cache))
+        yield library_cache
+
+
+@pytest.fixture(scope="module")
+def results(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A results folder: two rounds, two teams (fay never hands in), plus a corrupt and a foreign file."""
     root = tmp_path_factory.mktemp("day")
     clock = FakeClock()
@@ -105,6 +139,8 @@ def test_ranks_by_score_then_time(results: Path) -> None:
     dara = next(p for p in first.players if p["player"] == "dara")
     # same plan, same score: the faster one ranks first
     assert ana["score"] == dara["score"] > 80
+    recomputed = load_transcript(results / "round-01-tui-mini" / "red--dara.json")
+    assert dara["score"] == score_session(recomputed.incident, 0, recomputed.events).total
     assert dara["time_s"] < ana["time_s"]
     assert ranked[:2] == ["dara", "ana"]
     assert [p["rank"] for p in first.players][:2] == [1, 2]
@@ -136,8 +172,8 @@ def test_teams_average_over_their_roster(results: Path) -> None:
     assert ranks == sorted(overall, key=lambda t: -overall[t]["score"])
     players = {p["player"]: p for p in board.players}
     assert players["ana"]["incidents"] == 2 and players["dara"]["incidents"] == 1
-    assert players["ana"]["score"] == pytest.approx(by_player["tui-mini", "ana"] + by_player["drill-slow-replica", "ana"],
-                                                    abs=0.11)
+    ana_total = by_player["tui-mini", "ana"] + by_player["drill-slow-replica", "ana"]
+    assert players["ana"]["score"] == pytest.approx(ana_total, abs=0.11)
 
 
 def test_corrupt_and_foreign_files_are_skipped_with_a_notice(results: Path) -> None:
@@ -159,8 +195,10 @@ def test_confidence_curves_per_team(results: Path) -> None:
     assert set(first.confidence) == {"blue", "red"}
     blue = first.confidence["blue"]
     # starts at the even spread over the four hypotheses, ends at the mean of ana's and ben's submissions
+    # (both put 90% on the truth, give or take the rounding residue)
     assert blue[0] == (0.0, 25.0)
-    assert blue[-1][1] == pytest.approx((85.0 + 80.0) / 2, abs=10.0)
+    assert blue[-1][1] == pytest.approx((90.0 + 90.0) / 2, abs=0.05)
+    assert any(v == pytest.approx((25.0 + 90.0) / 2, abs=0.05) for _, v in blue)  # ben ranked early, ana late
     xs = [x for x, _ in blue]
     assert xs == sorted(xs)
 
@@ -231,7 +269,7 @@ def test_an_empty_folder_gives_an_empty_board(tmp_path: Path) -> None:
     assert "<svg" not in render_html(board)
 
 
-def test_a_changed_incident_falls_back_to_the_recorded_score(tmp_path: Path) -> None:
+def test_a_changed_incident_is_skipped_whatever_score_the_file_records(cache: Path, tmp_path: Path) -> None:
     incident = tmp_path / "mini.yaml"
     incident.write_bytes(MINI.read_bytes())
     res = tmp_path / "results"
@@ -243,11 +281,62 @@ def test_a_changed_incident_falls_back_to_the_recorded_score(tmp_path: Path) -> 
     doc = json.loads(kept.read_text())
     doc["gameday"] = {"team": "blue", "round": 1, "score": 88.8}
     kept.write_text(json.dumps(doc))
+    assert len(read_results(res).entries) == 2  # both count while the incident is as they played it
     incident.write_text(MINI.read_text() + "# edited after the game\n")
     board = read_results(res)
-    assert [(e.player, e.score, e.rescored) for e in board.entries] == [("ana", 88.8, False)]
-    assert any("using the score recorded at collection" in n and "changed" in n for n in board.notices)
-    assert [Path(s["file"]).name for s in board.skipped] == [lost.name]
-    assert "cannot be scored" in board.skipped[0]["reason"]
-    assert board.incidents[0].teams[0]["team"] == "blue"
-    assert board.incidents[0].confidence == {}  # the truth is unknown without the incident
+    assert board.entries == [] and board.incidents == []
+    assert {Path(s["file"]).name for s in board.skipped} == {kept.name, lost.name}
+    assert all("cannot be scored" in s["reason"] and "changed since" in s["reason"] for s in board.skipped)
+    assert not any("88.8" in n for n in board.notices)  # the recorded score is not taken instead
+
+
+@pytest.fixture(scope="module")
+def forged(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Round 1 of tui-mini: ana plays the expert; mallory runs SELECT 1 and her file claims 1e9 points;
+    trudy's file is ana's game with another incident digest."""
+    res = tmp_path_factory.mktemp("forged") / "results"
+    clock = FakeClock()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(session_module, "time", clock)
+        play_transcript(res / "blue--ana.json", MINI, 0, "ana", "expert", step=5.0, clock=clock)
+        cheat_transcript(res / "red--mallory.json", MINI, "mallory", clock=clock, claim=1e9)
+    doc = json.loads((res / "blue--ana.json").read_text())
+    doc.update(session_id="trudy-1", player="trudy", incident_digest="0" * 64)
+    (res / "red--trudy.json").write_text(json.dumps(doc))
+    return res
+
+
+def test_a_forged_incident_digest_is_skipped(forged: Path) -> None:
+    board = read_results(forged)
+    [skipped] = board.skipped
+    assert Path(skipped["file"]).name == "red--trudy.json"
+    assert "cannot be scored" in skipped["reason"] and "changed since" in skipped["reason"]
+    assert "trudy" not in {e.player for e in board.entries}
+
+
+def test_a_forged_score_ranks_by_the_recomputed_score_with_a_notice(forged: Path) -> None:
+    board = read_results(forged)
+    [first] = board.incidents
+    assert [p["player"] for p in first.players] == ["ana", "mallory"]
+    mallory = next(e for e in board.entries if e.player == "mallory")
+    cheat = load_transcript(mallory.file)
+    assert cheat.recorded_total == 1e9
+    assert mallory.score == score_session(cheat.incident, 0, cheat.events).total < 50
+    assert first.players[1]["score"] == mallory.score
+    [notice] = [n for n in board.notices if "red--mallory.json" in n]
+    assert "claims 1e+09 points" in notice and f"recomputed from its queries: {mallory.score:.1f}" in notice
+    assert not any("blue--ana.json" in n for n in board.notices)  # an honest file (no claim) is no notice
+    overall = {p["player"]: p["score"] for p in board.players}
+    assert overall["mallory"] == mallory.score and overall["ana"] > overall["mallory"]
+
+    run = CliRunner().invoke(_group(), ["leaderboard", str(forged), "--json"])
+    assert run.exit_code == 0, run.output
+    doc = json.loads(run.stdout)
+    assert doc["transcripts"] == 2 and any("red--mallory.json" in n for n in doc["notices"])
+    assert "notice: " in run.stderr and "claims 1e+09 points" in run.stderr
+
+
+def _group() -> click.Group:
+    group = click.Group()
+    register(group)
+    return group

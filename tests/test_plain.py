@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from game.cli_game import register
+from game.hypotheses import shown_hypotheses
 from game.plain import parse_query_ref, parse_ranking
 from game.session import DEBRIEFED, INVESTIGATING, Session, SessionError, list_sessions
 from incidents.loader import load_incident
@@ -19,15 +20,17 @@ from telemetry_gen.cache import ensure_database
 INCIDENT = Path(__file__).parent / "data" / "incidents" / "drill-slow-replica.yaml"
 CLOCK = "SELECT replica, min(value) AS clock FROM metrics WHERE name = 'DCGM_FI_DEV_SM_CLOCK' GROUP BY 1"
 SPLIT = "SELECT replica, avg(queue_s) AS q, avg(prefill_s) AS p FROM requests GROUP BY 1 ORDER BY 1"
+RIVALS = {"overload", "bad-deploy", "kv-pressure"}
+LABEL = {s.id: s.label for s in shown_hypotheses(load_incident(INCIDENT), 0)}
+"""The board of a seed-0 session: what a line-mode player sees and types."""
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    folder = tmp_path_factory.mktemp("cache")
+def cache(library_cache: Path) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SERVEDRILL_CACHE", str(folder))
+        mp.setenv("SERVEDRILL_CACHE", str(library_cache))
         ensure_database(load_incident(INCIDENT), 0)
-        yield folder
+        yield library_cache
 
 
 @pytest.fixture
@@ -56,33 +59,41 @@ def test_parse_ranking_and_query_refs() -> None:
 
 
 def test_a_full_line_mode_game(data: Path) -> None:
+    a, c, d = LABEL["throttle"], LABEL["bad-deploy"], LABEL["overload"]
     script = "\n".join([
         "help",
         SPLIT,
         CLOCK,
         "SELECT * FROM no_such_table",
-        "rank throttle=50 overload=50 kv-pressure=10",  # sums to 110: refused, the game goes on
-        "rank overload=10 thermal=80 bad-deploy=10",
-        "pin Q2 throttle supports",
-        "pin Q3 throttle supports",  # Q3 failed
-        "note overload queues are flat",
+        f"rank {a}=50 {d}=50 {LABEL['kv-pressure']}=10",  # sums to 110: refused, the game goes on
+        f'rank {d}=10 "A GPU"=80 "the gateway"=10',  # a label, a title prefix, a title prefix in any case
+        f"pin Q2 {a} supports",
+        f"pin Q3 {a} supports",  # Q3 failed
+        f"note {d} queues are flat",
         "hypotheses",
         "hint",
-        "submit Q2",
+        "submit Q2",  # the query word is still read (older scripts); the score reads pins
         "SELECT 1",  # never read: the game ended at submit
     ]) + "\n"
     result = _cli("play", "--plain", str(INCIDENT), "--player", "ada", stdin=script)
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "First tokens of some chat answers" in out  # the briefing
-    assert "pin Q3 h1 supports" in out  # help
+    for hid, label in LABEL.items():
+        title = next(h.title for h in load_incident(INCIDENT).hypotheses if h.id == hid)
+        assert f"  {label}  {title}" in out
+    before = out.split("# Debrief")[0]
+    assert not any(hid in before for hid in LABEL), "the player sees labels and titles, never ids"
+    assert "pin Q3 A refutes" in out  # help
     assert "vllm-1" in out and "Q2: 2 rows" in out
     assert "Q3: error:" in out
     assert "error: confidences must sum to 100" in out
-    assert "ranked: throttle 80%, overload 10%, bad-deploy 10%" in out
+    assert f"ranked: {a} 80%, {d} 10%, {c} 10%" in out
+    assert f"pinned Q2 as supports {a}" in out
     assert "error: Q3 failed" in out
     assert "hint (5 points)" in out
     assert "# Debrief: One of two replicas answers slowly" in out and "## Mitigation" in out
+    assert "Score " in out and "What each query ruled out:" in out
     assert "Q4:" not in out
     [summary] = list_sessions(data)
     assert summary.state == DEBRIEFED and summary.player == "ada" and summary.queries == 3
@@ -92,10 +103,14 @@ def test_a_full_line_mode_game(data: Path) -> None:
     assert doc["submission"]["discriminator"] == 2
     assert [r["id"] for r in doc["submission"]["ranking"]] == ["throttle", "overload", "bad-deploy"]
     assert [e["kind"] for e in doc["events"]].count("note") == 1
+    assert [e["data"] for e in doc["events"] if e["kind"] == "pin"] == [
+        {"query": 2, "hypothesis": "throttle", "stance": "supports"}]
+    assert f"Score {doc['score']['total']:.1f} / 100" in out  # the score it printed is the one it recorded
 
 
 def test_quit_then_resume_in_line_mode(data: Path) -> None:
-    first = _cli("play", "--plain", str(INCIDENT), stdin=f"{SPLIT}\nrank throttle=70 overload=30\nquit\n")
+    first = _cli("play", "--plain", str(INCIDENT),
+                 stdin=f"{SPLIT}\nrank {LABEL['throttle']}=70 {LABEL['overload']}=30\nquit\n")
     assert first.exit_code == 0, first.output
     [summary] = list_sessions(data)
     assert summary.state == INVESTIGATING
@@ -127,15 +142,17 @@ def test_end_of_input_leaves_the_session_resumable(data: Path) -> None:
 
 
 def test_score_and_replay_a_transcript(data: Path) -> None:
-    script = f"{SPLIT}\n{CLOCK}\nrank throttle=90 overload=10\nsubmit Q2\n"
+    script = f"{SPLIT}\n{CLOCK}\nrank {LABEL['throttle']}=90 {LABEL['overload']}=10\nsubmit Q2\n"
     _cli("play", "--plain", str(INCIDENT), stdin=script)
     [transcript] = (data / "transcripts").glob("*.json")
     scored = _cli("score", str(transcript), "--json")
     assert scored.exit_code == 0, scored.output
     doc = json.loads(scored.stdout)
     assert doc["ok"] is True and doc["incident"] == "drill-slow-replica"
-    assert doc["score"]["observed_signals"] == ["prefill-by-replica", "clock-drop"]
-    assert doc["total"] == doc["score"]["total"]
+    assert set(doc["score"]["ruled_out"]) == RIVALS and doc["score"]["consistent"] == ["throttle"]
+    assert set(doc["score"]["per_query"][1]["ruled_out"]) == RIVALS  # the clocks tell every rival apart
+    assert doc["total"] == doc["score"]["total"] and doc["score"]["submitted"] is True
+    assert doc["recorded_total"] == doc["total"] and doc["recorded_matches"] is True
 
     replayed = _cli("replay", str(transcript), "--json")
     assert replayed.exit_code == 0, replayed.output
@@ -143,8 +160,10 @@ def test_score_and_replay_a_transcript(data: Path) -> None:
     assert again["results_match"] is True and again["differences"] == []
     assert again["telemetry_matches"] is True
     assert again["total"] == again["recorded_total"] == doc["total"]
+    assert again["score_matches"] is True
 
-    # a transcript whose recorded rows disagree with the database: replay says so
+    # a transcript whose recorded rows disagree with the database: replay says so, and the score (which
+    # never reads recorded rows) stays what the SQL earns
     edited = json.loads(transcript.read_text())
     query = next(e for e in edited["events"] if e["kind"] == "query" and e["data"]["index"] == 2)
     query["data"]["rows"][0][1] = -1.0
@@ -156,6 +175,63 @@ def test_score_and_replay_a_transcript(data: Path) -> None:
     [entry] = diff["differences"]
     assert entry["query"] == 2 and "rows differ" in entry["changes"]
     assert any(c.startswith("row_count: 99 -> 2") for c in entry["changes"])
+    assert diff["total"] == doc["total"] and diff["score_matches"] is True
+
+
+def test_a_forged_score_is_reported_not_used(data: Path) -> None:
+    _cli("play", "--plain", str(INCIDENT), stdin=f"SELECT 1\nrank {LABEL['throttle']}=100\nsubmit\n")
+    [transcript] = (data / "transcripts").glob("*.json")
+    honest = json.loads(_cli("score", str(transcript), "--json").stdout)
+    assert honest["recorded_matches"] is True and honest["total"] < 50  # SELECT 1 rules nothing out
+    doc = json.loads(transcript.read_text())
+    doc["score"] = {"total": 100.0}
+    transcript.write_text(json.dumps(doc))
+    claimed = json.loads(_cli("score", str(transcript), "--json").stdout)
+    assert claimed["total"] == honest["total"]
+    assert claimed["recorded_total"] == 100.0 and claimed["recorded_matches"] is False
+    text = _cli("score", str(transcript))
+    assert text.exit_code == 0
+    assert f"the transcript says 100.0; recomputed from its queries: {honest['total']:.1f}" in text.stdout
+    replayed = json.loads(_cli("replay", str(transcript), "--json").stdout)
+    assert replayed["recorded_total"] == 100.0 and replayed["score_matches"] is False
+    assert replayed["total"] == honest["total"]
+    assert "(DIFFERENT)" in _cli("replay", str(transcript)).stdout
+
+
+def test_score_refuses_an_unsubmitted_transcript_unless_revealed(data: Path) -> None:
+    _cli("play", "--plain", str(INCIDENT), stdin=f"{CLOCK}\nrank {LABEL['throttle']}=60 {LABEL['overload']}=40\nquit\n")
+    [summary] = list_sessions(data)
+    session = Session.resume(summary.path)
+    try:
+        transcript = session.export_transcript(data / "unsubmitted.json")
+    finally:
+        session.close()
+    refused = _cli("score", str(transcript))
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    [line] = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+    assert "not submitted" in line and "--reveal" in line
+    assert "A GPU" not in refused.output and "throttle" not in refused.output  # nothing of the answer
+    as_json = _cli("score", str(transcript), "--json")
+    assert as_json.exit_code == 1 and json.loads(as_json.stdout)["ok"] is False
+    revealed = _cli("score", str(transcript), "--json", "--reveal")
+    assert revealed.exit_code == 0, revealed.output
+    doc = json.loads(revealed.stdout)
+    assert doc["score"]["submitted"] is False and doc["score"]["truth"] == ["throttle"]
+    assert doc["score"]["ranking"][0] == {"id": "throttle", "confidence": 60.0}  # the latest ranking
+    assert set(doc["score"]["ruled_out"]) == RIVALS
+    # replay re-scores too: the same rule
+    replay_refused = _cli("replay", str(transcript), "--json")
+    assert replay_refused.exit_code == 1 and "not submitted" in json.loads(replay_refused.stdout)["error"]
+    replayed = json.loads(_cli("replay", str(transcript), "--json", "--reveal").stdout)
+    assert replayed["ok"] is True and replayed["score"]["submitted"] is False
+    # a file that says it was submitted, with no submit among its events, was not
+    forged = json.loads(transcript.read_text())
+    forged["submission"] = {"seq": 99, "time": 0.0, "ranking": [{"id": "throttle", "confidence": 100.0}]}
+    forged["state"] = "submitted"
+    claimed = data / "claims-submitted.json"
+    claimed.write_text(json.dumps(forged))
+    still = _cli("score", str(claimed), "--json")
+    assert still.exit_code == 1 and "not submitted" in json.loads(still.stdout)["error"]
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from game.gateway import QueryResult, TableRead
+from game.hypotheses import shown_hypotheses
 from game.session import (
     DEBRIEFED,
     INVESTIGATING,
@@ -29,8 +30,6 @@ from game.session import (
     list_unfinished,
     load_transcript,
 )
-from game.hypotheses import shown_hypotheses
-from incidents.loader import load_incident
 
 ROOT = Path(__file__).resolve().parents[1]
 INCIDENT = ROOT / "tests" / "data" / "incidents" / "drill-slow-replica.yaml"

@@ -114,7 +114,9 @@ def queries_of(events: Iterable[Any]) -> list[tuple[int, str]]:
         data = e.get("data") if isinstance(e, Mapping) else getattr(e, "data", None)
         if kind != "query" or not isinstance(data, Mapping):
             continue
-        out.append((len(out) + 1, str(data.get("sql", ""))))
+        index = data.get("index")
+        number = index if isinstance(index, int) and not isinstance(index, bool) else len(out) + 1
+        out.append((number, str(data.get("sql", ""))))
     return out
 
 

@@ -174,12 +174,13 @@ def score(incident: Incident, events: Iterable[Event | dict[str, Any]],
     ranks = [e for e in evs if e.kind == RANK]
     final = submit or (ranks[-1] if ranks else None)
     ranking: list[dict[str, Any]] = [dict(r) for r in final.data["ranking"]] if final else []
-    n_queries = sum(1 for e in evs if e.kind == QUERY)
+    indices = [int(e.data.get("index", i + 1)) for i, e in enumerate(e for e in evs if e.kind == QUERY)]
+    n_queries = len(indices)
 
     ruled_out: dict[str, int] = {}
     per_query: list[dict[str, Any]] = []
     idle = 0
-    for index in range(1, n_queries + 1):
+    for index in indices:
         ev = evidence.get(index)
         ruled = [r for r in (ev.ruled_out if ev else ()) if r in rivals]
         new = [r for r in ruled if r not in ruled_out]

@@ -35,6 +35,7 @@ import itertools
 import json
 import math
 import os
+import re
 import secrets
 import threading
 import time
@@ -96,6 +97,17 @@ class SessionWarning(UserWarning):
 
 class _Runs(Protocol):
     def run(self, sql: str) -> QueryResult: ...
+
+
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,159}$")
+
+
+def check_session_id(value: Any) -> str:
+    """A session id that is safe as a file name: letters, digits, '.', '_' and '-', no leading dot, at
+    most 160 characters. Files are named after session ids, so anything else (a '/' or '..') is refused."""
+    if not isinstance(value, str) or not SESSION_ID_RE.match(value) or ".." in value:
+        raise ValueError(f"session id {str(value)[:80]!r} is not a plain name (letters, digits, '.', '_', '-')")
+    return value
 
 
 def data_dir() -> Path:
@@ -195,7 +207,7 @@ class Header:
         seed = raw["seed"]
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"'seed' must be an integer, got {seed!r}")
-        return cls(str(raw["session_id"]), str(raw["incident_id"]), str(raw["incident_digest"]),
+        return cls(check_session_id(raw["session_id"]), str(raw["incident_id"]), str(raw["incident_digest"]),
                    str(raw.get("incident_path") or ""), seed, str(raw["player"]), str(raw["created"]))
 
 
@@ -325,6 +337,7 @@ class Session:
         self._lock = threading.RLock()
         self._fh: Any = None
         self._names = incident.hypothesis_ids()
+        self._replaying = False
 
     # ---------------------------------------------------------------- opening
 
@@ -416,6 +429,11 @@ class Session:
                 session._replay(Event.from_dict(json.loads(line)))
             except (ValueError, SessionError) as exc:
                 session.warnings.append(f"{path}:{number}: skipped a damaged line ({exc})")
+        numbers = [int(e.data["index"]) for e in session._events if e.kind == QUERY]
+        lost = sorted(set(range(1, max(numbers, default=0) + 1)) - set(numbers))
+        if lost:
+            session.warnings.append(f"{path}: {', '.join(f'Q{n}' for n in lost)} went with the damaged "
+                                    "line(s); the other queries are kept")
         if torn.strip():
             number = len(lines) + 1
             try:
@@ -501,7 +519,7 @@ class Session:
     def record_query(self, result: QueryResult) -> Event:
         """Record a query the caller ran through the gateway itself."""
         with self._lock:
-            return self._record(QUERY, query_event_data(result, self._count(QUERY) + 1))
+            return self._record(QUERY, query_event_data(result, self._next_query()))
 
     def pin(self, query_index: int, hypothesis: str, stance: str) -> Event:
         """Pin query Q`query_index` (1-based) to a hypothesis as evidence that supports or refutes it."""
@@ -768,7 +786,7 @@ class Session:
                 HINT: "take a hint", SUBMIT: "submit"}[kind]
         self._require(INVESTIGATING, verb)
         if kind == QUERY:
-            return _check_query(data, self._count(QUERY) + 1)
+            return _check_query(data, self._next_query(), gap_ok=self._replaying)
         if kind == PIN:
             return self._check_pin(data)
         if kind in (RANK, SUBMIT):
@@ -851,13 +869,23 @@ class Session:
         inject = injects[index]
         return {"index": index, "from": inject.sender, "text": inject.text}
 
+    def _next_query(self) -> int:
+        """Qn of the next query: one past the last (a query lost with a damaged journal line leaves a gap)."""
+        return max((int(e.data["index"]) for e in self._events if e.kind == QUERY), default=0) + 1
+
+    def _query(self, index: Any) -> Event | None:
+        if isinstance(index, bool) or not isinstance(index, int):
+            return None
+        return next((e for e in self._events if e.kind == QUERY and e.data.get("index") == index), None)
+
     def _check_pin(self, data: dict[str, Any]) -> dict[str, Any]:
         index = data.get("query")
-        queries = [e for e in self._events if e.kind == QUERY]
-        if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= len(queries):
-            raise SessionError(f"no query Q{index}; queries so far: Q1..Q{len(queries)}" if queries
+        query = self._query(index)
+        if query is None:
+            last = self._next_query() - 1
+            raise SessionError(f"no query Q{index}; queries so far: Q1..Q{last}" if last
                                else "no queries yet to pin")
-        if not queries[index - 1].data.get("ok"):
+        if not query.data.get("ok"):
             raise SessionError(f"Q{index} failed; pin a query that ran")
         stance = data.get("stance")
         if stance not in STANCES:
@@ -894,8 +922,8 @@ class Session:
     def _check_discriminator(self, index: Any) -> int | None:
         if index is None:
             return None
-        n = self._count(QUERY)
-        if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= n:
+        n = self._next_query() - 1
+        if self._query(index) is None:
             raise SessionError(f"discriminator Q{index} is not one of your queries (Q1..Q{n})" if n
                                else "no queries yet to name as the discriminator")
         return index
@@ -943,7 +971,11 @@ class Session:
         last = self._events[-1] if self._events else None
         if last is not None and event.seq <= last.seq:
             raise SessionError(f"sequence number {event.seq} does not follow {last.seq}")
-        checked = self._check(event.kind, event.data)
+        self._replaying = True
+        try:
+            checked = self._check(event.kind, event.data)
+        finally:
+            self._replaying = False
         self._apply(Event(event.seq, event.time, event.kind, checked))
 
     def _write_line(self, line: str) -> None:
@@ -994,12 +1026,17 @@ def query_event_data(result: QueryResult, index: int) -> dict[str, Any]:
     }
 
 
-def _check_query(data: dict[str, Any], index: int) -> dict[str, Any]:
+def _check_query(data: dict[str, Any], index: int, *, gap_ok: bool = False) -> dict[str, Any]:
+    """A query event's data as recorded, numbered `index` (the next Qn). Replaying a journal (`gap_ok`),
+    a later Qn is accepted: the queries in between were lost with a damaged line, the rest still count."""
     sql = data.get("sql")
     if not isinstance(sql, str):
         raise SessionError("a query event needs its SQL text")
-    if data.get("index") not in (None, index):
-        raise SessionError(f"query index {data.get('index')!r} should be {index}")
+    recorded = data.get("index")
+    if gap_ok and isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > index:
+        index = recorded
+    elif recorded not in (None, index):
+        raise SessionError(f"query index {recorded!r} should be {index}")
     reads = data.get("reads") or []
     if not isinstance(reads, list) or not all(isinstance(r, Mapping) and "table" in r for r in reads):
         raise SessionError("a query's reads must be a list of {table, columns, filters}")
@@ -1178,7 +1215,11 @@ def load_transcript(path: Path | str, *, incident_path: Path | str | None = None
         value = doc[key]
         if not isinstance(value, kind) or isinstance(value, bool):
             raise bad(f"field '{key}' has the wrong type ({type(value).__name__})")
-    header = Header(doc["session_id"], doc["incident_id"], doc["incident_digest"],
+    try:
+        session_id = check_session_id(doc["session_id"])
+    except ValueError as exc:
+        raise bad(str(exc)) from None
+    header = Header(session_id, doc["incident_id"], doc["incident_digest"],
                     str(doc.get("incident_path") or ""), doc["seed"], doc["player"], doc["created"])
     events: list[Event] = []
     for i, raw in enumerate(doc["events"]):

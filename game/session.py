@@ -72,6 +72,8 @@ KINDS = (START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED, INJECT, ME
 STANCES = ("supports", "refutes")
 
 ROWS_KEPT = 20
+KEPT_CELL_CHARS = 1000
+KEPT_BYTES = 64 * 1024
 """Result rows kept per query event, for review and replay checks."""
 CONFIDENCE_TOLERANCE = 0.5
 """Percent: a ranking's confidences must sum to 100 within this."""
@@ -1022,8 +1024,27 @@ def query_event_data(result: QueryResult, index: int) -> dict[str, Any]:
         "truncated": bool(result.truncated),
         "duration_s": round(float(result.duration_s), 6),
         "reads": [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in result.reads],
-        "rows": [[json_safe(v) for v in row] for row in result.rows[:ROWS_KEPT]],
+        "rows": _kept_rows(result.rows),
     }
+
+
+def _kept_rows(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """The first ROWS_KEPT rows as the journal keeps them: each cell at most KEPT_CELL_CHARS of text and
+    all of them at most KEPT_BYTES, so one query cannot bloat the journal (the query can be re-run)."""
+    kept: list[list[Any]] = []
+    size = 0
+    for row in rows[:ROWS_KEPT]:
+        cells = []
+        for v in row:
+            cell = json_safe(v)
+            if isinstance(cell, str | list | dict) and len(text := json.dumps(cell)) > KEPT_CELL_CHARS:
+                cell = text[:KEPT_CELL_CHARS] + "..."
+            cells.append(cell)
+        size += len(json.dumps(cells, default=str))
+        if size > KEPT_BYTES:
+            break
+        kept.append(cells)
+    return kept
 
 
 def _check_query(data: dict[str, Any], index: int, *, gap_ok: bool = False) -> dict[str, Any]:

@@ -68,3 +68,23 @@ def test_session_ids_that_are_paths_are_refused(tmp_path: Path, bad: str) -> Non
     target.write_text(json.dumps(doc))
     with pytest.raises(TranscriptError, match="session id"):
         load_transcript(target, incident_path=MINI)
+
+
+def test_a_huge_result_cannot_bloat_the_journal(tmp_path: Path) -> None:
+    class Huge:
+        def run(self, sql: str) -> QueryResult:
+            row = tuple("x" * 19_000 for _ in range(50))
+            return QueryResult(sql, ok=True, columns=[f"c{i}" for i in range(50)], rows=[row] * 20, row_count=20)
+
+    session = Session.create(MINI, 0, "p", root=tmp_path)
+    session.start()
+    session.run_query(Huge(), "SELECT huge")
+    path = session.path
+    session.close()
+    longest = max(len(line) for line in path.read_text().splitlines())
+    assert longest < 100_000
+    resumed = Session.resume(path)
+    try:
+        assert resumed.queries[0].data["row_count"] == 20
+    finally:
+        resumed.close()

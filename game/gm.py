@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from game.assess import score_session
+from game.gm_key import SIG, sign, verify
 from game.observe import is_schema_exploration
 from game.scoring import truth_ids
 from game.session import (
@@ -110,7 +111,8 @@ def append_item(session_path: Path | str, item: Mapping[str, Any]) -> Path:
     """Append one item to the session's inbox: one line, under an exclusive lock, fsync'ed. Returns the
     inbox path."""
     inbox = inbox_path(session_path)
-    line = (json.dumps(dict(item), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+    signed = item if SIG in item else sign(item)
+    line = (json.dumps(dict(signed), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
     created = not inbox.exists()
     try:
         fd = os.open(inbox, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -270,13 +272,16 @@ class Watch:
             if item.get("id") in done:
                 continue
             problem = None
-            try:
-                kind, data = self.mirror._gm_event(item)
-                self.mirror._check(kind, data)
-            except SessionError as exc:
-                if self.mirror.state != "briefing":  # in the briefing it waits for the start
-                    problem = str(exc)
-            out.append({**item, "problem": problem})
+            if not verify(item):
+                problem = "not signed with this machine's interviewer key: the candidate's game will refuse it"
+            else:
+                try:
+                    kind, data = self.mirror._gm_event(item)
+                    self.mirror._check(kind, data)
+                except SessionError as exc:
+                    if self.mirror.state != "briefing":  # in the briefing it waits for the start
+                        problem = str(exc)
+            out.append({**{k: v for k, v in item.items() if k != SIG}, "problem": problem})
         return out
 
     # ------------------------------------------------------------ the picture

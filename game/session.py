@@ -47,6 +47,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from game.gateway import QueryResult, json_safe
+from game.gm_key import key_path as gm_key_path
+from game.gm_key import verify as verify_gm
 from game.hypotheses import Shown as ShownHypothesis
 from game.hypotheses import resolve as resolve_hypothesis
 from game.hypotheses import shown_hypotheses
@@ -644,6 +646,10 @@ class Session:
             for item in waiting:
                 gid = item["id"]
                 if gid in self._gm_done or gid in self._gm_refused:
+                    continue
+                if not verify_gm(item):
+                    self._gm_refused[gid] = ("not signed with this machine's interviewer key "
+                                             f"({gm_key_path()}); only `servedrill send` there can send")
                     continue
                 try:
                     kind, data = self._gm_event(item)

@@ -24,3 +24,16 @@ def library_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def in_library_cache(library_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SERVEDRILL_CACHE", str(library_cache))
     return library_cache
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _gm_key_in_a_temporary_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The interviewer's signing key goes to a temporary file, not the developer's ~/.config; child
+    processes the tests start inherit it."""
+    old = os.environ.get("SERVEDRILL_GM_KEY_FILE")
+    os.environ["SERVEDRILL_GM_KEY_FILE"] = str(tmp_path_factory.mktemp("gm-key") / "gm.key")
+    yield
+    if old is None:
+        os.environ.pop("SERVEDRILL_GM_KEY_FILE", None)
+    else:
+        os.environ["SERVEDRILL_GM_KEY_FILE"] = old

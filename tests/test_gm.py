@@ -17,6 +17,7 @@ import pytest
 from game import gm
 from game.assess import score_session
 from game.gateway import Gateway, QueryResult
+from game.gm_key import sign
 from game.scoring import score
 from game.session import HINT, INJECT, MESSAGE, Session, SessionError, inbox_path, list_sessions, load_transcript
 from telemetry_gen.cache import ensure_database
@@ -185,11 +186,12 @@ def test_a_garbled_inbox_line_is_skipped(incident_file: Path) -> None:
     inbox = inbox_path(session.path)
     inbox.write_text('not json\n{"kind": "message"}\n', encoding="utf-8")
     gm.send(session.path, "message", text="still here")
+    line = json.dumps(sign({"id": "half", "time": 1.0, "kind": "message", "from": "I", "text": "done now"}))
     with inbox.open("a", encoding="utf-8") as fh:
-        fh.write('{"id": "half", "kind": "mess')  # a write in progress: no newline yet
+        fh.write(line[:20])  # a write in progress: no newline yet
     assert [u.text for u in session.poll_gm()] == ["still here"]
     with inbox.open("a", encoding="utf-8") as fh:
-        fh.write('age", "text": "done now"}\n')
+        fh.write(line[20:] + "\n")
     assert [u.text for u in session.poll_gm()] == ["done now"]
     session.close()
 

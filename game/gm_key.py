@@ -1,0 +1,78 @@
+"""The interviewer's signing key: inbox items (messages, hints, injects) carry an HMAC of their content
+under a key kept outside the shared data folder, and a session takes only items whose signature checks.
+
+Anyone who can write a shared `sessions/` folder can append to a candidate's inbox; without the key they
+cannot make an item the candidate's game accepts. The key is `$SERVEDRILL_GM_KEY_FILE`, else
+`$XDG_CONFIG_HOME/servedrill/gm.key` (default `~/.config/servedrill/gm.key`): 32 random bytes, hex,
+created on first use with mode 0600. The interviewer's `send` and the candidate's game must run with the
+same key file (one machine and user, or the file copied to the game-day host): `servedrill serve` run by
+the facilitator verifies with the facilitator's key, which players in browser tabs never see.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+SIG = "sig"
+
+
+def key_path() -> Path:
+    env = os.environ.get("SERVEDRILL_GM_KEY_FILE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "servedrill" / "gm.key"
+
+
+def load_key(*, create: bool = False) -> bytes | None:
+    """The key's bytes; with `create`, made on first use. None when there is none (or it is unreadable)."""
+    path = key_path()
+    try:
+        text = path.read_text(encoding="ascii").strip()
+        return bytes.fromhex(text) if len(text) >= 32 else None
+    except FileNotFoundError:
+        if not create:
+            return None
+    except (OSError, ValueError):
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = secrets.token_bytes(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it first: use theirs
+        return load_key()
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(key.hex() + "\n")
+    return key
+
+
+def _payload(item: Mapping[str, Any]) -> bytes:
+    return json.dumps({k: v for k, v in item.items() if k != SIG}, sort_keys=True, separators=(",", ":"),
+                      allow_nan=False).encode("utf-8")
+
+
+def sign(item: Mapping[str, Any]) -> dict[str, Any]:
+    """`item` with its signature under this machine's key (made if needed)."""
+    key = load_key(create=True)
+    assert key is not None
+    return {**item, SIG: hmac.new(key, _payload(item), hashlib.sha256).hexdigest()}
+
+
+def verify(item: Mapping[str, Any]) -> bool:
+    """Whether `item` carries a valid signature under this machine's key (False without a key)."""
+    key = load_key()
+    sig = item.get(SIG)
+    if key is None or not isinstance(sig, str):
+        return False
+    try:
+        expected = hmac.new(key, _payload(item), hashlib.sha256).hexdigest()
+    except (TypeError, ValueError):
+        return False
+    return hmac.compare_digest(expected, sig)

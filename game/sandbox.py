@@ -142,6 +142,7 @@ class Sandbox:
         self._conn: Connection | None = None
         self._idle_rss = 0
         self._busy = False
+        self._cancel_requested = False
         self._closed = False
         self._start()
 
@@ -244,8 +245,15 @@ class Sandbox:
             return QueryResult(sql, ok=False, error=f"the query process failed: {exc}", error_kind="internal")
         deadline = time.monotonic() + self.timeout_s + GRACE_S
         cap = self._idle_rss + self.memory_cap
+        resend = 0.0
         try:
             while True:
+                if self._cancel_requested and time.monotonic() > resend:
+                    # repeated until the answer comes: a cancel that reached the child before its query
+                    # started running had nothing to stop
+                    with contextlib.suppress(OSError, ValueError):
+                        self._send(("cancel", None))
+                    resend = time.monotonic() + 0.1
                 try:
                     if conn.poll(SAMPLE_S):
                         status, payload = conn.recv()
@@ -267,6 +275,12 @@ class Sandbox:
                                        error=f"stopped after {self.timeout_s:.1f} s (time limit)")
         finally:
             self._busy = False
+            self._cancel_requested = False
+
+    @property
+    def busy(self) -> bool:
+        """Whether a query is running."""
+        return self._busy
 
     def cancel(self) -> bool:
         """Interrupt the running query, if any; it ends with error "cancelled". Safe from any thread.
@@ -274,10 +288,8 @@ class Sandbox:
         Returns True when a query was running and has been told to stop."""
         if not self._busy:
             return False
-        with contextlib.suppress(OSError, ValueError):
-            self._send(("cancel", None))
-            return True
-        return False
+        self._cancel_requested = True
+        return True
 
     def catalog(self) -> list[CatalogEntry]:
         """Tables and columns with descriptions (see `LocalGateway.catalog`). Raises RuntimeError once

@@ -216,7 +216,7 @@ def test_escape_cancels_a_running_query_and_the_ui_stays_live(tui_env: Path) -> 
             await open_workspace(app, pilot)
             app.screen.query_one("#editor").load_text(slow)
             await pilot.press("f5")
-            await until(pilot, lambda: app.play.gateway._active is not None, what="the query to start")
+            await until(pilot, lambda: app.play.gateway.busy, what="the query to start")
             assert app.screen.running
             # the board still answers while DuckDB works
             await pilot.press("ctrl+b", "plus")

@@ -105,8 +105,7 @@ def run_tui_bench(incident: str = "one-slow-replica", seed: int = 0, runs: int =
     """Run both measurements in child processes; figures in seconds and milliseconds as named.
     `runs` 0 skips the query measurement (its figures are then 0)."""
     try:
-        from incidents.loader import find_incident, load_incident
-        from telemetry_gen.cache import ensure_database
+        from game.incidents_api import ensure_database, find_incident, load_incident
 
         path = find_incident(incident).resolve()
         t0 = time.perf_counter()

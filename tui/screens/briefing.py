@@ -114,9 +114,8 @@ class BriefingScreen(Screen[None]):
     def _prepare(self, resume_path: Path | None) -> None:
         from game.gateway import Gateway
         from game.hypotheses import shown_hypotheses
+        from game.incidents_api import IncidentError, ensure_database, load_incident
         from game.session import Session, SessionError, list_unfinished
-        from incidents.loader import IncidentError, load_incident
-        from telemetry_gen.cache import ensure_database
 
         served = self.served
         try:
@@ -285,7 +284,7 @@ class BriefingScreen(Screen[None]):
     def _reopen_telemetry(self, session: Any) -> None:
         """A resumed session with another seed needs that seed's database (worker thread)."""
         from game.gateway import Gateway
-        from telemetry_gen.cache import ensure_database
+        from game.incidents_api import ensure_database
 
         info = ensure_database(session.incident, session.header.seed, progress=self._progress)
         gateway = Gateway(Path(info.path), timeout_s=self.served.query_timeout_s, row_cap=self.served.row_cap)

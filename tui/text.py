@@ -1,0 +1,106 @@
+"""Text from data, players and interviewers, made safe to show: literal, visible and bounded.
+
+Everything the game did not write itself (result cells and column names, notes, SQL, incident and
+hypothesis titles, interviewer messages, player names, error messages that quote any of those) goes
+through here before a widget sees it:
+
+- literal: never parsed as markup. `literal()` returns a `rich.text.Text` (DataTable cells, OptionList
+  prompts, Tree labels, Static content); `markup_safe()` escapes for the few places that compose a
+  markup string around the value.
+- visible: control characters (C0 but newline, DEL, C1, and the Unicode controls that reorder or hide
+  text) become visible stand-ins (ESC shows as "␛", NUL as "␀", BEL as "␇", U+202E as "<U+202E>"), so an
+  ANSI escape in a cell cannot move the cursor or recolour the terminal; tabs become spaces.
+- bounded: cut at a limit with an ellipsis (and, for multi-line text, a line limit); the full value stays
+  in the session and is reachable elsewhere (the row detail of the results table, the note dialog).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+ELLIPSIS = "…"
+
+MAX_TEXT_CHARS = 4000
+"""Default cap for free text (a note, a message, a SQL text) shown in one place."""
+
+MAX_LINES = 60
+"""Default cap on the lines of multi-line text shown in one place."""
+
+_FORMAT_CONTROLS = (
+    [0x061C, 0x200E, 0x200F, 0xFEFF]
+    + list(range(0x202A, 0x202F))  # LRE RLE PDF LRO RLO
+    + list(range(0x2066, 0x206A))  # LRI RLI FSI PDI
+)
+
+
+def _table(keep_newlines: bool) -> dict[int, str]:
+    table: dict[int, str] = {c: chr(0x2400 + c) for c in range(0x20)}  # ␀ .. ␟ (Control Pictures)
+    table[0x7F] = "\u2421"  # ␡
+    table[0x09] = " "
+    if keep_newlines:
+        del table[0x0A]
+    for c in range(0x80, 0xA0):
+        table[c] = f"<U+{c:04X}>"
+    for c in _FORMAT_CONTROLS:
+        table[c] = f"<U+{c:04X}>"
+    return table
+
+
+_ONE_LINE = _table(keep_newlines=False)
+_MULTI_LINE = _table(keep_newlines=True)
+
+
+def visible(value: Any, *, multiline: bool = False) -> str:
+    """`value` as text with every control character replaced by a visible stand-in. With `multiline`,
+    newlines stay (a CR before them goes); otherwise a newline shows as "␊"."""
+    text = value if isinstance(value, str) else str(value)
+    if multiline:
+        text = text.replace("\r\n", "\n")
+    return text.translate(_MULTI_LINE if multiline else _ONE_LINE)
+
+
+def bounded(text: str, limit: int | None = MAX_TEXT_CHARS, lines: int | None = None) -> str:
+    """`text` cut to `limit` characters and `lines` lines, an ellipsis marking the cut."""
+    cut = False
+    if lines is not None:
+        parts = text.split("\n")
+        if len(parts) > lines:
+            text, cut = "\n".join(parts[:lines]), True
+    if limit is not None and len(text) > limit:
+        text, cut = text[: max(0, limit - 1)], True
+    return text + ELLIPSIS if cut else text
+
+
+def clean(value: Any, limit: int | None = MAX_TEXT_CHARS, *, multiline: bool = False,
+          lines: int | None = None) -> str:
+    """Visible and bounded text (a str, still to be shown literally)."""
+    if multiline and lines is None:
+        lines = MAX_LINES
+    return bounded(visible(value, multiline=multiline), limit, lines)
+
+
+def one_line(value: Any, width: int) -> str:
+    """On one line (whitespace runs folded to one space), visible, cut to `width` characters."""
+    flat = " ".join(visible(value, multiline=True).split())
+    return flat if len(flat) <= width else flat[: max(0, width - 1)] + ELLIPSIS
+
+
+def literal(value: Any, limit: int | None = MAX_TEXT_CHARS, *, style: str = "", multiline: bool = False,
+            lines: int | None = None) -> Text:
+    """A Rich Text of `value`: never markup, visible, bounded."""
+    return Text(clean(value, limit, multiline=multiline, lines=lines), style=style, end="")
+
+
+def markup_safe(value: Any, limit: int | None = MAX_TEXT_CHARS, *, multiline: bool = False,
+                lines: int | None = None) -> str:
+    """`value` visible, bounded and escaped for insertion into a markup string."""
+    return escape_markup(clean(value, limit, multiline=multiline, lines=lines))
+
+
+def escape_markup(text: str) -> str:
+    """Escape every "[" (Rich's and Textual's escape leave some tags alone, e.g. "[$x]" or "[1]"
+    variants that Textual's markup reads) and a trailing backslash."""
+    out = text.replace("\\", "\\\\").replace("[", "\\[")
+    return out

@@ -3,7 +3,11 @@
 Targets (on the standard fleet: 8 replicas of Llama-3.1-8B on H100-SXM, 1 hour, 30 requests/s), each
 reporting whether the engine ran as its mypyc-compiled build (`compiled`; see setup.py):
 - engine: workload generation + simulation;
-- generate: the same, plus building every table and writing the DuckDB file.
+- generate: the same, plus building every table and writing the DuckDB file;
+- worlds: what scoring adds for the library's largest incident (WORLDS_INCIDENT, seed 0) on a cold
+  cache: building every hypothesis's world and the noise world after the player's own database, then
+  re-running the expert's queries on all of them. Reported, with no target to meet (`meets_target`
+  null). Not run by default (`servedrill bench worlds`).
 """
 
 from __future__ import annotations
@@ -17,8 +21,51 @@ import time
 from pathlib import Path
 from typing import Any
 
-TARGETS = ("engine", "generate")
+TARGETS = ("engine", "generate", "worlds")
+DEFAULT_TARGETS = ("engine", "generate")
 TARGET_LIMITS = {"engine": {"wall_s": 3.0, "peak_mb": 500.0}, "generate": {"wall_s": 5.0, "peak_mb": 600.0}}
+WORLDS_INCIDENT = "ttft-tripled-after-deploy"
+"""The library incident with the most requests (about 35,000 in 25 minutes on 8 replicas)."""
+
+
+def worlds_run() -> dict[str, Any]:
+    """Build WORLDS_INCIDENT's database, then its worlds, in a fresh cache; then score the expert's
+    queries on them. Seconds; peak memory is the whole process's (one world is in memory at a time)."""
+    import os
+
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["SERVEDRILL_CACHE"] = cache
+        from game.assess import Assessor
+        from game.autoplay import CATALOG_SQL, signal_queries
+        from incidents.loader import find_incident, load_incident
+        from telemetry_gen.cache import ensure_database
+        from telemetry_gen.worlds import ensure_worlds, world_names
+
+        inc = load_incident(find_incident(WORLDS_INCIDENT), 0)
+        t0 = time.perf_counter()
+        ensure_database(inc, 0)
+        own_s = time.perf_counter() - t0
+        per_world: dict[str, float] = {}
+        last = [time.perf_counter()]
+
+        def tick(name: str, i: int, n: int) -> None:
+            now = time.perf_counter()
+            if i > 0:
+                per_world[world_names(inc)[i - 1]] = round(now - last[0], 3)
+            last[0] = now
+
+        worlds = ensure_worlds(inc, 0, progress=tick)
+        worlds_s = time.perf_counter() - t0 - own_s
+        sqls = [CATALOG_SQL, *(q.sql for q in signal_queries(inc)), *inc.debrief.settling_queries]
+        t1 = time.perf_counter()
+        with Assessor(inc, worlds) as assessor:
+            assessor.assess_all(enumerate(sqls, start=1))
+        assess_s = time.perf_counter() - t1
+        size = sum(os.path.getsize(p) for p in worlds.paths.values()) / 1e6
+    return {"incident": WORLDS_INCIDENT, "worlds": len(worlds.paths), "own_database_s": round(own_s, 3),
+            "worlds_s": round(worlds_s, 3), "per_world_s": per_world, "queries": len(sqls),
+            "assess_s": round(assess_s, 3), "worlds_disk_mb": round(size, 1),
+            "wall_s": round(time.perf_counter() - t0, 3)}
 
 
 def standard_fleet_run(write_db: bool) -> dict[str, Any]:
@@ -74,7 +121,7 @@ def _child(target: str) -> None:
     t_start = time.perf_counter()
     import engine_model
 
-    res = standard_fleet_run(write_db=(target == "generate"))
+    res = worlds_run() if target == "worlds" else standard_fleet_run(write_db=(target == "generate"))
     res["compiled"] = engine_model.COMPILED
     res["process_s"] = round(time.perf_counter() - t_start, 3)
     res["peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
@@ -92,6 +139,9 @@ def run_target(target: str) -> dict[str, Any]:
     if proc.returncode != 0:
         return {"target": target, "ok": False, "error": proc.stderr.strip().splitlines()[-1:] or ["failed"]}
     res = json.loads(proc.stdout.strip().splitlines()[-1])
+    if target not in TARGET_LIMITS:
+        res.update(target=target, ok=True, limit_wall_s=None, limit_peak_mb=None, meets_target=None)
+        return res
     limits = TARGET_LIMITS[target]
     res.update(
         target=target,

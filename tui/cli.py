@@ -95,12 +95,12 @@ def resume(ctx: click.Context, session_id: str | None, plain: bool, as_json: boo
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
 def bench(ctx: click.Context, targets: tuple[str, ...], runs: int, incident: str, as_json: bool) -> None:
-    """Measure speed and memory (targets: engine, generate, tui; default all)."""
-    from game.bench import TARGETS, run_target
+    """Measure speed and memory (targets: engine, generate, tui, worlds; default all but worlds)."""
+    from game.bench import DEFAULT_TARGETS, TARGETS, run_target
     from tui.bench import format_tui, run_tui_bench
 
     known = (*TARGETS, "tui")
-    chosen = targets or known
+    chosen = targets or (*DEFAULT_TARGETS, "tui")
     unknown = [t for t in chosen if t not in known]
     if unknown:
         fail(f"unknown bench target {unknown[0]!r}; known: {', '.join(known)}", as_json=as_json)

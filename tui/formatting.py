@@ -7,12 +7,17 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from tui.text import ELLIPSIS, visible
+from tui.text import one_line as _one_line
+
 MAX_CELL_CHARS = 60
 
 
 def cell_text(value: Any) -> str:
     """A result value as table text: NULL for None, floats to 6 significant digits, timestamps
-    without a time zone suffix, long text cut at MAX_CELL_CHARS characters with an ellipsis."""
+    without a time zone suffix, newlines as spaces, control characters visible (tui.text.visible), long
+    text cut at MAX_CELL_CHARS characters with an ellipsis. Still plain text: show it as a Text, never
+    as markup."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -28,8 +33,8 @@ def cell_text(value: Any) -> str:
         return f"{value.total_seconds():g} s"
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).hex()
-    text = str(value).replace("\n", " ")
-    return text if len(text) <= MAX_CELL_CHARS else text[: MAX_CELL_CHARS - 1] + "…"
+    text = visible(str(value).replace("\r\n", " ").replace("\n", " "))
+    return text if len(text) <= MAX_CELL_CHARS else text[: MAX_CELL_CHARS - 1] + ELLIPSIS
 
 
 def table_rows(rows: Sequence[Sequence[Any]], limit: int) -> list[tuple[str, ...]]:
@@ -56,6 +61,5 @@ def clock_text(seconds: float) -> str:
 
 
 def one_line(text: str, width: int) -> str:
-    """`text` on one line, cut to `width` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
+    """`text` on one line, control characters visible, cut to `width` characters with an ellipsis."""
+    return _one_line(text, width)

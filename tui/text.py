@@ -5,8 +5,10 @@ hypothesis titles, interviewer messages, player names, error messages that quote
 through here before a widget sees it:
 
 - literal: never parsed as markup. `literal()` returns a `rich.text.Text` (DataTable cells, OptionList
-  prompts, Tree labels, Static content); `markup_safe()` escapes for the few places that compose a
-  markup string around the value.
+  prompts, Tree labels, Static content); `template()` fills a markup template written here with values
+  taken as plain text (Textual's `$name` variables), so styling never comes from the data. Escaping
+  data into a markup string is not enough: Textual's markup also reads "[$name]" tags, which
+  `escape()` leaves alone.
 - visible: control characters (C0 but newline, DEL, C1, and the Unicode controls that reorder or hide
   text) become visible stand-ins (ESC shows as "␛", NUL as "␀", BEL as "␇", U+202E as "<U+202E>"), so an
   ANSI escape in a cell cannot move the cursor or recolour the terminal; tabs become spaces.
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual.content import Content
 
 ELLIPSIS = "…"
 
@@ -35,10 +38,12 @@ _FORMAT_CONTROLS = (
 )
 
 
-def _table(keep_newlines: bool) -> dict[int, str]:
+def _table(keep_newlines: bool, keep_tabs: bool = False) -> dict[int, str]:
     table: dict[int, str] = {c: chr(0x2400 + c) for c in range(0x20)}  # ␀ .. ␟ (Control Pictures)
     table[0x7F] = "\u2421"  # ␡
     table[0x09] = " "
+    if keep_tabs:
+        del table[0x09]
     if keep_newlines:
         del table[0x0A]
     for c in range(0x80, 0xA0):
@@ -50,6 +55,7 @@ def _table(keep_newlines: bool) -> dict[int, str]:
 
 _ONE_LINE = _table(keep_newlines=False)
 _MULTI_LINE = _table(keep_newlines=True)
+_EDITABLE = _table(keep_newlines=True, keep_tabs=True)
 
 
 def visible(value: Any, *, multiline: bool = False) -> str:
@@ -59,6 +65,12 @@ def visible(value: Any, *, multiline: bool = False) -> str:
     if multiline:
         text = text.replace("\r\n", "\n")
     return text.translate(_MULTI_LINE if multiline else _ONE_LINE)
+
+
+def editable(text: str) -> str:
+    """Text for an editor (SQL, a note): newlines and tabs kept, other control characters visible (an
+    escape sequence pasted or journalled cannot reach the terminal through the editor)."""
+    return text.replace("\r\n", "\n").translate(_EDITABLE)
 
 
 def bounded(text: str, limit: int | None = MAX_TEXT_CHARS, lines: int | None = None) -> str:
@@ -93,14 +105,16 @@ def literal(value: Any, limit: int | None = MAX_TEXT_CHARS, *, style: str = "", 
     return Text(clean(value, limit, multiline=multiline, lines=lines), style=style, end="")
 
 
-def markup_safe(value: Any, limit: int | None = MAX_TEXT_CHARS, *, multiline: bool = False,
-                lines: int | None = None) -> str:
-    """`value` visible, bounded and escaped for insertion into a markup string."""
-    return escape_markup(clean(value, limit, multiline=multiline, lines=lines))
-
-
-def escape_markup(text: str) -> str:
-    """Escape every "[" (Rich's and Textual's escape leave some tags alone, e.g. "[$x]" or "[1]"
-    variants that Textual's markup reads) and a trailing backslash."""
-    out = text.replace("\\", "\\\\").replace("[", "\\[")
-    return out
+def template(markup: str, **values: Any) -> Content:
+    """Textual `Content` from a markup template written here, with `$name` placeholders filled by
+    `values` as literal text (never parsed as markup); str values are made visible on the way (cap
+    them beforehand with `clean` or `one_line`), Text and Content values are kept as they are."""
+    filled: dict[str, object] = {}
+    for name, value in values.items():
+        if isinstance(value, Text):
+            filled[name] = Content.from_rich_text(value)
+        elif isinstance(value, Content):
+            filled[name] = value
+        else:
+            filled[name] = visible(value, multiline=True)
+    return Content.from_markup(markup, **filled)

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,15 @@ def _serve(conn: Connection, db_paths: dict[str, str], options: dict[str, Any]) 
         gateway.close()
 
 
+def _reap(proc: subprocess.Popen[bytes], conn: Connection) -> None:
+    with contextlib.suppress(OSError):
+        conn.close()
+    with contextlib.suppress(OSError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        proc.wait(5)
+
+
 class Sandbox:
     """Read-only, time- and memory-limited access to named databases, in one killable child process.
 
@@ -144,6 +154,7 @@ class Sandbox:
         self._busy = False
         self._cancel_requested = False
         self._closed = False
+        self._finalizer: weakref.finalize[Any, Sandbox] | None = None
         self._start()
 
     # -- the child ---------------------------------------------------------------------------
@@ -191,10 +202,15 @@ class Sandbox:
         errors.close()
         self._proc, self._conn = proc, parent
         self._idle_rss = _resident(proc.pid) or 0
+        # a sandbox dropped without close() must not leave its worker behind
+        self._finalizer = weakref.finalize(self, _reap, proc, parent)
 
     def _kill(self) -> None:
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
         if proc is not None:
             with contextlib.suppress(OSError):
                 proc.kill()

@@ -441,7 +441,7 @@ def test_the_briefing_lists_the_hypotheses_in_the_sessions_board_order_by_label(
     from game.hypotheses import shown_hypotheses
     from incidents.loader import load_incident
     from tui.library import entry_for_incident
-    from tui.screens.briefing import card_markup
+    from tui.screens.briefing import alert_card
 
     incident = load_incident(FIXTURE)
     board = shown_hypotheses(incident, 0)
@@ -449,9 +449,12 @@ def test_the_briefing_lists_the_hypotheses_in_the_sessions_board_order_by_label(
     assert entry.hypotheses == tuple((s.label, s.title) for s in board)
     assert [label for label, _ in entry.hypotheses] == ["A", "B", "C", "D"]
     assert [title for _, title in entry.hypotheses] != [h.title for h in incident.hypotheses]  # not file order
-    card = card_markup(entry)
+    content = alert_card(entry)
+    card = content.plain
     positions = [card.index(s.title) for s in board]
-    assert positions == sorted(positions) and f"[b]A[/b]  {board[0].title}" in card
+    assert positions == sorted(positions) and f"A  {board[0].title}" in card
+    label_at = card.index(f"A  {board[0].title}")
+    assert any(span.start <= label_at < span.end and "b" in str(span.style) for span in content.spans)
     assert not [h.id for h in incident.hypotheses if h.id in card]  # ids stay internal
 
 

@@ -61,7 +61,7 @@ def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Pa
             await until(pilot, lambda: table.row_count == 1, timeout=5, what="the candidate's query")
             assert time.monotonic() - ran_at < 1.5
             worker.join()
-            assert table.get_row_at(0)[0] == "Q1" and table.get_row_at(0)[3] == "·"  # not revealed
+            assert str(table.get_row_at(0)[0]) == "Q1" and str(table.get_row_at(0)[3]) == "·"  # not revealed
             assert "DCGM_FI_DEV_SM_CLOCK" in str(screen.query_one("#gm-detail").render())
             assert "queries 1 / 12" in _status(app)
 
@@ -102,7 +102,7 @@ def test_gm_screen_shows_a_candidates_query_live_and_sends_a_message(tui_env: Pa
             assert "-5.0" in _panel(app, "score")  # the hint's cost
             # the clock query tells the throttled replica apart from every rival world
             assert "✓ Q1 rules out" in _panel(app, "evidence") and "· open" not in _panel(app, "evidence")
-            assert table.get_row_at(0)[3] == "A, C, D"
+            assert str(table.get_row_at(0)[3]) == "A, C, D"
 
             # r: the interview report, next to the session file
             await pilot.press("r")

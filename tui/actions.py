@@ -74,6 +74,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("editor", "complete", "tab", "Complete",
             "Complete a table or column name (a menu when several match).", show=False, palette=False),
     Command("results", "next_column", "y", "Next column", "Plot the next numeric column.", show=False),
+    Command("results", "row_detail", "enter", "Row detail",
+            "Show every value of the highlighted row in full (the table cuts long values), or a failed "
+            "query's whole error.", show=False, palette=False),
     Command("board", "move_up", "shift+up,K", "Move up", "Move the hypothesis up.", palette=False),
     Command("board", "move_down", "shift+down,J", "Move down", "Move the hypothesis down.", palette=False),
     Command("board", "more", "plus,equals_sign", "+5%", "More confidence in the hypothesis.", palette=False),

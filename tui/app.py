@@ -7,6 +7,7 @@ worker threads, so the first screen paints before they load.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,6 +22,10 @@ from tui.actions import bindings, commands
 from tui.library import LibraryEntry, read_entry, read_library
 
 CSS_FILE = Path(__file__).with_name("servedrill.tcss")
+
+EXIT_GRACE_S = 0.8
+"""Once the terminal is gone and the session saved, the process ends within this, however Textual's
+shutdown fares writing to a terminal that is not there."""
 
 
 @dataclass
@@ -102,6 +107,8 @@ class ServedrillApp(App[None]):
         self.world_builds: dict[tuple[str, int], Any] = {}
         self._world_lock = threading.Lock()
         self._exiting = False
+        self._terminal_watch: Any = None
+        self.gone: str | None = None  # why the terminal went away, once it has
 
     # ------------------------------------------------------------ lifecycle
 
@@ -119,6 +126,8 @@ class ServedrillApp(App[None]):
             self.open_briefing(entry_for_session(self.resume_session), resume_path=self.resume_session)
         elif self.watch_session is not None:
             self.open_watch(self.watch_session, reveal=self.watch_reveal)
+        if not self.is_headless:
+            self._watch_terminal()
 
     def _set_player(self, name: str | None) -> None:
         # the picker rescans sessions and best scores for this name when it shows again
@@ -126,8 +135,51 @@ class ServedrillApp(App[None]):
             self.player = name
 
     def on_unmount(self) -> None:
+        if self._terminal_watch is not None:
+            self._terminal_watch.stop()
         self._close_play()
         self.stop_world_builds()
+
+    # ------------------------------------------------------------ the terminal going away
+
+    def _watch_terminal(self) -> None:
+        """Exit, the session saved, when the terminal goes away: SIGHUP (or SIGTERM), or a hangup or
+        error on standard input or output (tui.terminal: no SIGHUP arrives under `make play`, and a
+        browser tab's app only sees its input pipe close)."""
+        import asyncio
+        import contextlib
+        import signal
+
+        from tui.terminal import TerminalWatch
+
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signum, self.terminal_gone, signal.Signals(signum).name)
+
+        def gone(reason: str) -> None:  # the watch's thread
+            loop.call_soon_threadsafe(self.terminal_gone, reason)
+            # should the event loop be stuck, save from here and leave anyway
+            time.sleep(EXIT_GRACE_S * 2)
+            with contextlib.suppress(Exception):
+                self._close_play()
+            os._exit(0)
+
+        self._terminal_watch = TerminalWatch(gone)
+        self._terminal_watch.start()
+
+    def terminal_gone(self, reason: str) -> None:
+        """Save the session (journal, draft, the time held) and exit: nobody is there to play. Textual's
+        own shutdown writes to the dead terminal, so the process ends within EXIT_GRACE_S regardless."""
+        if self.gone is not None:
+            return
+        self.gone = reason
+        self._close_play()
+        self.stop_world_builds(wait_s=0.5)
+        timer = threading.Timer(EXIT_GRACE_S, os._exit, args=(0,))
+        timer.daemon = True
+        timer.start()
+        self.exit()
 
     def start_world_build(self, incident_path: Path | str, seed: int) -> None:
         """Start building the incident's worlds in a background process (`game.assess.start_world_build`)
@@ -140,8 +192,9 @@ class ServedrillApp(App[None]):
                 return
             self.world_builds[key] = start_world_build(incident_path, seed)
 
-    def stop_world_builds(self) -> None:
-        """Stop the world builds still running (the cache keeps what they finished)."""
+    def stop_world_builds(self, wait_s: float = 5.0) -> None:
+        """Stop the world builds still running (the cache keeps what they finished); each gets `wait_s`
+        seconds after SIGTERM before it is killed."""
         import subprocess
 
         with self._world_lock:
@@ -152,7 +205,7 @@ class ServedrillApp(App[None]):
                 proc.terminate()
         for proc in procs:
             try:
-                proc.wait(timeout=5)
+                proc.wait(timeout=wait_s)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
@@ -202,7 +255,7 @@ class ServedrillApp(App[None]):
         try:
             session.start(self.play.build.digest if self.play and self.play.build else None)
         except SessionError as exc:
-            self.notify(str(exc), severity="error")
+            self.notify(str(exc), severity="error", markup=False)
             return
         self.enter_session()
 
@@ -241,7 +294,7 @@ class ServedrillApp(App[None]):
         try:
             return play.session.export_transcript(target, play.build.digest if play.build else None, score)
         except (OSError, SessionError) as exc:
-            self.call_later(self.notify, f"Cannot write the transcript: {exc}", severity="error")
+            self.call_later(self.notify, f"Cannot write the transcript: {exc}", severity="error", markup=False)
             return None
 
     def open_watch(self, path: Path, reveal: bool = False) -> None:

@@ -32,9 +32,9 @@ MAX_LINES = 60
 """Default cap on the lines of multi-line text shown in one place."""
 
 _FORMAT_CONTROLS = (
-    [0x061C, 0x200E, 0x200F, 0xFEFF]
-    + list(range(0x202A, 0x202F))  # LRE RLE PDF LRO RLO
-    + list(range(0x2066, 0x206A))  # LRI RLI FSI PDI
+    0x061C, 0x200E, 0x200F, 0xFEFF,
+    *range(0x202A, 0x202F),  # LRE RLE PDF LRO RLO
+    *range(0x2066, 0x206A),  # LRI RLI FSI PDI
 )
 
 

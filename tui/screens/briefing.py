@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.markup import escape
+from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
@@ -27,29 +27,35 @@ from tui.messages import (
     SessionOpened,
     TelemetryReady,
 )
+from tui.text import clean, literal, one_line, template
 from tui.widgets.keybar import KeyBar
 
 if TYPE_CHECKING:
     from tui.app import Play, ServedrillApp
 
 
-def card_markup(entry: LibraryEntry, hints: list[str] | None = None) -> str:
-    """The alert card as Rich markup (the file's text escaped)."""
+def alert_card(entry: LibraryEntry, hints: list[str] | None = None) -> Content:
+    """The alert card. Every word of it comes from the incident file (or a hint's text): literal text in
+    a template, never markup, control characters visible, each part bounded."""
     b = entry.briefing
-    lines = [f"[b]⚠ {escape(entry.title)}[/b]", ""]
-    who = " · ".join(x for x in (f"Reported by {escape(b.reported_by)}" if b.reported_by else "",
-                                 f"since {escape(b.since)}" if b.since else "") if x)
+    parts: list[Content] = [template("[b]⚠ $title[/b]\n", title=one_line(entry.title, 200))]
+    who = " · ".join(x for x in (f"Reported by {one_line(b.reported_by, 120)}" if b.reported_by else "",
+                                 f"since {one_line(b.since, 120)}" if b.since else "") if x)
     if who:
-        lines += [f"[i]{who}[/i]", ""]
-    lines.append(escape(b.summary))
+        parts.append(template("\n[i]$who[/i]\n", who=who))
+    parts.append(template("\n$summary", summary=clean(b.summary, 4000, multiline=True, lines=40)))
     if b.evidence:
-        lines += ["", "[b]Attached[/b]"] + [f"  • {escape(e)}" for e in b.evidence]
+        parts.append(template("\n\n[b]Attached[/b]"))
+        parts += [template("\n  • $e", e=clean(e, 1000, multiline=True, lines=10)) for e in b.evidence[:40]]
     if entry.hypotheses:
-        lines += ["", f"[b]Hypotheses on the board[/b] ({len(entry.hypotheses)})"]
-        lines += [f"  [b]{escape(label)}[/b]  {escape(title)}" for label, title in entry.hypotheses]
+        parts.append(template(f"\n\n[b]Hypotheses on the board[/b] ({len(entry.hypotheses)})"))
+        parts += [template("\n  [b]$label[/b]  $title", label=one_line(label, 4), title=one_line(title, 200))
+                  for label, title in entry.hypotheses]
     if hints:
-        lines += ["", "[b]Hints taken[/b]"] + [f"  {i}. {escape(h)}" for i, h in enumerate(hints, start=1)]
-    return "\n".join(lines)
+        parts.append(template("\n\n[b]Hints taken[/b]"))
+        parts += [template(f"\n  {i}. $hint", hint=clean(h, 2000, multiline=True, lines=20))
+                  for i, h in enumerate(hints, start=1)]
+    return Content("").join(parts)
 
 
 def limits_text(entry: LibraryEntry) -> str:
@@ -87,7 +93,7 @@ class BriefingScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="briefing"):
-            yield Static(card_markup(self.entry, self.hints), id="alert-card")
+            yield Static(alert_card(self.entry, self.hints), id="alert-card")
         with Vertical(id="briefing-bottom"):
             yield Static(limits_text(self.entry), id="briefing-limits")
             with Vertical(id="prepare"):
@@ -163,7 +169,7 @@ class BriefingScreen(Screen[None]):
         self.play.incident = message.incident
         # the card was painted from a quick peek at the file; now show this seed's variant of it
         self.entry = entry_for_incident(self.entry, message.incident, message.board)
-        self.query_one("#alert-card", Static).update(card_markup(self.entry, self.hints))
+        self.query_one("#alert-card", Static).update(alert_card(self.entry, self.hints))
         self.query_one("#briefing-limits", Static).update(limits_text(self.entry))
         self.unfinished = message.unfinished
         self.query_one("#prepare-stage", Static).update("Opening telemetry…")
@@ -190,19 +196,21 @@ class BriefingScreen(Screen[None]):
     def on_prepare_failed(self, message: PrepareFailed) -> None:
         self.failed = True
         self.query_one("#prepare-stage", Static).update("[b red]This incident cannot be played:[/b red]")
-        self.query_one("#briefing-action", Static).update(escape("\n".join(message.lines[:8])))
+        self.query_one("#briefing-action", Static).update(
+            literal("\n".join(one_line(line, 300) for line in message.lines[:8]), multiline=True))
         self.query_one("#briefing-action", Static).add_class("error")
 
     def on_session_opened(self, message: SessionOpened) -> None:
         self.served.adopt_session(message.session)
         for line in message.warnings:
-            self.notify(line, title="Session file", severity="warning")
+            self.notify(one_line(line, 500), title="Session file", severity="warning", markup=False)
         if self.ready and message.session.state != "briefing":
             self.served.enter_session()
 
     def on_session_failed(self, message: SessionFailed) -> None:
         self.wanted = None
-        self.notify(message.error, title="Cannot open the session", severity="error", timeout=8)
+        self.notify(one_line(message.error, 500), title="Cannot open the session", severity="error", timeout=8,
+                    markup=False)
         self._show_action()
 
     def _show_action(self) -> None:

@@ -17,7 +17,11 @@ from textual.widgets import Markdown, Static
 
 from tui.actions import bindings
 from tui.messages import DebriefReady, ScoringProgress
+from tui.text import bounded, editable, one_line, template
 from tui.widgets.keybar import KeyBar
+
+MAX_DEBRIEF_CHARS = 2_000_000
+"""The debrief document shown (and exported) is cut at this many characters."""
 
 if TYPE_CHECKING:
     from tui.app import ServedrillApp
@@ -51,8 +55,11 @@ def debrief_document(incident: Any, events: list[Any], report: Any, board: list[
     from game.debrief import debrief_markdown
     from tui.timeline import timeline_markdown
 
-    return debrief_markdown(incident, events, report).rstrip() + "\n\n" + timeline_markdown(
+    document = debrief_markdown(incident, events, report).rstrip() + "\n\n" + timeline_markdown(
         incident, events, report.per_query, board)
+    # the player's SQL, notes and the interviewer's words are in it: no control character reaches the
+    # terminal (Markdown does not read Rich markup, so "[/x]" is already shown as written)
+    return bounded(editable(document), MAX_DEBRIEF_CHARS)
 
 
 class DebriefScreen(Screen[None]):
@@ -107,7 +114,7 @@ class DebriefScreen(Screen[None]):
     async def on_debrief_ready(self, message: DebriefReady) -> None:
         status = self.query_one("#debrief-status", Static)
         if message.error:
-            status.update(f"[b red]Could not build the debrief:[/] {message.error}")
+            status.update(template("[b red]Could not build the debrief:[/] $error", error=one_line(message.error, 500)))
             return
         self.report, self.markdown = message.report, message.markdown
         self.transcript = Path(message.transcript) if message.transcript else None
@@ -116,7 +123,7 @@ class DebriefScreen(Screen[None]):
         saved = "Transcript saved" if self.transcript else "Transcript not saved"
         status.update(f"{saved} · [b]s[/b] score details · [b]t[/b] timeline · [b]e[/b] export as Markdown")
         if self.transcript and not self.served.steady:  # a path under a temporary folder in tests
-            self.notify(f"Transcript: {self.transcript}", timeout=8)
+            self.notify(f"Transcript: {self.transcript}", timeout=8, markup=False)
         self.served.mark("debrief")
 
     def action_export_markdown(self) -> None:
@@ -129,10 +136,10 @@ class DebriefScreen(Screen[None]):
         try:
             target.write_text(self.markdown, encoding="utf-8")
         except OSError as exc:
-            self.notify(f"Cannot write {target}: {exc.strerror or exc}", severity="error")
+            self.notify(f"Cannot write {target}: {exc.strerror or exc}", severity="error", markup=False)
             return
-        self.query_one("#debrief-status", Static).update(f"Debrief written to [b]{target}[/b]")
-        self.notify(f"Debrief written to {target}", timeout=10)
+        self.query_one("#debrief-status", Static).update(template("Debrief written to [b]$path[/b]", path=str(target)))
+        self.notify(f"Debrief written to {target}", timeout=10, markup=False)
 
     def action_goto(self, anchor: str) -> None:
         self.query_one(Markdown).goto_anchor(anchor)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -15,6 +15,11 @@ from textual.widgets.option_list import Option
 
 from tui.actions import help_markdown
 from tui.snippets import Snippet
+from tui.text import bounded, editable, literal, template
+from tui.widgets.safe_text import SafeTextArea
+
+MAX_DETAIL_CHARS = 1_000_000
+"""The row detail shows values in full up to this many characters in all."""
 
 
 class HelpScreen(ModalScreen[None]):
@@ -71,8 +76,8 @@ class NoteScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="note-dialog", classes="dialog"):
-            yield Label(f"Note on: {self.hypothesis_title}")
-            yield TextArea(self.text, id="note-text", soft_wrap=True)
+            yield Label(template("Note on: $title", title=literal(self.hypothesis_title, 200)))
+            yield SafeTextArea(self.text, id="note-text", soft_wrap=True)
             yield Label("ctrl+s saves · Escape discards", classes="dialog-hint")
 
     def on_mount(self) -> None:
@@ -126,6 +131,48 @@ class PlayerNameScreen(ModalScreen[str | None]):
         self.dismiss(name)
 
     def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def detail_text(fields: Sequence[tuple[str, Any]]) -> str:
+    """Each field's name on a line, then its value in full (newlines kept, control characters visible)."""
+    parts = []
+    for name, value in fields:
+        if value is None:
+            shown = "NULL"
+        elif isinstance(value, float):
+            shown = repr(value)
+        elif isinstance(value, list | dict):
+            import json
+
+            shown = json.dumps(value, ensure_ascii=False)
+        else:
+            shown = str(value)
+        parts.append(f"── {editable(str(name))}\n{editable(shown)}")
+    return bounded("\n\n".join(parts), MAX_DETAIL_CHARS)
+
+
+class RowDetailScreen(ModalScreen[None]):
+    """One result row (or a query's error) in full: what the results table cuts. Read-only text that
+    can be selected and copied; Escape closes."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,enter", "dismiss", "Close")]
+
+    def __init__(self, title: str, fields: Sequence[tuple[str, Any]]) -> None:
+        super().__init__()
+        self.title_text = title
+        self.fields = list(fields)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="detail-dialog", classes="dialog"):
+            yield Label(literal(self.title_text, 200), id="detail-title")
+            yield TextArea(detail_text(self.fields), id="detail-text", read_only=True, soft_wrap=True)
+            yield Label("Escape closes", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(TextArea).focus()
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)
 
 

@@ -20,17 +20,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rich.markup import escape
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui.formatting import cell_text, clock_text, one_line
+from tui.formatting import cell_text, clock_text
+from tui.text import clean, one_line, template
+
+MAX_SQL_CHARS = 8000
+"""The candidate's SQL is shown up to this many characters in the query detail."""
 
 POLL_S = 0.5
 """How often the screen looks for new lines in the candidate's journal and inbox."""
@@ -62,7 +67,11 @@ def _revealed(snap: dict[str, Any]) -> bool:
     return bool(snap.get("revealed")) and "score" in snap
 
 
-def status_text(snap: dict[str, Any]) -> str:
+def _join(lines: list[Content]) -> Content:
+    return Content("\n").join(lines)
+
+
+def status_text(snap: dict[str, Any]) -> Content:
     s = snap["session"]
     hints = snap["hints"]
     queries = f"queries {len(snap['queries'])}" + (f" / {s['query_budget']}" if s["query_budget"] else "")
@@ -73,14 +82,16 @@ def status_text(snap: dict[str, Any]) -> str:
         total = "[dim]answer hidden[/dim]"
     waiting = [p for p in snap["pending"] if not p.get("problem")]
     pending = f"  ·  [b]{len(waiting)} waiting[/b]" if waiting else ""
-    return (f"[b]{escape(s['player'])}[/b] on {escape(s['incident_id'])}  ·  {s['state']}  ·  "
-            f"time {_clock(s['elapsed_s'])}  ·  {queries}  ·  hints {hints['taken']} / {hints['total']}  ·  "
-            f"{total}{pending}")
+    return template(f"[b]$player[/b] on $incident  ·  $state  ·  time {_clock(s['elapsed_s'])}  ·  {queries}  ·  "
+                    f"hints {hints['taken']} / {hints['total']}  ·  {total}{pending}",
+                    player=one_line(s["player"], 60), incident=one_line(s["incident_id"], 80),
+                    state=one_line(s["state"], 20))
 
 
-def query_rows(snap: dict[str, Any], width: int = 60) -> list[tuple[str, ...]]:
-    """(Qn, at, result, what it ruled out, SQL) per query; what it ruled out (by board label) only
-    once the answer is revealed."""
+def query_rows(snap: dict[str, Any], width: int = 60) -> list[tuple[Text, ...]]:
+    """(Qn, at, result, what it ruled out, SQL) per query, as literal Text cells (a DataTable reads a str
+    cell as markup, and the SQL is the candidate's); what it ruled out (by board label) only once the
+    answer is revealed."""
     labels = _labels(snap)
     revealed = _revealed(snap)
     rows = []
@@ -92,91 +103,101 @@ def query_rows(snap: dict[str, Any], width: int = 60) -> list[tuple[str, ...]]:
             ruled = "·" if q["ok"] else "-"
         else:
             ruled = ", ".join(sorted(labels.get(r, "?") for r in q.get("ruled_out", []))) or "nothing"
-        rows.append((f"Q{q['index']}", _clock(q["elapsed_s"]), outcome, ruled, one_line(q["sql"], width)))
+        rows.append(tuple(Text(one_line(cell, 200), end="") for cell in (
+            f"Q{q['index']}", _clock(q["elapsed_s"]), outcome, ruled, one_line(q["sql"], width))))
     return rows
 
 
-def query_detail(query: dict[str, Any] | None) -> str:
+def query_detail(query: dict[str, Any] | None) -> Content:
     if query is None:
-        return "[dim]No queries yet. They appear here as the candidate runs them.[/dim]"
-    head = f"[b]Q{query['index']}[/b] at {_clock(query['elapsed_s'])}\n{escape(query['sql'].strip())}\n"
+        return template("[dim]No queries yet. They appear here as the candidate runs them.[/dim]")
+    head = template(f"[b]Q{query['index']}[/b] at {_clock(query['elapsed_s'])}\n$sql\n",
+                    sql=clean(query["sql"].strip(), MAX_SQL_CHARS, multiline=True, lines=60))
     if not query["ok"]:
-        return head + f"[red]error: {escape(str(query['error']))}[/red]"
+        return head + template("[red]error: $error[/red]",
+                               error=clean(str(query["error"]), 2000, multiline=True, lines=20))
     cols = query["columns"]
-    lines = ["  ".join(cols)] + ["  ".join(cell_text(v) for v in row) for row in query["rows"]]
+    lines = ["  ".join(cell_text(c) for c in cols)] + ["  ".join(cell_text(v) for v in row) for row in query["rows"]]
     more = query["row_count"] - len(query["rows"])
     tail = f"\n… {more} more rows" if more > 0 else ""
-    return head + escape("\n".join(lines)) + tail
+    return head + template("$rows", rows="\n".join(lines)) + Content(tail)
 
 
-def truth_text(snap: dict[str, Any]) -> str:
+def truth_text(snap: dict[str, Any]) -> Content:
     if not _revealed(snap):
-        return HIDDEN
+        return template(HIDDEN)
     labels = _labels(snap)
-    lines = [f"[b green]{escape(labels.get(t['id'], '?'))}  {escape(t['title'])}[/]\n{escape(t['explanation'])}"
+    lines = [template("[b green]$label  $title[/]\n$explanation", label=one_line(labels.get(t["id"], "?"), 4),
+                      title=one_line(t["title"], 200), explanation=clean(t["explanation"], 2000, multiline=True))
              for t in snap["truth"]]
-    return "\n".join(lines) or "(no true cause)"
+    return _join(lines) if lines else Content("(no true cause)")
 
 
-def evidence_text(snap: dict[str, Any]) -> str:
+def evidence_text(snap: dict[str, Any]) -> Content:
     """Which rival each query ruled out first, and the rivals still open (revealed only)."""
     if not _revealed(snap):
-        return HIDDEN
+        return template(HIDDEN)
     evidence = snap["evidence"]
-    lines = [f"[green]✓ Q{r['query']}[/] rules out [b]{escape(r['label'])}[/b] {escape(one_line(r['title'], 44))}"
+    lines = [template(f"[green]✓ Q{r['query']}[/] rules out [b]$label[/b] $title", label=one_line(r["label"], 4),
+                      title=one_line(r["title"], 44))
              for r in sorted(evidence["ruled_out"], key=lambda r: (r["query"], r["label"]))]
-    lines += [f"[dim]· open[/] [b]{escape(r['label'])}[/b] {escape(one_line(r['title'], 44))}"
+    lines += [template("[dim]· open[/] [b]$label[/b] $title", label=one_line(r["label"], 4),
+                       title=one_line(r["title"], 44))
               for r in evidence["still_open"]]
-    return "\n".join(lines) or "(no rivals)"
+    return _join(lines) if lines else Content("(no rivals)")
 
 
-def board_text(snap: dict[str, Any]) -> str:
+def board_text(snap: dict[str, Any]) -> Content:
     true = {h["id"] for h in snap["hypotheses"] if h.get("true")}
     board = snap["board"]
     lines = []
     if not board["ranking"]:
-        lines.append("[dim]No ranking saved yet.[/dim]")
+        lines.append(template("[dim]No ranking saved yet.[/dim]"))
     for n, r in enumerate(board["ranking"], start=1):
         mark = " [green]◆ truth[/]" if r["id"] in true else ""
-        lines.append(f"{n}. [b]{escape(r['label'])}[/b] {escape(one_line(r['title'], 40))}  "
-                     f"[b]{r['confidence']:.0f}%[/b]{mark}")
+        lines.append(template(f"{n}. [b]$label[/b] $title  [b]{r['confidence']:.0f}%[/b]{mark}",
+                              label=one_line(r["label"], 4), title=one_line(r["title"], 40)))
     history = board["history"]
     if history:
-        lines.append(f"[dim]{len(history)} ranking change{'s' if len(history) != 1 else ''}, "
-                     f"last at {_clock(history[-1]['elapsed_s'])}[/dim]")
+        lines.append(template(f"[dim]{len(history)} ranking change{'s' if len(history) != 1 else ''}, "
+                              f"last at {_clock(history[-1]['elapsed_s'])}[/dim]"))
     pins = board.get("pins", [])
     if pins:
-        lines.append("Pins: " + ", ".join(f"Q{p['query']} {'+' if p['stance'] == 'supports' else '−'}{p['label']}"
-                                          for p in pins))
+        lines.append(Content("Pins: " + ", ".join(
+            f"Q{p['query']} {'+' if p['stance'] == 'supports' else '−'}{one_line(p['label'], 4)}" for p in pins)))
     sub = snap["submission"]
     if sub is not None:
-        lines.append(f"[b]Submitted[/b] at {_clock(sub['elapsed_s'])}")
-    return "\n".join(lines)
+        lines.append(template(f"[b]Submitted[/b] at {_clock(sub['elapsed_s'])}"))
+    return _join(lines)
 
 
-def score_text(snap: dict[str, Any]) -> str:
+def score_text(snap: dict[str, Any]) -> Content:
     if not _revealed(snap):
-        return HIDDEN
+        return template(HIDDEN)
     score = snap["score"]
-    lines = [f"[b]{score['total']:.1f} / 100[/b]" + ("" if score["submitted"] else " (if submitted now)")]
+    lines = [template(f"[b]{score['total']:.1f} / 100[/b]" + ("" if score["submitted"] else " (if submitted now)"))]
     for c in score["components"]:
         pts = f"{c['points']:+.1f}" if c["group"] == "penalty" else f"{c['points']:.1f}/{c['max']:.0f}"
-        lines.append(f"{escape(one_line(c['title'], 34)):<34} {pts:>9}")
-    return "\n".join(lines)
+        lines.append(Content(f"{one_line(c['title'], 34):<34} {pts:>9}"))
+    return _join(lines)
 
 
-def feed_text(snap: dict[str, Any]) -> str:
+def feed_text(snap: dict[str, Any]) -> Content:
     lines = []
     for u in snap["updates"]:
         who = "you" if u["source"] == "gm" else ("incident" if u["source"] == "incident" else "candidate")
         cost = f" -{u['cost']} pts" if u["cost"] else ""
-        lines.append(f"{_clock(u['elapsed_s'])} [b]{u['kind']}[/b] ({who}{cost}) {escape(u['from'])}: "
-                     f"{escape(one_line(u['text'], 90))}")
+        lines.append(template(f"{_clock(u['elapsed_s'])} [b]$kind[/b] ($who{cost}) $sender: $text",
+                              kind=one_line(u["kind"], 20), who=who, sender=one_line(u["from"], 60),
+                              text=one_line(u["text"], 90)))
     for p in snap["pending"]:
         text = p.get("text") or (f"incident inject {p.get('index')}" if p["kind"] == "inject" else "next hint")
-        state = f"[red]refused: {escape(p['problem'])}[/]" if p.get("problem") else "[yellow]waiting[/]"
-        lines.append(f"{state} [b]{p['kind']}[/b] {escape(one_line(str(text), 90))}")
-    return "\n".join(lines) or "[dim]Nothing delivered yet. m sends a message, h a hint, i an inject.[/dim]"
+        state = "[red]refused: $problem[/]" if p.get("problem") else "[yellow]waiting[/]"
+        lines.append(template(f"{state} [b]$kind[/b] $text", problem=one_line(str(p.get("problem") or ""), 200),
+                              kind=one_line(str(p["kind"]), 20), text=one_line(str(text), 90)))
+    if not lines:
+        return template("[dim]Nothing delivered yet. m sends a message, h a hint, i an inject.[/dim]")
+    return _join(lines)
 
 
 # ---------------------------------------------------------------- sending
@@ -198,15 +219,16 @@ class SendScreen(ModalScreen[dict[str, Any] | None]):
                         id="gm-send-title")
             if self.kind == "inject":
                 open_ = [i for i in self.snap["injects"] if not i["delivered"]]
-                options = [Option(f"{i['from']}: {one_line(i['text'], 70)}", id=f"i{i['index']}") for i in open_]
+                options = [Option(Text(f"{one_line(i['from'], 40)}: {one_line(i['text'], 70)}", end=""),
+                                  id=f"i{i['index']}") for i in open_]
                 yield OptionList(*options, id="gm-inject-choice")
                 yield Label("Enter sends the highlighted update; or write your own below." if open_
                             else "Every incident update was delivered; write your own.", classes="dialog-hint")
             if self.kind == "hint":
                 nxt = self.snap["hints"]["next"]
-                yield Label(f"Empty text sends the incident's next hint ({nxt['cost']} points): "
-                            f"{nxt['text']}" if nxt else "No incident hints left: write your own.",
-                            classes="dialog-hint")
+                yield Label(template(f"Empty text sends the incident's next hint ({nxt['cost']} points): $text",
+                                     text=clean(nxt["text"], 1000, multiline=True, lines=10))
+                            if nxt else "No incident hints left: write your own.", classes="dialog-hint")
             yield Input(placeholder="text (Enter sends)", id="gm-text")
             with Horizontal(classes="dialog-buttons"):
                 yield Input(placeholder="from (default Interviewer)", id="gm-from")
@@ -269,9 +291,10 @@ class SessionChooser(ModalScreen[Path | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label("Watch which session?")
-            yield OptionList(*[Option(f"{s.player} · {s.incident_id} · {s.state} · {s.queries} queries · "
-                                      f"{s.session_id}", id=str(n)) for n, s in enumerate(self.sessions)],
-                             id="gm-sessions")
+            # the player's name and the ids are data: literal Text, never markup
+            yield OptionList(*[Option(Text(f"{one_line(s.player, 40)} · {one_line(s.incident_id, 60)} · {s.state} · "
+                                           f"{s.queries} queries · {one_line(s.session_id, 80)}", end=""), id=str(n))
+                               for n, s in enumerate(self.sessions)], id="gm-sessions")
             yield Label("Enter watches · Escape cancels", classes="dialog-hint")
 
     def action_cancel(self) -> None:
@@ -393,7 +416,8 @@ class GMScreen(Screen[None]):
     def on_looked(self, message: Looked) -> None:
         self._looking = False
         if message.error is not None:
-            self.query_one("#gm-status", Static).update(f"[red]{escape(message.error)}[/red]")
+            self.query_one("#gm-status", Static).update(template("[red]$error[/red]",
+                                                                 error=one_line(message.error, 500)))
         elif message.snap is not None:
             self.render_snapshot(message.snap)
         if self._again:
@@ -490,7 +514,8 @@ class GMScreen(Screen[None]):
         self.post_message(Done(f"Interview report written to {md} and {html.name}"))
 
     def on_done(self, message: Done) -> None:
-        self.notify(message.text, severity=message.severity,  # type: ignore[arg-type]
+        self.notify(one_line(message.text, 500), severity=message.severity,  # type: ignore[arg-type]
+                    markup=False,
                     timeout=10 if message.severity == "information" else 5)
         self.look(force=True)
 

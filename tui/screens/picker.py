@@ -18,6 +18,7 @@ from tui.actions import bindings
 from tui.formatting import one_line
 from tui.library import LibraryEntry, default_index, filter_entries
 from tui.messages import LibraryScanned
+from tui.text import literal, template
 from tui.widgets.keybar import KeyBar
 
 if TYPE_CHECKING:
@@ -126,7 +127,10 @@ class PickerScreen(Screen[None]):
             marker = f"● {len(sessions)} unfinished" if sessions else ("" if self.scanned else "…")
             best = f"{self.best[entry.id]:.0f}" if entry.id in self.best else ("-" if self.scanned else "…")
             title = entry.title if entry.problem is None else f"{entry.title} (! {entry.problem})"
-            table.add_row(title, stars(entry.difficulty), ", ".join(entry.shown_tags[:4]), best, marker,
+            # Text cells: the titles and tags are the incident files' words, and a DataTable reads a str
+            # cell as markup
+            table.add_row(literal(one_line(title, 200)), stars(entry.difficulty),
+                          literal(one_line(", ".join(entry.shown_tags[:4]), 120)), best, marker,
                           key=str(entry.path))
         if self.shown:
             table.move_cursor(row=max(0, min(cursor, len(self.shown) - 1)))
@@ -176,9 +180,10 @@ class PickerScreen(Screen[None]):
         # topic tags can name the cause: what an incident teaches shows once the player has finished it
         tags = entry.tags if entry.id in self.best else entry.shown_tags
         teaches = [t.key for t in TOPICS if covers(tags, t)]
-        detail.update(f"[b]{entry.id}[/b] · {' · '.join(limits) or 'no limits'}{resume}\n"
-                      f"{one_line(entry.briefing.summary, 400)}"
-                      + (f"\n[dim]teaches: {', '.join(teaches)}[/dim]" if teaches else ""))
+        detail.update(template("[b]$id[/b] · $limits$resume\n$summary" + ("\n[dim]teaches: $teaches[/dim]" if teaches
+                                                                         else ""),
+                               id=one_line(entry.id, 80), limits=" · ".join(limits) or "no limits", resume=resume,
+                               summary=one_line(entry.briefing.summary, 400), teaches=", ".join(teaches)))
 
     @property
     def highlighted(self) -> LibraryEntry | None:

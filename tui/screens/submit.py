@@ -14,6 +14,7 @@ from textual.widgets import Button, DataTable, Label, Static
 
 from tui.actions import bindings
 from tui.board import Board
+from tui.text import literal, one_line, template
 
 if TYPE_CHECKING:
     from tui.app import ServedrillApp
@@ -66,12 +67,13 @@ class SubmitScreen(ModalScreen[bool]):
         table = self.query_one(DataTable)
         table.clear()
         for i, item in enumerate(self.board.items, start=1):
-            table.add_row(str(i), item.label, item.title, f"{item.confidence}%")
+            # Text cells: a DataTable reads a str cell as markup
+            table.add_row(str(i), literal(item.label, 4), literal(one_line(item.title, 200)), f"{item.confidence}%")
         problems = self.board.problems()
         total = self.query_one("#submit-total", Static)
         if problems:
-            total.update(f"[b red]{'; '.join(problems)}[/]\n"
-                         "ctrl+n normalises: sum to 100 and order by confidence.")
+            total.update(template("[b red]$problems[/]\nctrl+n normalises: sum to 100 and order by confidence.",
+                                  problems=one_line("; ".join(problems), 400)))
         else:
             total.update(f"Sum {self.board.total}%, ordered by confidence ✓")
 
@@ -85,7 +87,7 @@ class SubmitScreen(ModalScreen[bool]):
         try:
             self.served.play.session.submit(self.board.ranking())  # type: ignore[union-attr]
         except SessionError as exc:
-            self.query_one("#submit-error", Static).update(f"[b red]{exc}[/]")
+            self.query_one("#submit-error", Static).update(template("[b red]$error[/]", error=one_line(str(exc), 400)))
             return
         self.dismiss(True)
 

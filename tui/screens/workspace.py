@@ -26,13 +26,14 @@ from tui.plotting import Marker, epoch_seconds
 from tui.resultview import ResultView, from_event, from_result
 from tui.screens.dialogs import ConfirmScreen, NoteScreen, SnippetScreen
 from tui.snippets import snippets
+from tui.text import clean, literal, template
 from tui.widgets.board import HypothesisBoard
 from tui.widgets.keybar import KeyBar
 from tui.widgets.query_log import QueryLog
 from tui.widgets.results import ResultsPanel
 from tui.widgets.schema import SchemaTree
 from tui.widgets.sql_editor import CompletionMenu, SqlEditor
-from tui.widgets.updates_feed import UpdatesFeed, update_title
+from tui.widgets.updates_feed import UpdatesFeed, update_body, update_title
 
 if TYPE_CHECKING:
     from tui.app import Play, ServedrillApp
@@ -157,7 +158,7 @@ class WorkspaceScreen(Screen[None]):
         try:
             updates = session.due_updates(self.served.clock())
         except (SessionError, OSError) as exc:
-            self.notify(f"Could not deliver an update: {exc}", severity="error")
+            self.notify(f"Could not deliver an update: {exc}", severity="error", markup=False)
             return
         for update in updates:
             self._show_update(update)
@@ -167,8 +168,10 @@ class WorkspaceScreen(Screen[None]):
         feed.add(update)
         self.query_one("#tab-updates", Tab).label = _updates_label(feed.count)
         if notify:
-            self.notify(update.text.strip(), title=update_title(update),
-                        severity="warning" if update.kind == "inject" else "information", timeout=15)
+            # the interviewer's or the incident's words: literal text, never markup
+            self.notify(update_body(update), title=update_title(update),
+                        severity="warning" if update.kind == "inject" else "information", timeout=15,
+                        markup=False)
         if update.kind == "hint":
             self._update_status()
         self.call_after_refresh(self.served.mark, f"update-{update.kind}")
@@ -224,15 +227,14 @@ class WorkspaceScreen(Screen[None]):
 
     @on(SchemaTree.Described)
     def _describe(self, message: SchemaTree.Described) -> None:
-        self.query_one("#schema-desc", Static).update(message.text)
+        self.query_one("#schema-desc", Static).update(literal(message.text, 500, multiline=True, lines=6))
 
     # ------------------------------------------------------------ completion
 
     @on(SqlEditor.CompletionOffered)
     def _offer(self, message: SqlEditor.CompletionOffered) -> None:
         menu = self.query_one(CompletionMenu)
-        menu.clear_options()
-        menu.add_options(list(message.completion.candidates[:50]))
+        menu.offer(message.completion.candidates[:50])
         menu.prefix = message.completion.prefix  # type: ignore[attr-defined]
         x, y = self.query_one(SqlEditor).cursor_screen_offset
         menu.styles.offset = (max(0, x - len(message.completion.prefix)), y + 1)
@@ -299,7 +301,7 @@ class WorkspaceScreen(Screen[None]):
 
     def on_query_refused(self, message: QueryRefused) -> None:
         self.running = False
-        self.notify(message.error, severity="error")
+        self.notify(clean(message.error, 1000, multiline=True, lines=10), severity="error", markup=False)
         self._update_status()
 
     def _show(self, view: ResultView) -> None:
@@ -357,8 +359,10 @@ class WorkspaceScreen(Screen[None]):
         else:
             state = "[b]unsaved changes[/b] (ctrl+s saves)"
         problems = board.board.problems()
-        warn = f" · [b]{problems[0]}[/b]" if problems else ""
-        board.border_title = f"Hypotheses · total {board.board.total}% · {state}{warn}"
+        # a problem quotes hypothesis titles (the incident file's words): a template variable, not markup
+        warn = " · [b]$problem[/b]" if problems else ""
+        board.border_title = template(f"Hypotheses · total {board.board.total}% · {state}{warn}",
+                                      problem=one_line(problems[0], 120) if problems else "")
         board.border_subtitle = "shift+↑↓ move · +/- confidence · s/x pin result · n note · N normalise"
 
     def action_save_ranking(self) -> None:
@@ -367,12 +371,13 @@ class WorkspaceScreen(Screen[None]):
         board = self.query_one(HypothesisBoard).board
         problems = board.problems()
         if problems:
-            self.notify(f"Not saved: {problems[0]}. Press N on the board to normalise.", severity="error")
+            self.notify(f"Not saved: {problems[0]}. Press N on the board to normalise.", severity="error",
+                        markup=False)
             return
         try:
             event = self.session.rank(board.ranking())
         except SessionError as exc:
-            self.notify(str(exc), severity="error")
+            self.notify(one_line(str(exc), 500), severity="error", markup=False)
             return
         self.saved_at = event.time
         self._update_board_title()
@@ -390,11 +395,12 @@ class WorkspaceScreen(Screen[None]):
         try:
             self.session.pin(view.index, message.hypothesis, message.stance)
         except SessionError as exc:
-            self.notify(str(exc), severity="error")
+            self.notify(one_line(str(exc), 500), severity="error", markup=False)
             return
         self._reload_board_marks()
         shown = next(h for h in self.session.board if h.id == message.hypothesis)
-        self.notify(f"Pinned Q{view.index} as {message.stance} {shown.label} '{one_line(shown.title, 40)}'.")
+        self.notify(f"Pinned Q{view.index} as {message.stance} {one_line(shown.label, 4)} "
+                    f"'{one_line(shown.title, 40)}'.", markup=False)
 
     @on(HypothesisBoard.NoteRequested)
     def _note(self, message: HypothesisBoard.NoteRequested) -> None:
@@ -408,7 +414,7 @@ class WorkspaceScreen(Screen[None]):
             try:
                 self.session.note(message.hypothesis, text)
             except SessionError as exc:
-                self.notify(str(exc), severity="error")
+                self.notify(one_line(str(exc), 500), severity="error", markup=False)
                 return
             self._reload_board_marks()
 
@@ -440,10 +446,10 @@ class WorkspaceScreen(Screen[None]):
             try:
                 event = self.session.take_hint()
             except SessionError as exc:
-                self.notify(str(exc), severity="error")
+                self.notify(one_line(str(exc), 500), severity="error", markup=False)
                 return
-            self.notify(str(event.data["text"]), title=f"Hint {taken + 1} (-{event.data['cost']} points)",
-                        timeout=20)
+            self.notify(clean(event.data["text"], 2000, multiline=True, lines=40),
+                        title=f"Hint {taken + 1} (-{event.data['cost']} points)", timeout=20, markup=False)
             self._show_update(self.session.updates[-1], notify=False)
             self._update_status()
 
@@ -477,7 +483,7 @@ class WorkspaceScreen(Screen[None]):
     def action_export_transcript(self) -> None:
         path = self.served.export_transcript()
         if path is not None:
-            self.notify(f"Transcript written to {path}", timeout=10)
+            self.notify(f"Transcript written to {path}", timeout=10, markup=False)
 
     def action_focus_editor(self) -> None:
         self.query_one(SqlEditor).focus()
@@ -513,7 +519,7 @@ class WorkspaceScreen(Screen[None]):
         if self.running:
             parts.append("[b]● running[/b] (Esc cancels)")
         status = self.query_one("#status-line", Static)
-        status.update("  ·  ".join(parts) + f"  ·  [b]{one_line(incident.title, 60)}[/b]")
+        status.update(template("  ·  ".join(parts) + "  ·  [b]$title[/b]", title=one_line(incident.title, 60)))
 
 
 def _updates_label(count: int) -> str:

@@ -11,6 +11,10 @@ from textual.widgets import DataTable
 
 from tui.actions import bindings
 from tui.board import STEP, Board, Evidence
+from tui.text import literal, one_line
+
+NOTE_CHARS = 29
+"""A note is cut to this on the board; n opens it in full."""
 
 
 class HypothesisBoard(DataTable[Any]):
@@ -75,8 +79,9 @@ class HypothesisBoard(DataTable[Any]):
                 marks.append(f"−Q{q} ", style="bold red")
             bar = "█" * (item.confidence // 10) + ("▌" if item.confidence % 10 >= 5 else "")
             note = self.notes.get(item.id, "")
-            self.add_row(str(rank), Text(item.label, style="bold"), item.title, f"{item.confidence:>3}%", bar,
-                         marks, (note[:28] + "…") if len(note) > 29 else note, key=item.id)
+            # Text, never str: a DataTable reads str cells as markup
+            self.add_row(str(rank), literal(item.label, 4, style="bold"), literal(one_line(item.title, 200)),
+                         f"{item.confidence:>3}%", bar, marks, literal(one_line(note, NOTE_CHARS)), key=item.id)
         if self.board.items:
             self.move_cursor(row=max(0, min(keep, len(self.board.items) - 1)))
 

@@ -10,6 +10,10 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from tui.plotting import Marker, PlotSpec, clock_label, clock_ticks, markers_in_range
+from tui.text import one_line, template
+
+MAX_LEGEND_CHARS = 40
+"""A series or marker label (a value from the data) is cut to this in the legend."""
 
 # readable on dark and light backgrounds alike
 LINE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -52,7 +56,7 @@ class PlotView(Vertical):
             self.spec = None
             self.drawn_series = 0
             self.drawn_markers = []
-            caption.update(f"Nothing to plot: {spec}.")
+            caption.update(template("Nothing to plot: $why.", why=one_line(spec, 200)))
             if self._plot is not None:
                 self._plot.display = False
             return
@@ -69,7 +73,8 @@ class PlotView(Vertical):
         group = f" by {spec.group_column}" if spec.group_column else ""
         others = [c for c in spec.value_columns if c != spec.value_column]
         cycle = " · y: next column" if others else ""
-        caption.update(f"{spec.value_column}{group} over {spec.time_column} (UTC){cycle}")
+        caption.update(template("$what over $time (UTC)$cycle", what=one_line(f"{spec.value_column}{group}", 120),
+                                time=one_line(spec.time_column, 60), cycle=cycle))
 
     def _render_spec(self, spec: PlotSpec, markers: list[Marker]) -> None:
         plot = self._plot
@@ -79,11 +84,12 @@ class PlotView(Vertical):
 
         for i, series in enumerate(spec.series):
             plot.plot(series.x, series.y, line_style=LINE_COLOURS[i % len(LINE_COLOURS)],
-                      hires_mode=HiResMode.BRAILLE, label=series.label if spec.group_column else None)
+                      hires_mode=HiResMode.BRAILLE,
+                      label=one_line(series.label, MAX_LEGEND_CHARS) if spec.group_column else None)
         span = spec.x_range
         shown = markers_in_range(markers, *span) if span else []
         for marker in shown:
-            plot.add_v_line(marker.x, line_style=MARKER_STYLE, label=marker.label)
+            plot.add_v_line(marker.x, line_style=MARKER_STYLE, label=one_line(marker.label, MAX_LEGEND_CHARS))
         plot.show_legend(is_visible=bool(spec.group_column or shown))
         self.drawn_series = len(spec.series)
         self.drawn_markers = shown

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import ContentSwitcher, DataTable, Static
@@ -12,7 +14,11 @@ from textual.widgets import ContentSwitcher, DataTable, Static
 from tui.actions import bindings
 from tui.plotting import Marker, plot_spec
 from tui.resultview import ResultView
+from tui.text import literal, one_line
 from tui.widgets.plot_view import PlotView
+
+MAX_COLUMN_CHARS = 40
+"""A column name longer than this is cut in the table's header (the row detail shows it whole)."""
 
 
 class ResultsPanel(Vertical):
@@ -60,12 +66,14 @@ class ResultsPanel(Vertical):
         self.view = view
         info = self.query_one("#results-info", Static)
         info.set_class(not view.ok, "error")
-        info.update(view.summary(self.show_timing))
+        info.update(literal(one_line(view.summary(self.show_timing), 1000)))
         table = self.table
         table.clear(columns=True)
         if view.ok:
-            table.add_columns(*self._unique(view.columns))
-            table.add_rows(view.cells)
+            # Text, not str: DataTable reads a str cell or label as markup ("[/x]" in a value would crash
+            # it, "[rank0]" would vanish); the cells are already visible and capped (tui.formatting)
+            table.add_columns(*(literal(one_line(name, MAX_COLUMN_CHARS)) for name in self._unique(view.columns)))
+            table.add_rows([tuple(Text(cell, end="") for cell in row) for row in view.cells])
         if self.mode == "plot":
             self.plot.draw(view.plot, self.markers)
 
@@ -79,6 +87,29 @@ class ResultsPanel(Vertical):
             seen[name] = n + 1
             out.append(name if n == 0 else f"{name}_{n}")
         return out
+
+    @on(DataTable.RowSelected, "#results-table")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_row_detail()
+
+    def action_row_detail(self) -> None:
+        """Every value of the highlighted row in full (the table cuts long values), or the whole
+        error of a failed query."""
+        from tui.screens.dialogs import RowDetailScreen
+
+        view = self.view
+        if view is None:
+            return
+        if not view.ok:
+            self.app.push_screen(RowDetailScreen(f"Q{view.index}: error", [("error", view.error or "")]))
+            return
+        row = self.table.cursor_row
+        if not 0 <= row < min(len(view.raw_rows), len(view.cells)):
+            return
+        values = list(view.raw_rows[row])
+        self.app.push_screen(RowDetailScreen(f"Q{view.index} · row {row + 1:,} of {view.row_count:,}",
+                                             list(zip(view.columns, values, strict=False))))
 
     def toggle(self) -> str:
         """Switch between table and plot; returns the new mode."""

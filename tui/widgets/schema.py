@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rich.text import Text
 from textual.message import Message
 from textual.widgets import Tree
+
+from tui.text import one_line
 
 
 class SchemaTree(Tree[Any]):
@@ -36,9 +39,10 @@ class SchemaTree(Tree[Any]):
         for entry in entries:
             by_table.setdefault(str(entry.table), []).append(entry)
         for table, columns in by_table.items():
-            branch = self.root.add(table, data=("table", table, ""), expand=False)
+            # Text labels: a Tree reads a str label as markup
+            branch = self.root.add(Text(one_line(table, 80)), data=("table", table, ""), expand=False)
             for entry in columns:
-                label = f"{entry.column} [dim]{entry.type.lower()}[/dim]"
+                label = Text.assemble(one_line(entry.column, 80), " ", (one_line(entry.type.lower(), 40), "dim"))
                 branch.add_leaf(label, data=("column", str(entry.column), str(entry.description)))
         return {t: [str(e.column) for e in cols] for t, cols in by_table.items()}
 

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import events
 from textual.binding import BindingType
 from textual.message import Message
 from textual.theme import Theme
-from textual.widgets import OptionList, TextArea
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
 from textual.widgets.text_area import LanguageDoesNotExist
 
 from tui.actions import bindings
 from tui.completion import Completion, complete
+from tui.text import one_line
+from tui.widgets.safe_text import SafeTextArea
 
 
 class CompletionMenu(OptionList):
@@ -27,18 +31,29 @@ class CompletionMenu(OptionList):
             super().__init__()
             self.text = text
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.candidates: list[str] = []
+
+    def offer(self, candidates: Sequence[str]) -> None:
+        """Show `candidates` (names from the catalog), each as literal text."""
+        self.candidates = list(candidates)
+        self.clear_options()
+        self.add_options([Option(Text(one_line(c, 80)), id=f"c{i}") for i, c in enumerate(self.candidates)])
+
     def action_dismiss(self) -> None:
         self.post_message(self.Chosen(None))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.post_message(self.Chosen(str(event.option.prompt)))
+        index = int((event.option.id or "c0")[1:])
+        self.post_message(self.Chosen(self.candidates[index] if index < len(self.candidates) else None))
 
     def on_blur(self) -> None:
         self.display = False
 
 
-class SqlEditor(TextArea):
+class SqlEditor(SafeTextArea):
     """TextArea for SQL. Up on the first line and down on the last walk the history (as do
     ctrl+up/down anywhere); Tab completes a name or indents when there is nothing to complete."""
 

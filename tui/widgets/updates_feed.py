@@ -12,25 +12,36 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from tui.formatting import clock_text
+from tui.text import clean, one_line
+
+MAX_UPDATE_CHARS = 2000
+"""An update's text is cut to this in the feed (the interviewer can send up to 4000 characters)."""
 
 KIND_TITLES = {"inject": "Update", "message": "Message", "hint": "Hint"}
 
 
 def update_title(update: Any) -> str:
-    """A notification's title for an update (game.session.Update)."""
-    kind = KIND_TITLES.get(update.kind, update.kind.title())
+    """A notification's title for an update (game.session.Update): plain text, the sender made visible
+    and cut (it comes from the incident file or the interviewer)."""
+    kind = KIND_TITLES.get(update.kind, one_line(update.kind, 20).title())
+    sender = one_line(update.sender, 60) if update.sender else ""
     if update.kind == "hint":
         cost = f" (-{update.cost} points)" if update.cost else ""
-        who = f" from {update.sender}" if update.source == "gm" else ""
+        who = f" from {sender}" if update.source == "gm" else ""
         return f"{kind}{who}{cost}"
-    return f"{kind} from {update.sender}" if update.sender else kind
+    return f"{kind} from {sender}" if sender else kind
+
+
+def update_body(update: Any) -> str:
+    """An update's text as shown: newlines kept, control characters visible, cut at MAX_UPDATE_CHARS."""
+    return clean(update.text.strip(), MAX_UPDATE_CHARS, multiline=True, lines=40)
 
 
 def update_text(update: Any) -> Text:
     """One feed entry: elapsed time, title, then the text on the following lines."""
     style = {"inject": "bold yellow", "message": "bold cyan", "hint": "bold magenta"}.get(update.kind, "bold")
     return Text.assemble((f"{clock_text(max(0.0, update.elapsed_s))} ", "dim"), (update_title(update), style),
-                         "\n", update.text.strip())
+                         "\n", update_body(update))
 
 
 class UpdatesFeed(OptionList):

@@ -72,6 +72,19 @@ def test_a_query_rules_out_only_what_it_shows(assessor: Assessor) -> None:
     assert not failed.ok and failed.ruled_out == ()
 
 
+@pytest.mark.parametrize("sql", [
+    "SELECT random() AS r",
+    "SELECT replica, prefill_s FROM requests USING SAMPLE 5",
+    "SELECT replica, avg(prefill_s) FROM requests WHERE random() < 0.5 GROUP BY replica",
+    "SELECT gen_random_uuid() AS u, random() AS r FROM range(20)",
+])
+def test_a_result_that_changes_between_runs_rules_out_nothing(assessor: Assessor, sql: str) -> None:
+    """Otherwise a player could rule rivals out by luck, re-running a random query until it differs."""
+    for i in range(3):
+        evidence = assessor.assess(i, f"{sql} -- try {i}")
+        assert evidence.ok and evidence.ruled_out == ()
+
+
 def test_file_reads_are_refused_on_every_world(assessor: Assessor) -> None:
     evidence = assessor.assess(1, "SELECT * FROM read_csv('/etc/passwd')")
     assert not evidence.ok and evidence.ruled_out == ()

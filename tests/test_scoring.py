@@ -254,3 +254,11 @@ def test_ruled_out_is_only_what_the_evidence_says(mini: Incident) -> None:
             e["data"] = {**e["data"], "reads": [{"table": "metrics", "columns": ["name", "value"]}]}
     assert score(mini, forged, {}).component("evidence").points == 0
     assert math.isclose(score(mini, forged, {}).total, score(mini, events, {}).total)
+
+
+def test_pinning_everything_both_ways_earns_nothing(mini: Incident) -> None:
+    hyps = [h.id for h in mini.hypotheses]
+    spam = [(q, h, stance) for q in (1, 2, 3) for h in hyps for stance in ("supports", "refutes")]
+    events, evidence = play(mini, ALL_OUT, SPREAD, spam)
+    assert score(mini, events, evidence).component("pins").points <= 0
+    assert total(mini, ALL_OUT, SPREAD, spam) <= total(mini, ALL_OUT, SPREAD)

@@ -23,7 +23,7 @@ from tui.library import LibraryEntry, read_entry, read_library
 
 CSS_FILE = Path(__file__).with_name("servedrill.tcss")
 
-EXIT_GRACE_S = 0.8
+EXIT_GRACE_S = 5.0
 """Once the terminal is gone and the session saved, the process ends within this, however Textual's
 shutdown fares writing to a terminal that is not there."""
 

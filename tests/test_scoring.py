@@ -262,3 +262,20 @@ def test_pinning_everything_both_ways_earns_nothing(mini: Incident) -> None:
     events, evidence = play(mini, ALL_OUT, SPREAD, spam)
     assert score(mini, events, evidence).component("pins").points <= 0
     assert total(mini, ALL_OUT, SPREAD, spam) <= total(mini, ALL_OUT, SPREAD)
+
+
+def test_the_worked_example_in_docs_scoring(mini: Incident) -> None:
+    """docs/scoring.md walks through this game: keep the two in step."""
+    ruled = [("overload",), (), ("bad-deploy",)]
+    pins = [(1, "overload", "refutes"), (3, "throttle", "supports")]
+    ranking = [("throttle", 70.0), ("kv-pressure", 20.0), ("overload", 5.0), ("bad-deploy", 5.0)]
+    events, evidence = play(mini, ruled, ranking, pins)
+    report = score(mini, events, evidence)
+    assert report.component("conclusion").points == pytest.approx(16.0, abs=0.05)
+    assert report.component("evidence").points == pytest.approx(23.3, abs=0.05)
+    assert report.component("pins").points == pytest.approx(5.0)
+    assert report.total == pytest.approx(44.3, abs=0.05)
+    assert total(mini, ruled, [("throttle", 50.0), ("kv-pressure", 50.0)], pins) == pytest.approx(55.8, abs=0.05)
+    assert total(mini, ruled, [("throttle", 100.0)], pins) == 0.0
+    text = (Path(__file__).parent.parent / "docs" / "scoring.md").read_text(encoding="utf-8")
+    assert "**44.3**" in text and "55.8" in text

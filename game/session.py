@@ -25,6 +25,15 @@ torn last line after a kill, garbage in the middle) becomes a warning naming the
 the rest resumes. A torn last line was never acknowledged, so resume cuts it off before appending.
 
 A transcript (`export_transcript`, `load_transcript`) is the finished session as one JSON document.
+
+Drafts and the time held. A file session keeps a small sidecar ``<session_id>.draft`` next to the journal
+(JSON, rewritten whole and atomically; never read by scoring, never part of a transcript): what the UI has
+not recorded yet (the board's unsaved order and confidences, the SQL editor's text: `save_draft`, `draft`)
+and when a process held the session (`held`: one [opened, last seen, closed] interval per process that
+opened it; `heartbeat` moves "last seen" on, `close` closes it). The game clock (`elapsed`, and with it the
+timed injects) counts only time a process held the session: a gap between one holder's last sign of life
+and the next one's opening is left out. Journals without a sidecar (older sessions) count wall-clock time
+as before; the journal format is unchanged.
 """
 
 from __future__ import annotations
@@ -85,6 +94,13 @@ GM_SENDER = "Interviewer"
 """Who a game-master item is from when it names nobody."""
 GM_SUFFIX = ".gm"
 """The inbox of `<session_id>.jsonl` is `<session_id>.gm` (not .jsonl: session listings glob *.jsonl)."""
+DRAFT_SUFFIX = ".draft"
+"""The draft sidecar of `<session_id>.jsonl` is `<session_id>.draft` (not .json/.jsonl: listings glob those)."""
+DRAFT_FORMAT = "servedrill-draft"
+MAX_DRAFT_EDITOR_CHARS = 100_000
+"""Editor text longer than this is not kept in the draft (a draft is a convenience, not a store)."""
+MIN_GAP_S = 5.0
+"""A gap shorter than this between one holder and the next (a relaunch) still counts as held time."""
 
 
 class SessionError(Exception):
@@ -263,6 +279,42 @@ def inbox_path(session_path: Path | str) -> Path:
     return path.with_name(path.stem + GM_SUFFIX)
 
 
+def draft_path(session_path: Path | str) -> Path:
+    """The draft sidecar of a session file: `<session_id>.draft` in the same folder."""
+    path = Path(session_path)
+    return path.with_name(path.stem + DRAFT_SUFFIX)
+
+
+def held_gaps(held: Sequence[Sequence[Any]], event_times: Sequence[float], start: float, until: float) -> float:
+    """Seconds between `start` and `until` when no process held the session: the gaps between one held
+    interval's end (its last sign of life: "last seen", or its last journalled event if later) and the
+    next one's opening, each clipped to [start, until]; gaps under MIN_GAP_S count as held."""
+    intervals = sorted((float(h[0]), float(h[1])) for h in held)
+    total = 0.0
+    for (_, seen), (opened_next, _) in itertools.pairwise(intervals):
+        end = max([seen, *(t for t in event_times if seen <= t < opened_next)])
+        lo, hi = max(end, start), min(opened_next, until)
+        if hi - lo >= MIN_GAP_S:
+            total += hi - lo
+    return total
+
+
+def read_held(session_path: Path | str) -> list[list[Any]]:
+    """The held intervals in a session's draft sidecar ([] without one): for a reader in another process
+    (the interviewer's screen) that wants the game clock as the player sees it (`held_gaps`)."""
+    try:
+        raw = json.loads(draft_path(session_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    held = raw.get("held") if isinstance(raw, dict) else None
+    return [h for h in held if isinstance(h, list) and len(h) == 3] if isinstance(held, list) else []
+
+
+def _board_rows_ok(rows: list[Any], names: Mapping[str, str]) -> bool:
+    return all(isinstance(r, Mapping) and str(r.get("id")) in names and isinstance(r.get("confidence"), int | float)
+               and not isinstance(r.get("confidence"), bool) and math.isfinite(r["confidence"]) for r in rows)
+
+
 def read_inbox(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
     """Complete lines of an inbox from byte `offset`: (items, the offset after the last complete line).
 
@@ -341,6 +393,9 @@ class Session:
         self._lock = threading.RLock()
         self._fh: Any = None
         self._names = incident.hypothesis_ids()
+        self._draft: dict[str, Any] = {}
+        self._held: list[list[Any]] = []  # [opened, last seen, closed] per process that held it
+        self.draft_path: Path | None = draft_path(path) if path is not None else None
         self._replaying = False
 
     # ---------------------------------------------------------------- opening
@@ -367,6 +422,7 @@ class Session:
         session._lock_file()
         session._write_line(json.dumps(header.to_dict(), separators=(",", ":")))
         _fsync_dir(folder)
+        session._hold()
         return session
 
     @classmethod
@@ -400,6 +456,8 @@ class Session:
         except BaseException:
             fh.close()
             raise
+        session._read_draft()
+        session._hold()
         for message in session.warnings:
             warnings.warn(message, SessionWarning, stacklevel=2)
         return session
@@ -458,11 +516,120 @@ class Session:
             fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     def close(self) -> None:
-        """Release the journal file. The session stays resumable. Idempotent."""
+        """Release the journal file (and close this process's hold in the draft sidecar). The session
+        stays resumable. Idempotent."""
         with self._lock:
             if self._fh is not None:
+                if self._held and not self._held[-1][2]:
+                    self._held[-1][1] = max(self._held[-1][1], time.time())
+                    self._held[-1][2] = True
+                    self._write_draft()
                 self._fh.close()
                 self._fh = None
+
+    # ---------------------------------------------------------------- draft and time held
+
+    @property
+    def draft(self) -> dict[str, Any]:
+        """What was not recorded when the session was last held: {"board": [{"id", "confidence"}] (the
+        board's order and confidences, saved or not), "editor": the SQL editor's text}, each only when it
+        is newer than what the journal says (a ranking or query recorded after the draft was written wins).
+        Empty when there is none."""
+        with self._lock:
+            out: dict[str, Any] = {}
+            seq = self._draft.get("seq")
+            if not isinstance(seq, int):
+                return out
+            newer_rank = any(e.seq > seq for e in self._events if e.kind in (RANK, SUBMIT))
+            newer_query = any(e.seq > seq for e in self._events if e.kind == QUERY)
+            board = self._draft.get("board")
+            if isinstance(board, list) and not newer_rank and _board_rows_ok(board, self._names):
+                out["board"] = [{"id": str(r["id"]), "confidence": float(r["confidence"])} for r in board]
+            editor = self._draft.get("editor")
+            if isinstance(editor, str) and not newer_query:
+                out["editor"] = editor
+            return out
+
+    def save_draft(self, *, board: Sequence[Mapping[str, Any]] | None = None, editor: str | None = None) -> None:
+        """Keep the board's current order and confidences ([{"id", "confidence"}], best first) and/or the
+        editor's text in the draft sidecar (rewritten at once, atomically; call it debounced). Also a sign
+        of life (`heartbeat`). Never raises for the file: a draft is best effort."""
+        with self._lock:
+            if board is not None:
+                self._draft["board"] = [{"id": str(r["id"]), "confidence": float(r["confidence"])} for r in board]
+            if editor is not None:
+                self._draft["editor"] = editor if len(editor) <= MAX_DRAFT_EDITOR_CHARS else None
+            self._draft["seq"] = self._events[-1].seq if self._events else 0
+            self._draft["saved"] = time.time()
+            self._seen()
+            self._write_draft()
+
+    def heartbeat(self) -> None:
+        """Note that this process still holds the session (a crash then loses at most the time since)."""
+        with self._lock:
+            self._seen()
+            self._write_draft()
+
+    @property
+    def held(self) -> list[tuple[float, float, bool]]:
+        """(opened, last seen, closed) of every process that held this session, oldest first."""
+        with self._lock:
+            return [(float(a), float(b), bool(c)) for a, b, c in self._held]
+
+    def elapsed(self, now: float | None = None) -> float:
+        """Seconds of investigation at `now` (epoch seconds, default the current time): since the start,
+        less the gaps when no process held the session (see the module's notes). 0 before the start."""
+        with self._lock:
+            return max(0.0, self._clock(now)) if any(e.kind == START for e in self._events) else 0.0
+
+    def _clock(self, now: float | None) -> float:
+        """`elapsed` unclamped (negative for a `now` before the start); the investigation has started."""
+        start = self._started_at()
+        when = time.time() if now is None else now
+        return when - start - held_gaps(self._held, [e.time for e in self._events], start, when)
+
+    def _seen(self) -> None:
+        if self._held and self._fh is not None:
+            self._held[-1][1] = max(self._held[-1][1], time.time())
+
+    def _hold(self) -> None:
+        """This process opens the session: a new held interval, written at once."""
+        now = time.time()
+        self._held.append([now, now, False])
+        self._write_draft()
+
+    def _read_draft(self) -> None:
+        if self.draft_path is None:
+            return
+        try:
+            raw = json.loads(self.draft_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            self.warnings.append(f"{self.draft_path}: ignored an unreadable draft ({exc})")
+            return
+        if not isinstance(raw, dict) or raw.get("format") != DRAFT_FORMAT:
+            self.warnings.append(f"{self.draft_path}: ignored: not a servedrill draft")
+            return
+        held = raw.get("held")
+        if isinstance(held, list):
+            self._held = [[float(h[0]), float(h[1]), bool(h[2])] for h in held
+                          if isinstance(h, list) and len(h) == 3 and all(isinstance(x, int | float) for x in h[:2])
+                          and math.isfinite(h[0]) and math.isfinite(h[1])]
+        self._draft = {k: raw[k] for k in ("board", "editor", "seq", "saved") if k in raw}
+
+    def _write_draft(self) -> None:
+        if self.draft_path is None:
+            return
+        doc = {"format": DRAFT_FORMAT, "format_version": 1, "session_id": self.header.session_id,
+               **{k: v for k, v in self._draft.items() if v is not None}, "held": self._held}
+        tmp = self.draft_path.with_name(f"{self.draft_path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(doc, separators=(",", ":"), allow_nan=False), encoding="utf-8")
+            tmp.replace(self.draft_path)
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
 
     def __enter__(self) -> Session:
         return self
@@ -575,7 +742,7 @@ class Session:
     def _deliver_due(self, now: float | None) -> list[Event]:
         if self._state != INVESTIGATING:
             return []
-        elapsed = (time.time() if now is None else now) - self._started_at()
+        elapsed = self._clock(now)
         queries = self._count(QUERY)
         out = []
         for index, inject in enumerate(self.incident.injects):
@@ -612,7 +779,7 @@ class Session:
         with self._lock:
             if self._state != INVESTIGATING:
                 return None
-            elapsed = (time.time() if now is None else now) - self._started_at()
+            elapsed = self._clock(now)
             waits = [inj.after_s - elapsed for i, inj in enumerate(self.incident.injects)
                      if inj.after_s is not None and i not in self._delivered]
             return max(0.0, min(waits)) if waits else None

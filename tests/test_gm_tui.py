@@ -107,7 +107,8 @@ def test_a_resumed_workspace_shows_the_updates_delivered_before(tui_env: Path) -
             assert str(app.screen.query_one("#tab-updates").label) == "Updates 1"
             assert any("How sure are you?" in t for t in _feed_texts(app))
             assert "Message from Grace" not in _titles(app)  # shown, not announced again
-            await pilot.pause(0.7)
+            polled = app.screen.polls
+            await until(pilot, lambda: app.screen.polls >= polled + 2, what="two more looks for updates")
             assert [e.kind for e in app.play.session.events].count("message") == 1
 
     run_async(go())

@@ -72,19 +72,49 @@ def events(data: Path) -> list[dict[str, Any]]:
     return out
 
 
-def wait_until(predicate: Any, timeout: float, interval: float = 0.1) -> bool:
+def wait_until(predicate: Any, timeout: float, interval: float = 0.1, page: Any = None) -> bool:
+    """Poll `predicate` until true or `timeout`. With `page`, wait through Playwright between polls: its
+    synchronous API delivers events (the websocket frames `Screen` reads) only while one of its calls
+    runs, never during a plain sleep."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return True
-        time.sleep(interval)
+        if page is not None:
+            page.wait_for_timeout(interval * 1000)
+        else:
+            time.sleep(interval)
     return bool(predicate())
+
+
+PASTED = "SELECT count(*) AS n\n  FROM requests WHERE replica = 'vllm-1'"
+"""A query pasted (bracketed paste: xterm.js sends its lines ended by CR), across two lines."""
+
+FOCUSED_JS = "() => document.activeElement?.classList.contains('xterm-helper-textarea') === true"
+"""Whether the terminal's input element has the page's focus (typed keys go to it)."""
+
+PASTE_JS = """text => {
+    const area = document.querySelector('.xterm-helper-textarea');
+    const data = new DataTransfer();
+    data.setData('text/plain', text);
+    area.dispatchEvent(new ClipboardEvent('paste', {clipboardData: data, bubbles: true, cancelable: true}));
+}"""
+"""What a paste does in the page: a paste event on xterm.js's input element."""
+
+
+def queries(data: Path) -> list[dict[str, Any]]:
+    return [e["data"] for e in events(data) if e["kind"] == "query"]
 
 
 @pytest.mark.skipif(CHROMIUM is None,
                     reason="Debian chromium is not installed (apt-get install chromium; make test tries)")
 def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple[str, Path],
                                                                     tmp_path: Path) -> None:
+    """Every wait is for a state (the terminal showing a screen, the journal holding an event), none for
+    time: the picker before the first Enter, the telemetry before the second, the workspace (its editor
+    has focus before it is first drawn) before typing. The query is typed at machine speed with F5 right
+    behind it (a priority key: the workspace reads the editor only after the keys queued before F5), and
+    a second query is pasted."""
     assert CHROMIUM is not None
     url, data = served
     started = time.monotonic()
@@ -96,38 +126,43 @@ def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple
             page.on("websocket", lambda ws: ws.on("framereceived", screen.feed))
             page.goto(url, timeout=20_000)
             page.wait_for_selector("body.-first-byte", timeout=20_000)
+
+            def shows(needle: str, what: str, timeout: float = 60) -> None:
+                assert wait_until(lambda: needle in screen.text(), timeout, 0.02, page), (
+                    f"no {what} in the tab ({needle!r}); it shows: {screen.text()[-600:]!r}")
+
+            shows("pick an incident", "picker")
+            # keys reach the app only through xterm.js's input element: click the terminal and wait until
+            # that element has the page's focus
             page.click("#terminal")
-            # The picker's Enter opens the briefing, the briefing's Enter starts the session (once the
-            # telemetry is ready). A key sent before a screen is up is lost, so press until the journal
-            # shows the session started; a spare Enter lands in the SQL editor as a blank line.
-            started_session = False
-            for _ in range(12):
-                page.keyboard.press("Enter")
-                if wait_until(lambda: any(e["kind"] == "start" for e in events(data)), 2.5):
-                    started_session = True
-                    break
-            assert started_session, "no session started in the browser tab"
-            recorded: list[dict[str, Any]] = []
-            for _ in range(3):  # the editor may not have focus yet on the first try
-                time.sleep(0.5)
-                screen.clear()
-                page.keyboard.press("Control+u")
-                page.keyboard.type(SQL)
-                # F5 right behind the typed keys: it is a priority binding, and the workspace reads the
-                # editor only after the keys queued before it, so the whole query runs (this is the race
-                # the load test found; waiting for the screen to show the query would hide it)
-                page.keyboard.press("F5")
-                if wait_until(lambda: [e for e in events(data) if e["kind"] == "query"], 10):
-                    recorded = [e for e in events(data) if e["kind"] == "query"]
-                    break
+            page.wait_for_function(FOCUSED_JS, timeout=20_000)
+            page.keyboard.press("Enter")
+            shows("Telemetry ready", "briefing with its telemetry")
+            screen.clear()
+            page.keyboard.press("Enter")
+            shows("Write SQL here", "workspace")
+            assert wait_until(lambda: any(e["kind"] == "start" for e in events(data)), 10, 0.02, page)
+
+            # typed at machine speed, F5 right behind the last key
+            page.keyboard.type(SQL)
+            page.keyboard.press("F5")
+            assert wait_until(lambda: len(queries(data)) >= 1, 30, 0.02, page), "the typed query never ran"
+            shows("queries 1 /", "query count")
+
+            # pasted: clear the editor's line first (ctrl+u deletes to the start of the line)
+            page.keyboard.press("Control+u")
+            page.evaluate(PASTE_JS, PASTED)
+            page.keyboard.press("F5")
+            assert wait_until(lambda: len(queries(data)) >= 2, 30, 0.02, page), "the pasted query never ran"
             page.screenshot(path=str(tmp_path / "served.png"))
         finally:
             browser.close()
-    assert recorded, f"the query never reached the session journal (screenshot: {tmp_path / 'served.png'})"
-    query = recorded[0]["data"]
-    assert query["sql"].strip() == SQL
-    assert query["ok"] is True and query["row_count"] == 2
-    assert [row[0] for row in query["rows"]] == ["vllm-0", "vllm-1"]
+    typed, pasted = queries(data)[:2]
+    assert typed["sql"] == SQL, f"typed {SQL!r}, the editor ran {typed['sql']!r}"
+    assert typed["ok"] is True and typed["row_count"] == 2
+    assert [row[0] for row in typed["rows"]] == ["vllm-0", "vllm-1"]
+    assert pasted["sql"] == PASTED, f"pasted {PASTED!r}, the editor ran {pasted['sql']!r}"
+    assert pasted["ok"] is True and pasted["row_count"] == 1
     [session] = list((data / "sessions").glob("*.jsonl"))
     header = json.loads(session.read_text(encoding="utf-8").splitlines()[0])
     assert header["incident_id"] == "tui-mini" and header["player"] == "browser"

@@ -4,9 +4,12 @@ options, and the server's refusals (foreign Host or Origin, too many sessions)."
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -195,3 +198,60 @@ def test_a_taken_port_is_one_line_not_a_traceback() -> None:
     assert out.returncode == 1
     assert out.stderr.strip().startswith(f"servedrill: cannot serve on 127.0.0.1:{port}")
     assert "Traceback" not in out.stderr + out.stdout and "serving on" not in out.stdout
+
+
+ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
+FAST_SQL = "SELECT replica, count(*) AS n FROM requests GROUP BY replica ORDER BY replica"
+
+
+def test_typing_at_machine_speed_in_a_served_tab_loses_no_key(tui_env: Path, tmp_path: Path) -> None:
+    """A tab (a websocket speaking textual-serve's protocol, one message per key as xterm.js sends them)
+    starts the incident and types its first query at once, no pause between keys, while the session opens
+    and the workspace mounts; then F5. The journal must hold exactly that query. Twice: the second tab
+    starts a new session with "n" while the first one's is unfinished (so "n" is also a briefing key)."""
+    import aiohttp
+
+    async def tab(port: int, trial: int) -> str | None:
+        screen = [b""]
+        async with aiohttp.ClientSession() as http, http.ws_connect(
+                f"ws://127.0.0.1:{port}/ws?width=150&height=45",
+                headers={"Origin": f"http://127.0.0.1:{port}"}) as ws:
+            async def read() -> None:
+                async for message in ws:
+                    if message.type == aiohttp.WSMsgType.BINARY:
+                        screen[0] = (screen[0] + message.data)[-200_000:]
+
+            reader = asyncio.create_task(read())
+
+            async def shows(needle: str) -> None:
+                deadline = time.monotonic() + 60
+                while needle not in ANSI.sub(b"", screen[0]).decode("utf-8", "replace"):
+                    assert time.monotonic() < deadline, f"no {needle!r} in the tab"
+                    await asyncio.sleep(0.01)
+
+            async def keys(text: str) -> None:
+                await ws.send_str(json.dumps(["stdin", text]))
+
+            await shows("pick an incident")
+            await keys("\r")
+            await shows("Telemetry ready")
+            await shows("start a new one" if trial else "start the investigation")
+            before = {p: p.read_text() for p in (tui_env / "sessions").glob("*.jsonl")}
+            await keys("n" if trial else "\r")
+            for character in FAST_SQL:
+                await keys(character)
+            await keys("\x1b[15~")  # F5
+            deadline = time.monotonic() + 30
+            sql = None
+            while sql is None and time.monotonic() < deadline:
+                for path in (tui_env / "sessions").glob("*.jsonl"):
+                    lines = [json.loads(line) for line in path.read_text().splitlines()[1:] if line.strip()]
+                    if path not in before:
+                        sql = next((e["data"]["sql"] for e in lines if e["kind"] == "query"), None)
+                await asyncio.sleep(0.02)
+            reader.cancel()
+            return sql
+
+    with serving(["--incidents", str(FIXTURE), "--player", "fast"], tmp_path / "serve.log") as port:
+        typed = [asyncio.run(tab(port, trial)) for trial in range(2)]
+    assert typed == [FAST_SQL, FAST_SQL]

@@ -18,6 +18,7 @@ from test_tui_support import (
     screen_name,
     until,
 )
+from textual import events
 
 from game.hypotheses import Shown
 
@@ -78,7 +79,6 @@ def test_play_a_whole_incident(tui_env: Path) -> None:
 
             # plot it: one line per replica, the api-gateway deploy marked from the events table
             await pilot.press("f2")
-            await pilot.pause()
             plot = app.screen.query_one("#results-plot")
             await until(pilot, lambda: plot.drawn_series == 2)
             assert [m.label for m in plot.drawn_markers] == ["deploy api-gateway"]
@@ -275,7 +275,7 @@ def test_editor_history_completion_schema_and_snippets(tui_env: Path) -> None:
             tree = app.screen.query_one("#schema")
             requests = next(n for n in tree.root.children if str(n.label) == "requests")
             requests.expand()
-            await pilot.pause()
+            await until(pilot, lambda: requests.children[0].line >= 0, what="the expanded table's columns")
             tree.focus()
             tree.move_cursor(requests.children[0])
             await pilot.press("enter")
@@ -320,7 +320,8 @@ def test_hint_note_help_and_a_small_terminal(tui_env: Path) -> None:
             await until(pilot, lambda: screen_name(app) == "HelpScreen")
             await pilot.press("escape")
             app.theme = "textual-light"
-            await pilot.pause()
+            editor = app.screen.query_one("#editor")
+            await until(pilot, lambda: editor.theme == "github_light", what="the editor in the light theme")
             assert screen_name(app) == "WorkspaceScreen"
 
     run_async(go())
@@ -362,3 +363,39 @@ def test_a_tab_that_asks_for_the_players_name_records_it(tui_env: Path) -> None:
             assert app.player == "Ada Lovelace"
 
     run_async(go())
+
+
+def _key_name(character: str) -> str:
+    from textual.keys import _character_to_key
+
+    return _character_to_key(character)
+
+
+def test_keys_typed_while_the_investigation_opens_reach_the_editor(tui_env: Path) -> None:
+    """Type-ahead: what the player types right after starting (while the session opens and the workspace
+    mounts) lands in the SQL editor, in order, F5 included; a repeated start key opens no second session,
+    and "n" (the briefing's "new session" key) is just a letter of the query."""
+    sql = "SELECT count(*) AS n FROM requests"
+
+    async def go() -> None:
+        app = make_app(tui_env)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await until(pilot, lambda: "picker" in app.marks)
+            await pilot.press("enter")
+            await until(pilot, lambda: screen_name(app) == "BriefingScreen" and "ready" in app.marks)
+            # everything in one go, as a terminal delivers fast typing: posted without waiting between
+            # keys (Pilot.press waits for the app to settle after each), so it arrives before the
+            # workspace exists
+            keys = [("enter", "\r"), ("enter", "\r")] + [(_key_name(c), c) for c in sql] + [("f5", None)]
+            for key, character in keys:
+                app.post_message(events.Key(key, character))
+            await until(pilot, lambda: "rows" in app.marks, what="the typed query's rows")
+            editor = app.screen.query_one("#editor")
+            assert app.screen.focused is editor
+            assert editor.text == sql
+            assert app.screen.query_one("#results").view.row_count == 1
+
+    run_async(go())
+    assert len(list((tui_env / "sessions").glob("*.jsonl"))) == 1
+    [query] = [e for e in _session_events(tui_env) if e["kind"] == "query"]
+    assert query["data"]["sql"] == sql

@@ -68,8 +68,17 @@ def test_workspace_light_theme(tui_env: Path, snap_compare: Any) -> None:
     app = _workspace_app(tui_env)
 
     async def settle(pilot: Any) -> None:
+        from textual.color import Color
+
         await _workspace_settled(pilot)
-        pilot.app.theme = "textual-light"
+        app = pilot.app
+        app.theme = "textual-light"
+        editor = app.screen.query_one("#editor")
+        light = Color.parse(app.get_theme("textual-light").background)
+        # the theme is applied once the editor has followed it (its own highlighting theme) and the
+        # screen's styles were recomputed from the light theme's variables
+        await until(pilot, lambda: editor.theme == "github_light" and app.screen.styles.background == light,
+                    what="the light theme")
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=settle)
@@ -83,7 +92,7 @@ def test_interviewer_screen(tui_env: Path, snap_compare: Any) -> None:
 
     async def settle(pilot: Any) -> None:
         await until(pilot, lambda: screen_name(pilot.app) == "GMScreen")
-        await until(pilot, lambda: getattr(pilot.app.screen, "snap", None) is not None)
+        await until(pilot, lambda: "gm" in pilot.app.marks, what="the first snapshot laid out")
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=settle)

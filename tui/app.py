@@ -7,14 +7,17 @@ worker threads, so the first screen paints before they load.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
@@ -23,7 +26,16 @@ from tui.library import LibraryEntry, read_entry, read_library
 
 CSS_FILE = Path(__file__).with_name("servedrill.tcss")
 
-EXIT_GRACE_S = 5.0
+TYPEAHEAD_MAX = 4096
+"""Keys kept while the investigation opens (see ServedrillApp.begin_typeahead); more are dropped."""
+
+TYPEAHEAD_PASS = frozenset({"ctrl+q", "ctrl+c", "escape"})
+"""Keys that act at once even while the investigation opens: quit, and back to the incident list."""
+
+TYPEAHEAD_WAIT_S = 0.02
+"""How often a held replay looks again for the workspace's editor to have focus."""
+
+EXIT_GRACE_S = 0.8
 """Once the terminal is gone and the session saved, the process ends within this, however Textual's
 shutdown fares writing to a terminal that is not there."""
 
@@ -39,12 +51,19 @@ class Play:
     build: Any = None
     gateway: Any = None
     session: Any = None
+    flush_draft: Callable[[], None] | None = None
+    """Set by the workspace: writes its pending draft (the board, the editor) now."""
 
     def close(self) -> None:
-        """Stop any query, close the gateway and release the session file (resumable later)."""
+        """Stop any query, close the gateway, write the draft and release the session file (resumable
+        later)."""
         if self.gateway is not None:
             self.gateway.close()
             self.gateway = None
+        if self.flush_draft is not None:
+            flush, self.flush_draft = self.flush_draft, None
+            with contextlib.suppress(Exception):  # a draft is best effort; the journal is what counts
+                flush()
         if self.session is not None:
             self.session.close()
             self.session = None
@@ -109,6 +128,9 @@ class ServedrillApp(App[None]):
         self._exiting = False
         self._terminal_watch: Any = None
         self.gone: str | None = None  # why the terminal went away, once it has
+        self._typeahead: list[events.Event] | None = None  # keys held since the player started
+        self._typeahead_early: list[events.Event] = []  # keys the screen had been given before that
+        self._typeahead_typing = False  # a key other than Enter was held (Enter is no longer the start key)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -140,6 +162,69 @@ class ServedrillApp(App[None]):
         self._close_play()
         self.stop_world_builds()
 
+    # ------------------------------------------------------------ type-ahead
+
+    def begin_typeahead(self) -> None:
+        """Hold the keys (and pastes) the player types from now until the workspace's editor has focus,
+        then give them to it in order (`release_typeahead`). Called when the player starts the
+        investigation: a fast typist (or a browser tab typing at machine speed) starts typing the first
+        query while the session opens and the workspace mounts, and those keys used to land on the
+        briefing (where "n" means "new session") or on a workspace with no focus yet, and were lost.
+        A repeated Enter before any other key is the start key pressed again, not a blank line."""
+        if self._typeahead is None:
+            self._typeahead, self._typeahead_early, self._typeahead_typing = [], [], False
+
+    def drop_typeahead(self) -> None:
+        """Forget the held keys (the investigation did not open) and stop holding."""
+        self._typeahead, self._typeahead_early = None, []
+
+    @property
+    def holding_keys(self) -> bool:
+        return self._typeahead is not None
+
+    def release_typeahead(self) -> None:
+        """Replay the held keys once the workspace's editor has focus (the workspace calls this from its
+        on_mount). Keys that arrive meanwhile join the held ones, so the order is kept."""
+        if self._typeahead is not None:
+            self.call_later(self._replay_typeahead, 0)
+
+    async def _replay_typeahead(self, tries: int) -> None:
+        from tui.screens.workspace import WorkspaceScreen
+
+        if self._typeahead is None:
+            return
+        screen = self.screen
+        if not (isinstance(screen, WorkspaceScreen) and screen.editor_ready):
+            if tries * TYPEAHEAD_WAIT_S < 10.0:
+                self.set_timer(TYPEAHEAD_WAIT_S, partial(self._replay_typeahead, tries + 1))
+            else:
+                self.drop_typeahead()
+            return
+        held = self._typeahead_early + self._typeahead
+        self._typeahead, self._typeahead_early = None, []
+        for event in held:
+            await super().on_event(event)
+
+    async def on_event(self, event: events.Event) -> None:
+        """Input while keys are held (`begin_typeahead`) is kept instead of handled. A key straight from
+        the terminal is held; a key coming back up from a screen was handed to it before holding began
+        (the app had passed it on before the screen's binding started the investigation): it is kept
+        too, ahead of every key held here, which all came later."""
+        held = self._typeahead
+        if held is not None and isinstance(event, events.Key | events.Paste):
+            if isinstance(event, events.Paste):
+                self._typeahead_typing = True
+                (self._typeahead_early if event.is_forwarded else held).append(events.Paste(event.text))
+                return
+            if event.key not in TYPEAHEAD_PASS:
+                into = self._typeahead_early if event.is_forwarded else held
+                if event.key != "enter":
+                    self._typeahead_typing = True  # from here on Enter is a new line of the query
+                if self._typeahead_typing and len(self._typeahead_early) + len(held) < TYPEAHEAD_MAX:
+                    into.append(events.Key(event.key, event.character))
+                return
+        await super().on_event(event)
+
     # ------------------------------------------------------------ the terminal going away
 
     def _watch_terminal(self) -> None:
@@ -147,7 +232,6 @@ class ServedrillApp(App[None]):
         error on standard input or output (tui.terminal: no SIGHUP arrives under `make play`, and a
         browser tab's app only sees its input pipe close)."""
         import asyncio
-        import contextlib
         import signal
 
         from tui.terminal import TerminalWatch
@@ -256,6 +340,7 @@ class ServedrillApp(App[None]):
             session.start(self.play.build.digest if self.play and self.play.build else None)
         except SessionError as exc:
             self.notify(str(exc), severity="error", markup=False)
+            self.drop_typeahead()
             return
         self.enter_session()
 
@@ -272,12 +357,14 @@ class ServedrillApp(App[None]):
     def show_debrief(self) -> None:
         from tui.screens.debrief import DebriefScreen
 
+        self.drop_typeahead()  # the debrief's single-letter keys are no place for typed SQL
         self.switch_screen(DebriefScreen())
 
     def leave_game(self) -> None:
         """Close the game and go back to the picker."""
         from tui.screens.picker import PickerScreen
 
+        self.drop_typeahead()
         self._close_play()
         while len(self.screen_stack) > 1 and not isinstance(self.screen, PickerScreen):
             self.pop_screen()

@@ -60,17 +60,18 @@ _EDITABLE = _table(keep_newlines=True, keep_tabs=True)
 
 def visible(value: Any, *, multiline: bool = False) -> str:
     """`value` as text with every control character replaced by a visible stand-in. With `multiline`,
-    newlines stay (a CR before them goes); otherwise a newline shows as "␊"."""
+    newlines stay (CR LF and a lone CR count as one); otherwise a newline shows as "␊"."""
     text = value if isinstance(value, str) else str(value)
     if multiline:
-        text = text.replace("\r\n", "\n")
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text.translate(_MULTI_LINE if multiline else _ONE_LINE)
 
 
 def editable(text: str) -> str:
-    """Text for an editor (SQL, a note): newlines and tabs kept, other control characters visible (an
-    escape sequence pasted or journalled cannot reach the terminal through the editor)."""
-    return text.replace("\r\n", "\n").translate(_EDITABLE)
+    """Text for an editor (SQL, a note): newlines and tabs kept (a terminal's paste ends lines with CR:
+    those become newlines), other control characters visible (an escape sequence pasted or journalled
+    cannot reach the terminal through the editor)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").translate(_EDITABLE)
 
 
 def bounded(text: str, limit: int | None = MAX_TEXT_CHARS, lines: int | None = None) -> str:

@@ -80,6 +80,7 @@ class BriefingScreen(Screen[None]):
         self.ready = False
         self.failed = False
         self.wanted: str | None = None  # "continue" or "new", pressed before the telemetry was ready
+        self.opening = False  # a session is being opened for the player (once per briefing)
         self._last_pct = -1
 
     @property
@@ -195,6 +196,7 @@ class BriefingScreen(Screen[None]):
 
     def on_prepare_failed(self, message: PrepareFailed) -> None:
         self.failed = True
+        self.served.drop_typeahead()
         self.query_one("#prepare-stage", Static).update("[b red]This incident cannot be played:[/b red]")
         self.query_one("#briefing-action", Static).update(
             literal("\n".join(one_line(line, 300) for line in message.lines[:8]), multiline=True))
@@ -204,11 +206,15 @@ class BriefingScreen(Screen[None]):
         self.served.adopt_session(message.session)
         for line in message.warnings:
             self.notify(one_line(line, 500), title="Session file", severity="warning", markup=False)
+        if message.session.state != "briefing":
+            self.served.begin_typeahead()  # the workspace opens by itself: keys typed meanwhile are its
         if self.ready and message.session.state != "briefing":
             self.served.enter_session()
 
     def on_session_failed(self, message: SessionFailed) -> None:
         self.wanted = None
+        self.opening = False
+        self.served.drop_typeahead()
         self.notify(one_line(message.error, 500), title="Cannot open the session", severity="error", timeout=8,
                     markup=False)
         self._show_action()
@@ -251,8 +257,10 @@ class BriefingScreen(Screen[None]):
         self.served.leave_game()
 
     def _begin(self, how: str) -> None:
-        if self.failed:
+        if self.failed or self.opening:
             return
+        # from here on, what the player types is for the SQL editor: held until it has focus
+        self.served.begin_typeahead()
         if not self.ready or self.play.incident is None:
             self.wanted = how
             self._show_action()
@@ -260,9 +268,13 @@ class BriefingScreen(Screen[None]):
         self.wanted = None
         session = self.play.session
         if session is not None:
+            if session.state != "briefing":
+                return  # resumed mid-investigation: the workspace opens by itself
             # resumed from the command line and still in its briefing
             self.served.start_session(session)
             return
+        # one session per start: a second Enter while this one opens must not open another
+        self.opening = True
         resume = self.unfinished[0].path if how == "continue" and self.unfinished else None
         self.query_one("#briefing-action", Static).update("Opening the session…")
         self._open_session(resume)
@@ -285,6 +297,9 @@ class BriefingScreen(Screen[None]):
                 session.start(play.build.digest if play.build else None)
         except SessionError as exc:
             self.post_message(SessionFailed(str(exc)))
+            return
+        except Exception as exc:  # the worker's boundary: say it, and let go of the held keys
+            self.post_message(SessionFailed(f"internal error: {type(exc).__name__}: {exc}"))
             return
         if not self.post_message(SessionOpened(session, list(session.warnings))):
             session.close()  # the player left this briefing meanwhile

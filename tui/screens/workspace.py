@@ -33,7 +33,7 @@ from tui.widgets.query_log import QueryLog
 from tui.widgets.results import ResultsPanel
 from tui.widgets.schema import SchemaTree
 from tui.widgets.sql_editor import CompletionMenu, SqlEditor
-from tui.widgets.updates_feed import UpdatesFeed, update_body, update_title
+from tui.widgets.updates_feed import UpdatesFeed, update_title
 
 if TYPE_CHECKING:
     from tui.app import Play, ServedrillApp
@@ -43,6 +43,13 @@ MARKER_KINDS = ("deploy", "restart", "crash")
 
 UPDATE_POLL_S = 0.5
 """How often the workspace looks for due injects and the interviewer's items."""
+
+DRAFT_DELAY_S = 0.5
+"""The draft (board, editor) is written this long after the last change to it (debounced)."""
+
+HEARTBEAT_S = 15.0
+"""How often the workspace tells the session it still holds it (the game clock stops between holders; a
+crash loses at most this much of it)."""
 
 MARKERS_SQL = (
     "SELECT ts, kind, replica, component FROM events "
@@ -64,12 +71,20 @@ def markers_from_rows(rows: list[tuple[Any, ...]]) -> list[Marker]:
 
 class WorkspaceScreen(Screen[None]):
     BINDINGS: ClassVar[list[Any]] = bindings("workspace")
+    AUTO_FOCUS = "#editor"
+    """Focus the editor as the screen composes, before it is first drawn: keys typed as soon as the
+    workspace shows go into it (Textual's default would focus the first tab, then on_mount's focus() call
+    comes later)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.running = False
         self.current: ResultView | None = None
         self.saved_at: float | None = None
+        self.polls = 0  # looks for due updates so far (tests wait on it)
+        self._draft_timer: Any = None
+        self._draft_widgets: tuple[HypothesisBoard, SqlEditor] | None = None
+        self.drafts_saved = 0  # draft writes so far (tests wait on it)
 
     @property
     def served(self) -> ServedrillApp:
@@ -92,7 +107,9 @@ class WorkspaceScreen(Screen[None]):
         session = self.session
         queries = [q.data for q in session.queries]
         last = queries[-1] if queries else None
-        board = Board.initial(session.board, session.ranking)
+        # what was not recorded when the session was last held: the board and the editor as they were
+        draft = session.draft
+        board = Board.initial(session.board, draft.get("board") or session.ranking)
         events = session.events
         yield Static("", id="status-line")
         with Horizontal(id="work"):
@@ -109,7 +126,8 @@ class WorkspaceScreen(Screen[None]):
                     with Vertical(id="pane-updates"):
                         yield UpdatesFeed(updates, id="updates-feed")
             with Vertical(id="main"):
-                editor = SqlEditor(str(last.get("sql", "")) if last else "", id="editor",
+                text = draft["editor"] if "editor" in draft else str(last.get("sql", "")) if last else ""
+                editor = SqlEditor(text, id="editor",
                                    placeholder="Write SQL here · F5 runs it · F3 snippets · Tab completes")
                 editor.set_history([str(q.get("sql", "")) for q in queries])
                 if self.served.steady:
@@ -134,11 +152,21 @@ class WorkspaceScreen(Screen[None]):
         self._update_status()
         self.set_interval(1.0, self._update_status)
         self.set_interval(UPDATE_POLL_S, self.poll_updates)
+        self.set_interval(HEARTBEAT_S, self._heartbeat)
+        self._draft_widgets = (self.query_one(HypothesisBoard), self.query_one(SqlEditor))
+        self.play.flush_draft = self.save_draft
         self.call_after_refresh(self.poll_updates)
-        self.query_one(SqlEditor).focus()
+        self.set_focus(self.query_one(SqlEditor))
+        self.served.release_typeahead()  # what was typed while the investigation opened
         self._load_schema()
         self._build_worlds()
         self.call_after_refresh(self.served.mark, "workspace")
+
+    @property
+    def editor_ready(self) -> bool:
+        """The editor is on screen and has focus: typed keys reach it."""
+        editors = self.query(SqlEditor)
+        return self.app.screen is self and bool(editors) and self.focused is editors.first()
 
     @on(Tabs.TabActivated, "#side-tabs")
     def _switch_side(self, event: Tabs.TabActivated) -> None:
@@ -155,6 +183,7 @@ class WorkspaceScreen(Screen[None]):
         session = self.play.session if self.served.play is not None else None
         if session is None:
             return
+        self.polls += 1
         try:
             updates = session.due_updates(self.served.clock())
         except (SessionError, OSError) as exc:
@@ -169,7 +198,8 @@ class WorkspaceScreen(Screen[None]):
         self.query_one("#tab-updates", Tab).label = _updates_label(feed.count)
         if notify:
             # the interviewer's or the incident's words: literal text, never markup
-            self.notify(update_body(update), title=update_title(update),
+            # (cut for the toast: the Updates tab shows it whole)
+            self.notify(clean(update.text.strip(), 500, multiline=True, lines=8), title=update_title(update),
                         severity="warning" if update.kind == "inject" else "information", timeout=15,
                         markup=False)
         if update.kind == "hint":
@@ -348,6 +378,52 @@ class WorkspaceScreen(Screen[None]):
     @on(HypothesisBoard.Changed)
     def _board_changed(self) -> None:
         self._update_board_title()
+        self._draft_changed()
+
+    @on(SqlEditor.Changed, "#editor")
+    def _editor_changed(self) -> None:
+        self._draft_changed()
+
+    # ------------------------------------------------------------ draft (what is not recorded yet)
+
+    def _draft_changed(self) -> None:
+        """Write the draft DRAFT_DELAY_S after the last change (typing restarts the wait)."""
+        if self._draft_timer is None:
+            self._draft_timer = self.set_timer(DRAFT_DELAY_S, self.save_draft)
+        else:
+            self._draft_timer.reset()
+
+    def save_draft(self) -> None:
+        """Write the board and the editor's text to the session's draft now (resume shows them again)."""
+        from game.session import SessionError
+
+        if self._draft_timer is not None:
+            self._draft_timer.stop()
+            self._draft_timer = None
+        play = self.served.play
+        if play is None or play.session is None or play.session.state != "investigating":
+            return
+        if self._draft_widgets is None:
+            return
+        board_widget, editor = self._draft_widgets  # kept: at unmount the screen no longer finds its children
+        board = board_widget.board
+        try:
+            play.session.save_draft(board=[{"id": i.id, "confidence": i.confidence} for i in board.items],
+                                    editor=editor.text)
+        except (SessionError, OSError):
+            return
+        self.drafts_saved += 1
+
+    def _heartbeat(self) -> None:
+        play = self.served.play
+        if play is not None and play.session is not None:
+            play.session.heartbeat()
+
+    def on_unmount(self) -> None:
+        play = self.served.play
+        if play is not None and play.flush_draft == self.save_draft:
+            play.flush_draft = None
+            self.save_draft()
 
     def _update_board_title(self) -> None:
         board = self.query_one(HypothesisBoard)
@@ -505,8 +581,8 @@ class WorkspaceScreen(Screen[None]):
     def _update_status(self) -> None:
         session = self.session
         incident = session.incident
-        start = next((e.time for e in session.events if e.kind == "start"), None)
-        elapsed = self.served.clock() - start if start is not None else 0.0
+        # the game clock: time a process held the session (not the nights the game was closed)
+        elapsed = session.elapsed(self.served.clock())
         parts = []
         limit = incident.time_limit_s
         clock = clock_text(elapsed) + (f" / {clock_text(limit)}" if limit else "")

@@ -20,5 +20,11 @@ class SafeTextArea(TextArea):
         super().load_text(editable(text))
 
     async def _on_paste(self, event: events.Paste) -> None:
-        event.text = editable(event.text)
-        await super()._on_paste(event)
+        # Textual calls every class's _on_paste along the MRO unless the default is prevented: TextArea's
+        # own would insert the text a second time, as it came
+        event.prevent_default()
+        if self.read_only:
+            return
+        if result := self._replace_via_keyboard(editable(event.text), *self.selection):
+            self.move_cursor(result.end_location)
+            self.focus()

@@ -14,8 +14,8 @@ from textual.widgets.option_list import Option
 from tui.formatting import clock_text
 from tui.text import clean, one_line
 
-MAX_UPDATE_CHARS = 2000
-"""An update's text is cut to this in the feed (the interviewer can send up to 4000 characters)."""
+MAX_UPDATE_CHARS = 4000
+"""An update's text is cut to this in the feed (what a session accepts from the interviewer: whole)."""
 
 KIND_TITLES = {"inject": "Update", "message": "Message", "hint": "Hint"}
 
@@ -34,7 +34,7 @@ def update_title(update: Any) -> str:
 
 def update_body(update: Any) -> str:
     """An update's text as shown: newlines kept, control characters visible, cut at MAX_UPDATE_CHARS."""
-    return clean(update.text.strip(), MAX_UPDATE_CHARS, multiline=True, lines=40)
+    return clean(update.text.strip(), MAX_UPDATE_CHARS, multiline=True, lines=200)
 
 
 def update_text(update: Any) -> Text:

@@ -149,8 +149,12 @@ def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple
             assert wait_until(lambda: len(queries(data)) >= 1, 30, 0.02, page), "the typed query never ran"
             shows("queries 1 /", "query count")
 
-            # pasted: clear the editor's line first (ctrl+u deletes to the start of the line)
+            # pasted: focus the editor (ctrl+e), clear its line (ctrl+u deletes to the start of the line) and
+            # wait until it shows empty again (its placeholder) before pasting
+            screen.clear()
+            page.keyboard.press("Control+e")
             page.keyboard.press("Control+u")
+            shows("Write SQL here", "empty editor")
             page.evaluate(PASTE_JS, PASTED)
             page.keyboard.press("F5")
             assert wait_until(lambda: len(queries(data)) >= 2, 30, 0.02, page), "the pasted query never ran"

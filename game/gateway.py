@@ -232,6 +232,16 @@ class _Checked:
     is_explain: bool
 
 
+def check_limits(*, row_cap: int, timeout_s: float, threads: int) -> None:
+    """Raise ValueError for limits no gateway can run with (rows, seconds, threads)."""
+    if row_cap < 1:
+        raise ValueError(f"row_cap must be at least 1, got {row_cap}")
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+
+
 class LocalGateway:
     """Read-only, time- and memory-limited access to one incident database file, in this process.
 
@@ -251,12 +261,7 @@ class LocalGateway:
         row_cap: int = 5000,
         timeout_s: float = 10.0,
     ) -> None:
-        if row_cap < 1:
-            raise ValueError(f"row_cap must be at least 1, got {row_cap}")
-        if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
-        if threads < 1:
-            raise ValueError(f"threads must be at least 1, got {threads}")
+        check_limits(row_cap=row_cap, timeout_s=timeout_s, threads=threads)
         self.db_path = Path(db_path)
         if not self.db_path.is_file():
             raise FileNotFoundError(f"incident database not found: {self.db_path}")

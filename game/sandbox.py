@@ -34,7 +34,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from game.gateway import CatalogEntry, LocalGateway, QueryResult
+from game.gateway import CatalogEntry, LocalGateway, QueryResult, check_limits
 
 GRACE_S = 1.0
 """Seconds past the time limit the child gets to answer after its own interrupt."""
@@ -125,12 +125,7 @@ class Sandbox:
 
     def __init__(self, db_paths: dict[str, Path], *, memory_limit: str = "512MB", threads: int = 1,
                  row_cap: int = 5000, timeout_s: float = 10.0) -> None:
-        if row_cap < 1:
-            raise ValueError(f"row_cap must be at least 1, got {row_cap}")
-        if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
-        if threads < 1:
-            raise ValueError(f"threads must be at least 1, got {threads}")
+        check_limits(row_cap=row_cap, timeout_s=timeout_s, threads=threads)
         if not db_paths:
             raise ValueError("a sandbox needs at least one database")
         self.db_paths = {name: Path(p) for name, p in db_paths.items()}

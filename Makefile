@@ -1,22 +1,78 @@
 # One command each: `make play` and `make test` create or reuse .venv, install, then run.
+# A first run says what it is doing and how long each step took; pip's own output goes to .venv/setup.log.
+# Afterwards the game's command is .venv/bin/servedrill: `make run ARGS="list"` runs it with arguments.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+DEPS := $(VENV)/.deps-stamp
 STAMP := $(VENV)/.installed-stamp
+DEFAULT := $(VENV)/.default-incident-stamp
+DEFAULT_INCIDENT := one-slow-replica
+LOG := $(VENV)/setup.log
+ARGS ?=
+# quiet about pip itself (its version, running as root): what is left is about this project
+PIP := $(BIN)/python -m pip --disable-pip-version-check --no-input -q
+export PIP_ROOT_USER_ACTION := ignore
+export PIP_NO_WARN_SCRIPT_LOCATION := 1
 
-.PHONY: play test lint bench clean
+.PHONY: play run test lint bench clean setup
+
+# $(call step,NAME,WHAT,HOW LONG,COMMAND): say what starts and how long it usually takes, run COMMAND with
+# its output appended to $(LOG), say every 30 s that it is still going, then how long it took. On a
+# failure, show the end of the log. (No commas inside the arguments: make splits on them.)
+define step
+	@printf 'servedrill setup [%s] %s (usually %s)\n' '$(1)' '$(2)' '$(3)'
+	@start=$$(date +%s); \
+	( while sleep 30; do printf '    ... still %s: %s s so far\n' '$(2)' $$(( $$(date +%s) - start )); done ) & \
+	ticker=$$!; \
+	( $(4) ) >>$(LOG) 2>&1; rc=$$?; \
+	kill $$ticker 2>/dev/null; wait $$ticker 2>/dev/null; \
+	if [ $$rc -ne 0 ]; then \
+		echo "servedrill setup [$(1)] failed; the last lines of $(LOG):"; tail -n 25 $(LOG); exit $$rc; \
+	fi; \
+	printf '    done in %s s\n' $$(( $$(date +%s) - start ))
+endef
+
+# every requirement of pyproject.toml (the game, its tests, and the engine's build: setuptools, mypy)
+REQUIREMENTS := import tomllib; p = tomllib.load(open('pyproject.toml', 'rb')); \
+	print('\n'.join(p['project']['dependencies'] + p['project']['optional-dependencies']['test'] \
+	+ p['build-system']['requires']))
 
 $(BIN)/python:
-	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	@mkdir -p $(VENV)
+	$(call step,1/4,creating the virtual environment .venv,10 s,$(PY) -m venv $(VENV) && $(PIP) install --upgrade pip)
 
-# setup.py compiles the engine model (mypyc), so an edited engine source reinstalls too
-$(STAMP): pyproject.toml setup.py $(wildcard engine_model/*.py) | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test]'
-	touch $(STAMP)
+$(DEPS): pyproject.toml | $(BIN)/python
+	$(call step,2/4,installing dependencies: Textual; DuckDB; pandas; mypy; test tools,1-3 min: downloads about 200 MB,\
+		$(BIN)/python -c "$(REQUIREMENTS)" > $(VENV)/requirements.txt && $(PIP) install -r $(VENV)/requirements.txt)
+	@touch $(DEPS)
 
-play: $(STAMP)
-	$(BIN)/servedrill play
+# setup.py compiles the engine model (mypyc), so an edited engine source reinstalls too. The build uses
+# the venv's setuptools and mypy (installed above) rather than a fresh isolated copy of each.
+$(STAMP): pyproject.toml setup.py $(wildcard engine_model/*.py) $(DEPS)
+	$(call step,3/4,compiling the engine model with mypyc and installing servedrill,2-4 min on 2 cores,\
+		rm -f engine_model/_compiled.sha256 && $(PIP) install --no-build-isolation --no-deps -e .)
+	@if [ -f engine_model/_compiled.sha256 ]; then echo "    the engine is compiled"; \
+	else echo "    the engine runs as pure Python (slower; see $(LOG) for why)"; fi
+	@touch $(STAMP)
+	@echo "servedrill is installed: the command is $(BIN)/servedrill. Run it with make run ARGS=\"list\","
+	@echo "or as $(BIN)/servedrill list, or after 'source $(BIN)/activate' as plain servedrill list."
+
+# the default incident's telemetry, so the first game opens at once (the cache lives outside the repo: if it
+# was cleared, the briefing builds it again with a progress bar)
+$(DEFAULT): $(STAMP)
+	$(call step,4/4,simulating the default incident and building its telemetry,20-40 s,\
+		$(BIN)/servedrill generate $(DEFAULT_INCIDENT))
+	@touch $(DEFAULT)
+
+setup: $(DEFAULT)
+
+play: $(DEFAULT)
+	$(BIN)/servedrill play $(ARGS)
+
+# any servedrill command: make run ARGS="list", make run ARGS="play --plain"
+run: $(STAMP)
+	$(BIN)/servedrill $(ARGS)
 
 # The browser test (tests/test_serve_browser.py) drives Debian's chromium: install it when apt can (as
 # root, or through passwordless sudo), refreshing the package lists once if the first try fails. Never

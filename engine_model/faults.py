@@ -12,7 +12,10 @@ from typing import Any
 # kind -> (description, parameters with their meaning). The incident validator reads this table.
 FAULT_KINDS: dict[str, tuple[str, dict[str, str]]] = {
     "config_change": ("redeploy with engine knobs changed", {"<knob>": "new value of any EngineConfig knob"}),
-    "gpu_throttle": ("SM clock throttled (thermal or power cap)", {"clock_factor": "clock / nominal at intensity 1"}),
+    "gpu_throttle": ("SM clock throttled (thermal or power cap)", {
+        "clock_factor": "clock / nominal at intensity 1",
+        "cause": "thermal (default: its cooling failed, the GPU runs hot and slows itself down) or power "
+                 "(a lowered power limit caps it); only the GPU's telemetry shows which"}),
     "hbm_degradation": ("HBM bandwidth degraded", {"bw_factor": "bandwidth / nominal at intensity 1"}),
     "link_degradation": ("interconnect (NVLink/PCIe) degraded", {"link_factor": "bandwidth / nominal at intensity 1"}),
     "host_contention": ("host CPU contention slows scheduling and launches", {"overhead_factor": "host overhead x"}),

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -15,40 +16,104 @@ def emit(obj: dict[str, Any]) -> None:
     click.echo(json.dumps(obj, default=str))
 
 
-def fail(message: str, *, as_json: bool = False, code: int = 1) -> None:
-    """One clear line (or one JSON object) and a non-zero exit, never a traceback."""
-    if as_json:
-        emit({"ok": False, "error": message})
-    else:
-        click.echo(f"servedrill: {message}", err=True)
-    sys.exit(code)
+class CommandError(click.ClickException):
+    """The one way a servedrill command fails: one line on stderr (``servedrill: message``), or with
+    --json one JSON object on stdout ({"ok": false, "error", "diagnostics"?}), and exit code 1 (130 for
+    an interrupt). `diagnostics`, when given, are printed one a line instead of the message (file:line
+    problems). Raise it from a command; `GuardedGroup` turns every other exception into one."""
+
+    def __init__(self, message: str, *, diagnostics: list[str] | None = None, exit_code: int = 1,
+                 as_json: bool | None = None) -> None:
+        super().__init__(message)
+        self.diagnostics = list(diagnostics or [])
+        self.exit_code = exit_code
+        self.as_json = as_json
+        """None: as the command line asked (`GuardedGroup` fills it in from --json)."""
+
+    def show(self, file: Any = None) -> None:
+        if self.as_json:
+            emit({"ok": False, "error": self.message,
+                  **({"diagnostics": self.diagnostics} if self.diagnostics else {})})
+        elif self.diagnostics:
+            for line in self.diagnostics:
+                click.echo(line, err=True)
+        else:
+            click.echo(f"servedrill: {self.message}", err=True)
+
+
+def command_error(exc: BaseException, *, as_json: bool | None = None) -> CommandError:
+    """`exc` as the CommandError that reports it: the project's own errors by their one-line message, a
+    file the system refused by its name and reason, anything else as an internal error (never a
+    traceback: a command line is read by people and scripts)."""
+    # imported here: the error types live with their layers, and most runs of the CLI raise nothing
+    from game.gm import GMError
+    from game.session import SessionError, TranscriptError
+    from incidents.loader import IncidentError
+
+    match exc:
+        case CommandError():
+            if exc.as_json is None:
+                exc.as_json = as_json
+            return exc
+        case KeyboardInterrupt():
+            return CommandError("interrupted", exit_code=130, as_json=as_json)
+        case SessionError() | TranscriptError() | GMError():
+            return CommandError(str(exc), as_json=as_json)
+        case IncidentError():
+            return CommandError(str(exc.diagnostics[0]) if exc.diagnostics else "invalid incident", as_json=as_json)
+        case OSError():
+            where = f"{exc.filename}: " if exc.filename else ""
+            return CommandError(f"{where}{exc.strerror or exc}", as_json=as_json)
+        case _:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return CommandError(f"internal error: {type(exc).__name__}: {first}", as_json=as_json)
+
+
+def fail(message: str, *, as_json: bool | None = None, code: int = 1) -> NoReturn:
+    """Stop the command with one clear line (or one JSON object): raises CommandError."""
+    raise CommandError(message, exit_code=code, as_json=as_json)
+
+
+class GuardedCommand(click.Command):
+    """A command whose every failure is reported as a CommandError (one line, or one JSON object when
+    the command was given --json), on whatever group it is mounted."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return _guarded_invoke(super().invoke, ctx)
 
 
 class GuardedGroup(click.Group):
-    """The CLI boundary: whatever a command raises becomes one line (or one JSON object with --json) and
-    exit code 1, never a traceback. A file the system refuses names the file and the reason."""
+    """The CLI boundary: its commands and subgroups are guarded (`GuardedCommand`), and so is whatever a
+    command added from elsewhere raises: one line (or one JSON object with --json), never a traceback."""
+
+    command_class = GuardedCommand
+    group_class = type  # subgroups are GuardedGroups too
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["servedrill.json"] = "--json" in args
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
-            raise
-        except KeyboardInterrupt:
-            fail("interrupted", as_json=_wants_json(ctx), code=130)
-        except OSError as exc:
-            where = f"{exc.filename}: " if exc.filename else ""
-            fail(f"{where}{exc.strerror or exc}", as_json=_wants_json(ctx))
-        except Exception as exc:
-            fail(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                 as_json=_wants_json(ctx))
+        return _guarded_invoke(super().invoke, ctx)
+
+
+def _guarded_invoke(invoke: Callable[[click.Context], Any], ctx: click.Context) -> Any:
+    """`invoke(ctx)` with every failure but click's own raised as a CommandError."""
+    try:
+        return invoke(ctx)
+    except (click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+        raise
+    except CommandError as exc:
+        raise command_error(exc, as_json=_wants_json(ctx)) from None
+    except click.ClickException:
+        raise  # click's own usage errors print as click prints them
+    except (KeyboardInterrupt, Exception) as exc:
+        raise command_error(exc, as_json=_wants_json(ctx)) from exc
 
 
 def _wants_json(ctx: click.Context) -> bool:
-    return bool(ctx.meta.get("servedrill.json"))
+    """Whether the command line asked for JSON: the command's own --json, else any --json seen by the group."""
+    return bool(ctx.params.get("as_json") or ctx.meta.get("servedrill.json"))
 
 
 @click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,18 +124,24 @@ def main() -> None:
 
 # ----- calc ---------------------------------------------------------------------------------------
 @main.command()
-@click.option("--model", required=True, help="Model name, e.g. Llama-3.1-8B.")
-@click.option("--gpu", required=True, help="GPU name, e.g. H100-SXM.")
+@click.option("--model", required=True,
+              help="Model: a profile name in any case, a Hugging Face id or a short name, e.g. Llama-3.1-8B, "
+                   "meta-llama/Llama-3.1-8B-Instruct, Llama-3-8B.")
+@click.option("--gpu", required=True,
+              help="GPU: a profile name in any case or a short name, e.g. H100-SXM, h100, h200.")
 @click.option("--tp", default=1, show_default=True, help="Tensor-parallel degree.")
 @click.option("--dtype", default="bf16", type=click.Choice(["bf16", "fp8", "int4"]), show_default=True)
 @click.option("--kv-dtype", default="auto", type=click.Choice(["auto", "fp8"]), show_default=True)
-@click.option("--context", default=4096, show_default=True, help="Context length, tokens.")
+@click.option("--context", default=4096, show_default=True,
+              help="Context per request, tokens: KV capacity, decode context and the prefill figure.")
 @click.option("--batch", default=1, show_default=True, help="Decode batch for the step-time figure.")
 @click.option("--spec-k", default=0, show_default=True, help="Speculative draft tokens per step.")
 @click.option("--spec-acceptance", default=0.0, show_default=True, help="Per-token acceptance rate, 0..1.")
 @click.option("--rps", type=float, default=None, help="Traffic for the GPU count, requests/s.")
-@click.option("--prompt", default=1024, show_default=True, help="Prompt tokens per request (with --rps).")
-@click.option("--output", default=256, show_default=True, help="Output tokens per request (with --rps).")
+@click.option("--prompt", default=1024, show_default=True,
+              help="Prompt tokens per request: the TTFT and request-latency figures and --rps sizing.")
+@click.option("--output", default=256, show_default=True,
+              help="Output tokens per request: the request-latency figure and --rps sizing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def calc(as_json: bool, **kw: Any) -> None:
     """The estimation round: memory, KV capacity, step times and GPU count from the engine model."""
@@ -125,12 +196,9 @@ def _load(ref: str, as_json: bool) -> Any:
         return load_incident(find_incident(ref))
     except IncidentError as exc:
         lines = [str(d) for d in exc.diagnostics]
-        if as_json:
-            emit({"ok": False, "error": lines[0] if lines else "invalid incident", "diagnostics": lines})
-            sys.exit(1)
-        for line in lines:
-            click.echo(line, err=True)
-        sys.exit(1)
+        # every problem, one a line (an author fixes them all at once); JSON keeps an empty list too
+        raise CommandError(lines[0] if lines else "invalid incident", diagnostics=lines or ["invalid incident"],
+                           as_json=as_json) from None
 
 
 class _Bar:

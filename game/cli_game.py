@@ -13,51 +13,31 @@ import os
 import random
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, TypeVar
 
 import click
 
+from game.cli import CommandError, GuardedCommand, command_error, emit
 from game.hypotheses import shown_hypotheses
-from game.session import Event, SessionError, SessionWarning, TranscriptError
+from game.session import Event, SessionWarning
+
+T = TypeVar("T")
 
 STRATEGY_CHOICES = ("expert", "lucky", "random", "shotgun")
 DEAL_SEEDS = 10_000
 """`play --random` deals a seed below this: short enough to read out as "incident X seed N"."""
 
 
-class _Failed(Exception):
-    """A user-facing failure: one line."""
-
-
-def _emit(obj: dict[str, Any]) -> None:
-    click.echo(json.dumps(obj, default=str))
-
-
-def _fail(message: str, as_json: bool) -> NoReturn:
-    if as_json:
-        _emit({"ok": False, "error": message})
-    else:
-        click.echo(f"servedrill: {message}", err=True)
-    sys.exit(1)
-
-
-def guarded(as_json: bool, body: Any) -> Any:
-    """Run `body()` at a CLI boundary: every expected failure (and any other) becomes one line on stderr
-    (or JSON) and exit code 1."""
-    from incidents.loader import IncidentError
-
+def guarded(as_json: bool, body: Callable[[], T]) -> T:
+    """`body()`, its failure raised as the CommandError that reports it. Commands of the servedrill group
+    need not call this (the group does the same for every command); it is for code that runs a piece of a
+    command elsewhere and wants the same one-line report."""
     try:
         return body()
-    except (SessionError, TranscriptError, _Failed) as exc:
-        _fail(str(exc), as_json)
-    except IncidentError as exc:
-        first = exc.diagnostics[0] if exc.diagnostics else "invalid incident"
-        _fail(str(first), as_json)
-    except KeyboardInterrupt:
-        _fail("interrupted", as_json)
-    except Exception as exc:  # the CLI boundary: report, never a traceback
-        _fail(f"internal error: {type(exc).__name__}: {exc}", as_json)
+    except (KeyboardInterrupt, Exception) as exc:
+        raise command_error(exc, as_json=as_json) from exc
 
 
 def _incident(ref: str, seed: int) -> tuple[Any, Path]:
@@ -79,7 +59,7 @@ def deal(incident: str | None, seed: int | None, rng: random.Random | None = Non
 
     The incident is drawn from the library incidents that load (as the variant of that seed), the
     seed from 0..DEAL_SEEDS-1.
-    Raises _Failed when there is nothing to deal from.
+    Raises CommandError when there is nothing to deal from.
     """
     from incidents.loader import IncidentError, iter_library, load_incident
 
@@ -97,7 +77,7 @@ def deal(incident: str | None, seed: int | None, rng: random.Random | None = Non
             candidates.remove(path)  # broken files are `servedrill validate`'s business, not the player's
             continue
         return path.resolve(), seed
-    raise _Failed("no library incident loads; nothing to deal (servedrill validate says why)")
+    raise CommandError("no library incident loads; nothing to deal (servedrill validate says why)")
 
 
 def _player(name: str | None) -> str:
@@ -120,7 +100,7 @@ def _play_plain(path: Path | None, seed: int, player: str, session_path: Path | 
     elif path is not None:
         session = Session.create(path, seed, player)
     else:
-        raise _Failed("no incident or session to play")
+        raise CommandError("no incident or session to play")
     try:
         incident = session.incident
         click.echo(f"Preparing telemetry for {incident.id} (seed {session.header.seed}); the first build "
@@ -138,7 +118,7 @@ def _pick_incident() -> Path:
 
     library = iter_library()
     if not library:
-        raise _Failed("the incident library is empty; give an incident file: servedrill play --plain FILE")
+        raise CommandError("the incident library is empty; give an incident file: servedrill play --plain FILE")
     click.echo("Incidents:")
     for i, p in enumerate(library, start=1):
         click.echo(f"  {i:>2}. {p.stem}")
@@ -171,7 +151,7 @@ def _same(a: Any, b: Any) -> bool:
 def register(group: click.Group) -> None:
     """Add play, resume, score, replay and autoplay to `group`."""
 
-    @group.command("play")
+    @group.command("play", cls=GuardedCommand)
     @click.argument("incident", required=False)
     @click.option("--seed", type=int, default=None,
                   help="Seed of the variant and the telemetry (default 0; dealt with --random).")
@@ -182,19 +162,16 @@ def register(group: click.Group) -> None:
     def play_cmd(incident: str | None, seed: int | None, random_deal: bool, player: str | None,
                  plain: bool) -> None:
         """Play an incident (library id or file), or a random one with --random."""
-        def body() -> None:
-            if random_deal:
-                path, chosen = deal(incident, seed)
-                click.echo(f"Dealt incident {path.stem} seed {chosen} "
-                           f"(play it again: servedrill play {path.stem} --seed {chosen})")
-            else:
-                chosen = 0 if seed is None else seed
-                path = _incident(incident, chosen)[1] if incident else None
-            _play_plain(path or _pick_incident(), chosen, _player(player))
+        if random_deal:
+            path, chosen = deal(incident, seed)
+            click.echo(f"Dealt incident {path.stem} seed {chosen} "
+                       f"(play it again: servedrill play {path.stem} --seed {chosen})")
+        else:
+            chosen = 0 if seed is None else seed
+            path = _incident(incident, chosen)[1] if incident else None
+        _play_plain(path or _pick_incident(), chosen, _player(player))
 
-        guarded(False, body)
-
-    @group.command("resume")
+    @group.command("resume", cls=GuardedCommand)
     @click.argument("session_id", required=False)
     @click.option("--plain", is_flag=True, help="Line mode on stdin/stdout instead of the TUI.")
     @click.option("--json", "as_json", is_flag=True, help="With no SESSION_ID: list as one JSON object.")
@@ -202,25 +179,22 @@ def register(group: click.Group) -> None:
         """Continue an unfinished session; without an id, list them."""
         from game.session import find_session, list_unfinished
 
-        def body() -> None:
-            if session_id is None:
-                sessions = list_unfinished()
-                if as_json:
-                    _emit({"ok": True, "sessions": [s.to_dict() for s in sessions]})
-                    return
-                if not sessions:
-                    click.echo("No unfinished sessions.")
-                    return
-                for s in sessions:
-                    click.echo(f"{s.session_id:<48} {s.state:<13} {s.queries:>3} queries  {s.player}")
-                click.echo("Resume one with: servedrill resume SESSION_ID")
+        if session_id is None:
+            sessions = list_unfinished()
+            if as_json:
+                emit({"ok": True, "sessions": [s.to_dict() for s in sessions]})
                 return
-            path = find_session(session_id)
-            _play_plain(None, 0, "", session_path=path)
+            if not sessions:
+                click.echo("No unfinished sessions.")
+                return
+            for s in sessions:
+                click.echo(f"{s.session_id:<48} {s.state:<13} {s.queries:>3} queries  {s.player}")
+            click.echo("Resume one with: servedrill resume SESSION_ID")
+            return
+        path = find_session(session_id)
+        _play_plain(None, 0, "", session_path=path)
 
-        guarded(as_json, body)
-
-    @group.command("score")
+    @group.command("score", cls=GuardedCommand)
     @click.argument("transcript", type=click.Path(path_type=Path))
     @click.option("--incident", "incident_file", type=click.Path(path_type=Path), default=None,
                   help="Incident file to score against (default: the one the transcript names).")
@@ -233,29 +207,26 @@ def register(group: click.Group) -> None:
         from game.scoring import format_report
         from game.session import load_transcript
 
-        def body() -> None:
-            t = load_transcript(transcript, incident_path=incident_file)
-            _require_submitted(t, transcript, reveal)
-            report = score_session(t.incident, t.header.seed, t.events)
-            recorded = t.recorded_total
-            if as_json:
-                _emit({"ok": True, "session_id": t.header.session_id, "incident": t.incident.id,
-                       "player": t.header.player, "seed": t.header.seed, "total": report.total,
-                       "recorded_total": recorded,
-                       "recorded_matches": None if recorded is None else math.isclose(recorded, report.total,
-                                                                                      abs_tol=0.05),
-                       "score": report.to_dict()})
-            else:
-                click.echo(f"{t.header.player} on {t.incident.id} (seed {t.header.seed})")
-                if recorded is not None and not math.isclose(recorded, report.total, abs_tol=0.05):
-                    click.echo(f"the transcript says {recorded:.1f}; recomputed from its queries: "
-                               f"{report.total:.1f}")
-                click.echo(format_report(report, {h.id: f"{h.label} {h.title}"
-                                                  for h in shown_hypotheses(t.incident, t.header.seed)}))
+        t = load_transcript(transcript, incident_path=incident_file)
+        _require_submitted(t, transcript, reveal)
+        report = score_session(t.incident, t.header.seed, t.events)
+        recorded = t.recorded_total
+        if as_json:
+            emit({"ok": True, "session_id": t.header.session_id, "incident": t.incident.id,
+                   "player": t.header.player, "seed": t.header.seed, "total": report.total,
+                   "recorded_total": recorded,
+                   "recorded_matches": None if recorded is None else math.isclose(recorded, report.total,
+                                                                                  abs_tol=0.05),
+                   "score": report.to_dict()})
+        else:
+            click.echo(f"{t.header.player} on {t.incident.id} (seed {t.header.seed})")
+            if recorded is not None and not math.isclose(recorded, report.total, abs_tol=0.05):
+                click.echo(f"the transcript says {recorded:.1f}; recomputed from its queries: "
+                           f"{report.total:.1f}")
+            click.echo(format_report(report, {h.id: f"{h.label} {h.title}"
+                                              for h in shown_hypotheses(t.incident, t.header.seed)}))
 
-        guarded(as_json, body)
-
-    @group.command("replay")
+    @group.command("replay", cls=GuardedCommand)
     @click.argument("transcript", type=click.Path(path_type=Path))
     @click.option("--incident", "incident_file", type=click.Path(path_type=Path), default=None,
                   help="Incident file (default: the one the transcript names).")
@@ -264,28 +235,25 @@ def register(group: click.Group) -> None:
                   help="Replay a session that was not submitted (its score shows the answer).")
     def replay_cmd(transcript: Path, incident_file: Path | None, as_json: bool, reveal: bool) -> None:
         """Re-run a transcript's queries on the incident database and re-score it."""
-        def body() -> None:
-            result = replay(transcript, incident_file, reveal=reveal)
-            if as_json:
-                _emit({"ok": True, **result})
-                return
-            click.echo(f"{result['queries']} queries re-run against {result['incident']} "
-                       f"(seed {result['seed']})")
-            if result["telemetry_matches"] is False:
-                click.echo(f"telemetry differs: recorded {result['telemetry_digest_recorded']}, "
-                           f"now {result['telemetry_digest_now']}")
-            for d in result["differences"]:
-                click.echo(f"  Q{d['query']}: {'; '.join(d['changes'])}")
-            click.echo("results match the transcript" if result["results_match"] else "results DIFFER")
-            if result["recorded_total"] is None:
-                click.echo(f"score: {result['total']:.1f} (the transcript records none)")
-            else:
-                click.echo(f"score: the transcript says {result['recorded_total']:.1f}, recomputed "
-                           f"{result['total']:.1f}" + ("" if result["score_matches"] else " (DIFFERENT)"))
+        result = replay(transcript, incident_file, reveal=reveal)
+        if as_json:
+            emit({"ok": True, **result})
+            return
+        click.echo(f"{result['queries']} queries re-run against {result['incident']} "
+                   f"(seed {result['seed']})")
+        if result["telemetry_matches"] is False:
+            click.echo(f"telemetry differs: recorded {result['telemetry_digest_recorded']}, "
+                       f"now {result['telemetry_digest_now']}")
+        for d in result["differences"]:
+            click.echo(f"  Q{d['query']}: {'; '.join(d['changes'])}")
+        click.echo("results match the transcript" if result["results_match"] else "results DIFFER")
+        if result["recorded_total"] is None:
+            click.echo(f"score: {result['total']:.1f} (the transcript records none)")
+        else:
+            click.echo(f"score: the transcript says {result['recorded_total']:.1f}, recomputed "
+                       f"{result['total']:.1f}" + ("" if result["score_matches"] else " (DIFFERENT)"))
 
-        guarded(as_json, body)
-
-    @group.command("autoplay")
+    @group.command("autoplay", cls=GuardedCommand)
     @click.argument("incident")
     @click.option("--strategy", required=True, type=click.Choice(STRATEGY_CHOICES))
     @click.option("--seed", default=0, show_default=True, help="Telemetry seed.")
@@ -300,24 +268,21 @@ def register(group: click.Group) -> None:
         from game.autoplay import autoplay_session
         from game.scoring import format_report
 
-        def body() -> None:
-            inc, path = _incident(incident, seed)
-            session, report = autoplay_session(inc, seed, strategy, incident_path=path,
-                                               player_seed=player_seed)
-            written = str(session.export_transcript(out)) if out else None
-            if not as_json:
-                click.echo("Spoiler: autoplay players are built from the incident's answer key.", err=True)
-            if as_json:
-                _emit({"ok": True, "incident": inc.id, "seed": seed, "strategy": strategy, "spoils": True,
-                       "queries": len(session.queries), "total": report.total, "score": report.to_dict(),
-                       "events": [e.to_dict() for e in session.events], "transcript": written})
-                return
-            click.echo(f"{strategy} on {inc.id} (seed {seed}): {len(session.queries)} queries")
-            click.echo(format_report(report))
-            if written:
-                click.echo(f"Transcript: {written}")
-
-        guarded(as_json, body)
+        inc, path = _incident(incident, seed)
+        session, report = autoplay_session(inc, seed, strategy, incident_path=path,
+                                           player_seed=player_seed)
+        written = str(session.export_transcript(out)) if out else None
+        if not as_json:
+            click.echo("Spoiler: autoplay players are built from the incident's answer key.", err=True)
+        if as_json:
+            emit({"ok": True, "incident": inc.id, "seed": seed, "strategy": strategy, "spoils": True,
+                   "queries": len(session.queries), "total": report.total, "score": report.to_dict(),
+                   "events": [e.to_dict() for e in session.events], "transcript": written})
+            return
+        click.echo(f"{strategy} on {inc.id} (seed {seed}): {len(session.queries)} queries")
+        click.echo(format_report(report))
+        if written:
+            click.echo(f"Transcript: {written}")
 
 
 def _require_submitted(t: Any, transcript: Path, reveal: bool) -> None:
@@ -325,7 +290,7 @@ def _require_submitted(t: Any, transcript: Path, reveal: bool) -> None:
     Whether it was submitted is read from its events (the checked journal), not from what the file's
     `submission` field says."""
     if not reveal and not any(e.kind == "submit" for e in t.events):
-        raise _Failed(f"{transcript}: the session was not submitted; its score would show the answer "
+        raise CommandError(f"{transcript}: the session was not submitted; its score would show the answer "
                       "(pass --reveal to score it anyway)")
 
 

@@ -8,34 +8,25 @@ code 1, never a traceback.
 
 from __future__ import annotations
 
-import sys
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from game.cli import emit, fail
+from game.cli import CommandError, GuardedCommand, GuardedGroup, emit, fail
 
 
 def _load(path: Path, as_json: bool) -> Any:
-    """The game day at `path`, or its diagnostics and exit 1."""
+    """The game day at `path`; its problems (file:line:column, one a line) as a CommandError."""
     from game.gameday import GameDayError, load_gameday
 
     try:
         return load_gameday(path)
     except GameDayError as exc:
-        _diagnostics([str(d) for d in exc.diagnostics], as_json)
-    except Exception as exc:  # the CLI boundary: report, never a traceback
-        fail(f"{path}: internal error: {type(exc).__name__}: {exc}", as_json=as_json)
-
-
-def _diagnostics(lines: list[str], as_json: bool) -> NoReturn:
-    if as_json:
-        emit({"ok": False, "error": lines[0] if lines else "invalid game day", "diagnostics": lines})
-    else:
-        for line in lines:
-            click.echo(line, err=True)
-    sys.exit(1)
+        lines = [str(d) for d in exc.diagnostics] or ["invalid game day"]
+        raise CommandError(lines[0], diagnostics=lines, as_json=as_json) from None
 
 
 def _folders(gameday: Any, extra: tuple[Path, ...], mine: bool) -> list[Path]:
@@ -51,23 +42,21 @@ def _folders(gameday: Any, extra: tuple[Path, ...], mine: bool) -> list[Path]:
     return list(dict.fromkeys(folders))
 
 
-def _guard(as_json: bool, body: Any) -> Any:
+@contextlib.contextmanager
+def _results_folder() -> Iterator[None]:
+    """Collecting and writing results: a file the system refuses is named, with what to check."""
     try:
-        return body()
-    except KeyboardInterrupt:
-        fail("interrupted", as_json=as_json)
+        yield
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        fail(f"{where}{exc.strerror or exc} (hint: check the folder exists and you may write to it)",
-             as_json=as_json)
-    except Exception as exc:  # the CLI boundary: report, never a traceback
-        fail(f"internal error: {type(exc).__name__}: {exc}", as_json=as_json)
+        raise CommandError(f"{where}{exc.strerror or exc} (hint: check the folder exists and you may write "
+                           "to it)") from exc
 
 
 def register(group: click.Group) -> None:
     """Add `gameday` (check, run, collect, submit) and `leaderboard` to `group`."""
 
-    @group.group("gameday")
+    @group.group("gameday", cls=GuardedGroup)
     def gameday_group() -> None:
         """Run a game day: several teams, the same incidents, one leaderboard."""
 
@@ -95,7 +84,8 @@ def register(group: click.Group) -> None:
         from game.gameday_console import Console
 
         gd = _load(file, False)
-        _guard(False, lambda: Console(gd, _folders(gd, sessions, mine=False)).run())
+        with _results_folder():
+            Console(gd, _folders(gd, sessions, mine=False)).run()
 
     @gameday_group.command("collect")
     @click.argument("file", type=click.Path(path_type=Path))
@@ -108,7 +98,8 @@ def register(group: click.Group) -> None:
         gd = _load(file, as_json)
         rounds = _rounds(gd, round_no, as_json)
         folders = _folders(gd, sessions, mine=False)
-        done = _guard(as_json, lambda: _collect(gd, rounds, folders, None))
+        with _results_folder():
+            done = _collect(gd, rounds, folders, None)
         _report(gd, done, as_json, None)
 
     @gameday_group.command("submit")
@@ -127,10 +118,11 @@ def register(group: click.Group) -> None:
             fail(f"{file}: player '{player}' is on no team{hint}", as_json=as_json)
         rounds = _rounds(gd, round_no, as_json)
         folders = _folders(gd, (), mine=True)
-        done = _guard(as_json, lambda: _collect(gd, rounds, folders, player))
+        with _results_folder():
+            done = _collect(gd, rounds, folders, player)
         _report(gd, done, as_json, player)
 
-    @group.command("leaderboard")
+    @group.command("leaderboard", cls=GuardedCommand)
     @click.argument("results_dir", type=click.Path(path_type=Path))
     @click.option("--gameday", "gameday_file", type=click.Path(path_type=Path), default=None,
                   help="Game-day file for the teams and round order (default: RESULTS_DIR/gameday.json).")
@@ -149,26 +141,22 @@ def register(group: click.Group) -> None:
             fail(f"{results_dir}: no such folder (hint: give the game day's results folder)", as_json=as_json)
         gd = _load(gameday_file, as_json) if gameday_file is not None else None
 
-        def body() -> dict[str, Any]:
+        with _results_folder():
             board = read_results(results_dir, gd)
             written = write_markdown(board, markdown) if markdown else []
             if html:
                 html.parent.mkdir(parents=True, exist_ok=True)
                 html.write_text(render_html(board), encoding="utf-8")
                 written.append(html)
-            return {"board": board, "written": written}
-
-        out = _guard(as_json, body)
-        board = out["board"]
         for s in board.skipped:
             click.echo(f"notice: skipped {s['file']}: {s['reason']}", err=True)
         for n in board.notices:
             click.echo(f"notice: {n}", err=True)
         if as_json:
-            emit({"ok": True, **board.to_dict(), "written": [str(p) for p in out["written"]]})
+            emit({"ok": True, **board.to_dict(), "written": [str(p) for p in written]})
             return
         click.echo(format_text(board))
-        for p in out["written"]:
+        for p in written:
             click.echo(f"wrote {p}")
 
 

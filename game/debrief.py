@@ -3,9 +3,14 @@ queries that settle it, the score with reasons, and the fix. Markdown, so the TU
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
+
+import duckdb
 
 from engine_model.faults import FAULT_KINDS
 from game.scoring import ScoreReport
@@ -63,11 +68,152 @@ def _cell(text: str) -> str:
     return md_cell(text)
 
 
+# ----- what the latency did ----------------------------------------------------------------------------
+FLAT_WITHIN = 0.10
+"""A measured change is called flat only within this share of the value before (±10%): several times the
+run-to-run spread of a median over a few hundred requests (a few percent), so noise never reads as a change,
+and small enough that no reader would call it one. Anything larger is named with its size."""
+
+LATENCY_MEASURES: tuple[tuple[str, str, float], ...] = (
+    ("queue wait", "queue_s", 0.5),
+    ("prefill", "prefill_s", 0.5),
+    ("time per output token", "tpot_s", 0.5),
+    ("time to first token", "ttft_s", 0.9),
+)
+"""(label, requests column, quantile) of the latency components the debrief measures."""
+
+
+def change_phrase(before: float, after: float, flat_within: float = FLAT_WITHIN) -> str:
+    """Words for a measured change: "flat (+3%)" only within ±flat_within, else "rose 40%", "fell 25%",
+    "rose 3.9x" (twice or more)."""
+    if not before or before != before or after != after:  # zero or NaN: no relative change
+        return "not measurable"
+    ratio = after / before
+    pct = f"{100.0 * (ratio - 1.0):+.0f}%"
+    if abs(ratio - 1.0) <= flat_within + 1e-12:  # (1.1 / 1.0 - 1 is a hair above 0.1 in floating point)
+        return f"flat ({pct})"
+    if ratio >= 2.0:
+        return f"rose {ratio:.1f}x"
+    return f"rose {pct[1:]}" if ratio > 1.0 else f"fell {pct[1:]}"
+
+
+@dataclass(frozen=True)
+class LatencyShift:
+    """One latency component's quantile (seconds) before and after the first fault."""
+
+    label: str
+    column: str
+    quantile: float
+    before: float
+    after: float
+
+    @property
+    def phrase(self) -> str:
+        return change_phrase(self.before, self.after)
+
+
+def _fault_replicas(incident: Incident) -> list[str]:
+    """The replicas the true faults were scoped to, when every one names replicas ([] otherwise: fleet-wide)."""
+    names: set[str] = set()
+    for f in incident.faults:
+        if not isinstance(f.scope, ReplicaScope):
+            return []
+        names.update(f"vllm-{replica_index(r)}" for r in f.scope.replicas)
+    return sorted(names)
+
+
+def latency_shifts(con: duckdb.DuckDBPyConnection, incident: Incident) -> tuple[list[str], list[LatencyShift]]:
+    """Each measure of LATENCY_MEASURES over the requests that finished before vs after the first fault,
+    on the replicas the faults were scoped to (all of them for a fleet-wide fault). Returns the replicas
+    ([] for the whole fleet) and the shifts; none without faults or without requests on both sides."""
+    if not incident.faults:
+        return [], []
+    at = min(f.at_s for f in incident.faults)
+    start = incident.window.start.replace(tzinfo=None)
+    replicas = _fault_replicas(incident)
+    where = "status = 'ok'"
+    params: list[Any] = [start, at]
+    if replicas:
+        where += " AND replica IN (" + ", ".join("?" for _ in replicas) + ")"
+        params += replicas
+    cols = ", ".join(f"quantile_cont({c}, {q}) AS q{i}" for i, (_, c, q) in enumerate(LATENCY_MEASURES))
+    sql = (f"SELECT epoch(ts) - epoch(CAST(? AS TIMESTAMP)) >= ? AS after, count(*) AS n, {cols} "
+           f"FROM requests WHERE {where} GROUP BY 1")
+    try:
+        rows = {bool(r[0]): r for r in con.execute(sql, params).fetchall()}
+    except duckdb.Error:
+        return replicas, []
+    if not (rows.get(False) and rows.get(True)):
+        return replicas, []
+    out = []
+    for i, (label, column, q) in enumerate(LATENCY_MEASURES):
+        b, a = rows[False][2 + i], rows[True][2 + i]
+        if b is not None and a is not None:
+            out.append(LatencyShift(label, column, q, float(b), float(a)))
+    return replicas, out
+
+
+def truth_database(incident: Incident, events: Iterable[Any]) -> Path | None:
+    """The built database the session played, found in the build cache by the telemetry digest its start
+    event recorded (None when the session recorded none or the build is gone)."""
+    from telemetry_gen.cache import cache_dir
+
+    digest = None
+    for e in events:
+        kind = e.get("kind") if isinstance(e, dict) else getattr(e, "kind", None)
+        data = e.get("data") if isinstance(e, dict) else getattr(e, "data", None)
+        if kind == "start" and isinstance(data, dict):
+            digest = data.get("telemetry_digest")
+            break
+    if not digest:
+        return None
+    for meta in sorted(cache_dir().glob(f"{incident.id}-*.json")):
+        try:
+            info = json.loads(meta.read_text())
+        except (OSError, ValueError):
+            continue
+        path = Path(str(info.get("path", "")))
+        if info.get("digest") == digest and path.is_file():
+            return path
+    return None
+
+
+def latency_lines(incident: Incident, replicas: Sequence[str], shifts: Sequence[LatencyShift]) -> list[str]:
+    """The debrief's latency section (Markdown lines; [] without shifts)."""
+    if not shifts:
+        return []
+    at = min(f.at_s for f in incident.faults)
+    where = f"on {', '.join(replicas)}" if replicas else "across the fleet"
+    out = ["## What the latency did", "",
+           f"Requests {where} that arrived before vs after {_clock(incident, at)} and finished. A change counts "
+           f"as flat only within ±{FLAT_WITHIN:.0%}; a larger one is given with its size.", "",
+           "| Measure | Before | After | Change |", "|---|---|---|---|"]
+    for s in shifts:
+        name = f"{s.label} (p{round(100 * s.quantile)} {s.column})"
+        out.append(f"| {name} | {s.before:.4g} s | {s.after:.4g} s | {s.phrase} |")
+    return [*out, ""]
+
+
+def _latency_section(incident: Incident, events: Iterable[Any]) -> list[str]:
+    path = truth_database(incident, events)
+    if path is None:
+        return []
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        return []
+    try:
+        return latency_lines(incident, *latency_shifts(con, incident))
+    finally:
+        con.close()
+
+
 def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]],
                      report: ScoreReport) -> str:
-    """The debrief as Markdown: cause and chain, fault timeline, the ranking against what the evidence
+    """The debrief as Markdown: cause and chain, fault timeline, what the latency did (measured on the
+    database the session played, when the build cache still holds it), the ranking against what the evidence
     supported, what each query ruled out, the settling queries, the score breakdown, the mitigation."""
-    del events  # the report carries what the events showed
+    events = list(events)  # the report carries what the queries showed; the start event names the database
     titles = {h.id: h.title for h in incident.hypotheses}
     truth = report.truth
     out: list[str] = [f"# Debrief: {incident.title}", ""]
@@ -85,6 +231,7 @@ def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]
     if noise:
         out += ["", "Also in the window, harmless:", ""] + [f"- {line}" for line in noise]
     out.append("")
+    out += _latency_section(incident, events)
 
     out += ["## Your ranking", ""]
     if report.ranking:

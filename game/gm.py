@@ -47,11 +47,12 @@ from game.session import (
     Header,
     Session,
     SessionError,
-    _fsync_dir,
-    _load_incident,
-    _locate_incident,
     file_digest,
+    fsync_dir,
     inbox_path,
+    locate_incident,
+    open_incident,
+    read_held,
     read_inbox,
 )
 
@@ -132,7 +133,7 @@ def append_item(session_path: Path | str, item: Mapping[str, Any]) -> Path:
     finally:
         os.close(fd)
     if created:
-        _fsync_dir(inbox.parent)
+        fsync_dir(inbox.parent)
     return inbox
 
 
@@ -170,11 +171,11 @@ class Watch:
         except (ValueError, TypeError) as exc:
             raise GMError(f"{self.path}:1: bad session header: {exc}") from None
         try:
-            where = _locate_incident(self.header.incident_id, self.header.incident_path)
+            where = locate_incident(self.header.incident_id, self.header.incident_path)
             if file_digest(where) != self.header.incident_digest:
                 raise GMError(f"{self.path}: incident {self.header.incident_id} changed since this session "
                               f"started ({where})")
-            self.incident = _load_incident(where, self.header.seed)
+            self.incident = open_incident(where, self.header.seed)
         except SessionError as exc:
             raise GMError(str(exc)) from None
         self.incident_path = where
@@ -220,7 +221,7 @@ class Watch:
                     if not line.strip():
                         continue
                     try:
-                        self.mirror._replay(Event.from_dict(json.loads(line)))
+                        self.mirror.replay(Event.from_dict(json.loads(line)))
                         changed = True
                     except (ValueError, SessionError) as exc:
                         self.warnings.append(f"{self.path}:{self._line}: skipped a damaged line ({exc})")
@@ -276,8 +277,7 @@ class Watch:
                 problem = "not signed with this machine's interviewer key: the candidate's game will refuse it"
             else:
                 try:
-                    kind, data = self.mirror._gm_event(item)
-                    self.mirror._check(kind, data)
+                    self.mirror.check_inbox_item(item)
                 except SessionError as exc:
                     if self.mirror.state != "briefing":  # in the briefing it waits for the start
                         problem = str(exc)
@@ -295,6 +295,8 @@ class Watch:
         queries on every hypothesis's world, so the first revealed look may build them."""
         now = time.time() if now is None else now
         incident, session = self.incident, self.mirror
+        # the candidate's game clock: time a process held the session (the draft sidecar says when)
+        session.follow_held(read_held(self.path))
         events = session.events
         board = {s.id: s for s in session.board}
         start = next((e.time for e in events if e.kind == START), None)
@@ -304,7 +306,7 @@ class Watch:
         report = score_session(incident, self.header.seed, events) if revealed else None
 
         def rel(t: float) -> float | None:
-            return None if start is None else round(t - start, 3)
+            return None if start is None else round(session.elapsed(t), 3)
 
         def shown(hid: str) -> dict[str, Any]:
             item = board.get(hid)
@@ -343,7 +345,7 @@ class Watch:
                 "session_id": self.header.session_id, "path": str(self.path), "inbox": str(self.inbox),
                 "incident_id": incident.id, "incident_title": incident.title, "player": self.header.player,
                 "seed": self.header.seed, "created": self.header.created, "state": session.state,
-                "started": start, "elapsed_s": None if start is None else round(max(0.0, end - start), 3),
+                "started": start, "elapsed_s": rel(end),
                 "updated": events[-1].time if events else None, "time_limit_s": incident.time_limit_s,
                 "query_budget": incident.query_budget,
             },

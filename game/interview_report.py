@@ -11,12 +11,12 @@ escaped. Pure apart from `report_for`, which reads a session file.
 
 from __future__ import annotations
 
-import html
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from game.session import HINT, INJECT, MESSAGE, NOTE, PIN, QUERY, RANK, SUBMIT
+from game.templates import render
 from game.text import md_text
 
 FIRST_LOOKS = 3
@@ -46,7 +46,8 @@ def build_report(watch: Any) -> dict[str, Any]:
     start = session["started"]
 
     def rel(t: float) -> float | None:
-        return None if start is None else round(t - start, 3)
+        # the candidate's game clock, as the snapshot's times (time a process held the session)
+        return None if start is None else round(watch.mirror.elapsed(t), 3)
 
     queries = {q["index"]: q for q in snap["queries"]}
     timeline: list[dict[str, Any]] = []
@@ -188,46 +189,6 @@ _CSS = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;
 
 
 def to_html(report: dict[str, Any]) -> str:
-    r = report
-    e = html.escape
-
-    def rows(cells: list[list[str]]) -> str:
-        return "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in cells)
-
-    fl = r["first_look"]
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>Interview report: {e(r['player'])} on {e(r['incident_id'])}</title><style>{_CSS}</style></head><body>",
-        f"<h1>Interview report: {e(r['player'])} on {e(r['incident_title'])}</h1><ul>",
-        f"<li>Session <code>{e(r['session_id'])}</code> ({e(r['incident_id'])}), started {e(r['created'])}, "
-        f"{_clock(r['duration_s'])} long, {e(r['state'])}</li>",
-    ]
-    if r["revealed"]:
-        parts.append(f"<li>True cause: {e(', '.join(t['title'] for t in r['truth']))}</li>")
-    parts.append(f"<li>Final ranking{'' if r['submitted'] else ' (not submitted)'}: "
-                 + e(", ".join(f"{x['label']} {x['title']} {x['confidence']:.0f}%" for x in r["final_ranking"])
-                     or "none") + "</li>")
-    parts.append(f"<li>Score: <b>{r['score']['total']:.1f} / 100</b></li></ul>" if r["score"] else
-                 "<li>Score and answer: shown once the candidate submits (or with --reveal)</li></ul>")
-    parts += ["<h2>What they looked at first</h2>",
-              f"<p>Queries before the first ranking: {fl['queries_before_first_ranking']}.</p><ol>",
-              "".join(f"<li>Q{q['index']} at {_clock(q['elapsed_s'])}: <code>{e(' '.join(q['sql'].split()))}</code>"
-                      + (f" (ruled out {e(', '.join(q['ruled_out']))})" if q["ruled_out"] else "") + "</li>"
-                      for q in fl["first_queries"]), "</ol>"]
-    ev = r["evidence"]
-    if ev is not None:
-        parts.append("<h2>Evidence</h2><ul>")
-        parts += [f"<li>{e(x['hypothesis'])}: ruled out by Q{x['query']}</li>" for x in ev["ruled_out"]]
-        parts += [f"<li>{e(h)}: never ruled out</li>" for h in ev["still_open"]]
-        parts += [f"<li>Pin: Q{p['query']} {e(p['stance'])} {e(p['hypothesis'])}: {e(p['verdict'])}</li>"
-                  for p in ev["pins"]]
-        parts.append("</ul>")
-    parts.append("<h2>Timeline</h2><table><tr><th>at</th><th>what</th></tr>")
-    parts.append(rows([[_clock(t["elapsed_s"]), e(t["detail"])] for t in r["timeline"]]))
-    parts.append("</table>")
-    if r["score"]:
-        parts.append("<h2>Score</h2><table><tr><th>component</th><th>points</th><th>why</th></tr>")
-        parts.append(rows([[e(c["title"]), _pts(c), e(c["reason"])] for c in r["score"]["components"]]))
-        parts.append(f"<tr><td><b>Total</b></td><td><b>{r['score']['total']:.1f}</b></td><td></td></tr></table>")
-    parts.append("<h2>Interviewer's notes</h2><div class='notes'></div></body></html>")
-    return "".join(parts) + "\n"
+    """The report as one HTML page (template game/templates/interview_report.html.j2; every text from
+    the session escaped there)."""
+    return render("interview_report.html.j2", r=report, css=_CSS, clock=_clock, points=_pts)

@@ -4,12 +4,14 @@ text sparkline), and one self-contained HTML page (inline SVG plots)."""
 from __future__ import annotations
 
 import re
-from html import escape
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
 from game.leaderboard import IncidentBoard, Leaderboard
 from game.svgplot import sparkline, step_chart_svg
+from game.templates import render
 from game.text import md_text, plain
 
 
@@ -38,6 +40,29 @@ def _flags(p: dict[str, Any]) -> str:
     if p.get("late"):
         flags.append("late")
     return ", ".join(flags)
+
+
+def _team_rows(teams: list[dict[str, Any]]) -> list[list[Any]]:
+    """rank, team, score, time, incidents: the overall teams table in every format."""
+    return [[t["rank"], t["team"], f"{t['score']:.1f}", _time(t["time_s"]), t["incidents"]] for t in teams]
+
+
+def _player_rows(players: list[dict[str, Any]]) -> list[list[Any]]:
+    """rank, player, team, score, time, incidents: the overall players table."""
+    return [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}", _time(p["time_s"]), p["incidents"]]
+            for p in players]
+
+
+def _round_team_rows(b: IncidentBoard) -> list[list[Any]]:
+    """rank, team, score, time, handed in: one incident's teams."""
+    return [[t["rank"], t["team"], f"{t['score']:.1f}", _time(t["time_s"]), f"{t['handed_in']}/{t['size']}"]
+            for t in b.teams]
+
+
+def _round_player_rows(b: IncidentBoard) -> list[list[Any]]:
+    """rank, player, team, score, time, note: one incident's players."""
+    return [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}", _time(p["time_s"]), _flags(p)]
+            for p in b.players]
 
 
 def format_text(board: Leaderboard) -> str:
@@ -85,24 +110,16 @@ def write_markdown(board: Leaderboard, target: Path) -> list[Path]:
     written = []
     if board.teams:
         lines += ["## Teams overall", ""]
-        lines += _md_table(["rank", "team", "score", "time", "incidents"],
-                           [[t["rank"], t["team"], f"{t['score']:.1f}", _time(t["time_s"]), t["incidents"]]
-                            for t in board.teams])
+        lines += _md_table(["rank", "team", "score", "time", "incidents"], _team_rows(board.teams))
     lines += ["## Players overall", ""]
-    lines += _md_table(["rank", "player", "team", "score", "time", "incidents"],
-                       [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}", _time(p["time_s"]),
-                         p["incidents"]] for p in board.players])
+    lines += _md_table(["rank", "player", "team", "score", "time", "incidents"], _player_rows(board.players))
     for b in board.incidents:
         lines += [f"## {md_text(_heading(b))}", "", md_text(b.title), ""]
         if b.truth:
             lines += [f"True cause: {md_text(', '.join(b.truth))}.", ""]
         if b.teams:
-            lines += _md_table(["rank", "team", "score", "time", "handed in"],
-                               [[t["rank"], t["team"], f"{t['score']:.1f}", _time(t["time_s"]),
-                                 f"{t['handed_in']}/{t['size']}"] for t in b.teams])
-        lines += _md_table(["rank", "player", "team", "score", "time", "note"],
-                           [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}", _time(p["time_s"]),
-                             _flags(p)] for p in b.players])
+            lines += _md_table(["rank", "team", "score", "time", "handed in"], _round_team_rows(b))
+        lines += _md_table(["rank", "player", "team", "score", "time", "note"], _round_player_rows(b))
         if b.confidence:
             svg = plot_file(target, b)
             svg.parent.mkdir(parents=True, exist_ok=True)
@@ -128,43 +145,18 @@ table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;p
 th{background:#f3f3f3}td.num{text-align:right}.note{color:#a33}figure{margin:0 0 2em}"""
 
 
-def _html_table(header: list[str], rows: list[list[Any]]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def render_html(board: Leaderboard) -> str:
-    """One self-contained page: tables and an inline SVG plot per incident."""
-    title = f"Leaderboard{': ' + board.event if board.event else ''}"
-    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
-             f"<style>{_CSS}</style></head><body>", f"<h1>{escape(title)}</h1>",
-             f"<p>{len(board.entries)} transcripts. Ranked by score (higher first), then time (shorter first).</p>"]
-    if board.teams:
-        parts += ["<h2>Teams overall</h2>", _html_table(
-            ["rank", "team", "score", "time", "incidents"],
-            [[t["rank"], t["team"], f"{t['score']:.1f}", _time(t["time_s"]), t["incidents"]] for t in board.teams])]
-    parts += ["<h2>Players overall</h2>", _html_table(
-        ["rank", "player", "team", "score", "time", "incidents"],
-        [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}", _time(p["time_s"]), p["incidents"]]
-         for p in board.players])]
-    for b in board.incidents:
-        parts += [f"<h2>{escape(_heading(b))}</h2>", f"<p>{escape(b.title)}</p>"]
-        if b.truth:
-            parts.append(f"<p>True cause: {escape(', '.join(b.truth))}</p>")
-        if b.teams:
-            parts.append(_html_table(["rank", "team", "score", "time", "handed in"],
-                                     [[t["rank"], t["team"], f"{t['score']:.1f}", _time(t["time_s"]),
-                                       f"{t['handed_in']}/{t['size']}"] for t in b.teams]))
-        parts.append(_html_table(["rank", "player", "team", "score", "time", "note"],
-                                 [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}",
-                                   _time(p["time_s"]), _flags(p)] for p in b.players]))
-        if b.confidence:
-            parts.append(f"<figure>{_chart(b)}<figcaption>Confidence in the true cause (percent) against minutes "
-                         "since each player started; a team's line is the mean of its players.</figcaption></figure>")
-    if board.skipped:
-        parts.append("<h2>Skipped files</h2><ul>" + "".join(
-            f"<li class=\"note\"><code>{escape(s['file'])}</code>: {escape(s['reason'])}</li>"
-            for s in board.skipped) + "</ul>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    """One self-contained page: tables and an inline SVG plot per incident (template
+    game/templates/leaderboard.html.j2; every value escaped there)."""
+    return render(
+        "leaderboard.html.j2",
+        title=f"Leaderboard{': ' + board.event if board.event else ''}", css=_CSS, transcripts=len(board.entries),
+        teams=_team_rows(board.teams), players=_player_rows(board.players),
+        incidents=[{
+            "heading": _heading(b), "title": b.title, "truth": ", ".join(b.truth),
+            "teams": _round_team_rows(b), "players": _round_player_rows(b),
+            # game.svgplot escapes every name it draws: its output is markup already
+            "chart": Markup(_chart(b)) if b.confidence else None,
+        } for b in board.incidents],
+        skipped=board.skipped,
+    )

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from game.sqltokens import split_top_level, strip_parens
 from incidents.spec import Incident, Reveal, Signal, replica_index
 
 SCHEMA_TABLES = frozenset({"catalog", "information_schema", "pg_catalog"})
@@ -86,28 +87,6 @@ class TimeBounds:
 _IDENT = r'(?:"?(?P<col>[A-Za-z_][A-Za-z0-9_]*)"?)'
 
 
-def _bare(text: str) -> str:
-    text = text.strip()
-    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
-        text = text[1:-1].strip()
-    return text
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    quote = False
-    for ch in text:
-        if ch == "'":
-            quote = not quote
-        elif not quote and ch == "(":
-            depth += 1
-        elif not quote and ch == ")":
-            depth -= 1
-            if depth < 0:
-                return False
-    return depth == 0 and not quote
-
-
 def _strip_literals(text: str) -> str:
     return re.sub(r"'(?:[^']|'')*'", "''", text)
 
@@ -135,7 +114,7 @@ def _literal_list(text: str) -> list[str] | None:
     inner = text.strip()
     if not (inner.startswith("(") and inner.endswith(")")):
         return None
-    values = [_literal(item) for item in _split_top_level(inner[1:-1], ",")]
+    values = [_literal(item) for item in split_top_level(inner[1:-1], ",")]
     if not values or any(v is None for v in values):
         return None
     return [v for v in values if v is not None]
@@ -144,8 +123,8 @@ def _literal_list(text: str) -> list[str] | None:
 def replica_admits(filter_text: str, replica: str) -> bool | None:
     """Whether one filter on ``replica`` lets rows of `replica` through; None when it is not a parseable
     replica filter (then it must not count as excluding)."""
-    text = _bare(filter_text)
-    parts = _split_top_level(text, " OR ")
+    text = strip_parens(filter_text)
+    parts = split_top_level(text, "OR")
     if len(parts) > 1:
         verdicts = [replica_admits(p, replica) for p in parts]
         if any(v is None for v in verdicts):
@@ -166,31 +145,6 @@ def replica_admits(filter_text: str, replica: str) -> bool | None:
     return None
 
 
-def _split_top_level(text: str, word: str) -> list[str]:
-    parts: list[str] = []
-    depth = 0
-    quote = False
-    start = 0
-    upper = text.upper()
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "'":
-            quote = not quote
-        elif not quote and ch == "(":
-            depth += 1
-        elif not quote and ch == ")":
-            depth -= 1
-        elif not quote and depth == 0 and upper.startswith(word, i):
-            parts.append(text[start:i])
-            i += len(word)
-            start = i
-            continue
-        i += 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts]
-
-
 def _seconds(value: str, t0: datetime) -> float | None:
     try:
         stamp = datetime.fromisoformat(value.strip())
@@ -208,7 +162,7 @@ def ts_bounds(filters: Iterable[str], t0: datetime) -> TimeBounds:
     """Intersect the parseable bounds on ``ts`` in `filters`; `t0` is the naive-UTC instant of t=0."""
     bounds = TimeBounds()
     for raw in filters:
-        text = _bare(raw)
+        text = strip_parens(raw)
         between = re.fullmatch(_IDENT + r"\s+BETWEEN\s+(?P<a>.+?)\s+AND\s+(?P<b>.+)", text, re.I | re.S)
         if between and between.group("col").lower() == "ts":
             pairs = [(">=", between.group("a")), ("<=", between.group("b"))]

@@ -1,78 +1,165 @@
 """Line mode: the whole game on stdin and stdout, for terminals without the TUI, for scripts and tests.
 
-A line is SQL unless its first word is a command (see HELP). Every action goes through `Session`,
-so a line-mode game is journalled and resumable exactly like a TUI game.
+A line is a command when its first word is one (see `help_text`), SQL when it starts like a read query
+(SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN, ...), and otherwise a mistake: it is answered
+with the nearest command ("did you mean") and runs nothing. Every action goes through `Session`, so a
+line-mode game is journalled and resumable exactly like a TUI game.
+
+A statement that fails (refused, a SQL error, a timeout, cancelled) is shown and not recorded: it costs
+no query from the budget and gets no Qn (`run_player_query`; the TUI uses the same rule).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from game.assess import score_session
-from game.debrief import debrief_markdown
-from game.gateway import Gateway, QueryResult
-from game.hypotheses import Shown as ShownHypothesis
-from game.hypotheses import shown_hypotheses
-from game.scoring import format_report
 from game.session import (
     BRIEFING,
     DEBRIEFED,
     INVESTIGATING,
     SUBMITTED,
+    Event,
     Session,
     SessionError,
     Update,
     transcripts_dir,
 )
-from incidents.spec import Incident, Inject
+
+if TYPE_CHECKING:  # imported where used: the TUI imports run_player_query from here, and only that
+    from game.gateway import Gateway, QueryResult
+    from game.hypotheses import Shown as ShownHypothesis
+    from incidents.spec import Incident, Inject
 
 PROMPT = "servedrill> "
 SHOWN_ROWS = 40
 
-HELP = """\
-Type SQL on one line to run it (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE). Commands:
-  schema                      tables and columns with descriptions
-  hypotheses                  the hypotheses (labelled A, B, ...) and your current ranking
-  rank A=60 B=30 C=10         set your ranking (percent, must sum to 100); a hypothesis is its label,
-                              its title in quotes ("Title"=60) or the start of one title
-  pin Q3 A refutes            pin query Q3 as evidence that supports|refutes hypothesis A
-  note A some text            write a note on a hypothesis
-  queries                     list your queries
-  hint                        take the next hint (costs points)
-  briefing                    show the briefing again
-  updates                     show the updates received so far
-  submit                      submit your ranking (then the score and the debrief)
-  help                        this text
-  quit                        leave; the session stays resumable"""
-
 COMMANDS = ("schema", "hypotheses", "rank", "pin", "note", "queries", "hint", "briefing", "updates", "submit",
             "help", "quit", "exit")
 
+SQL_STARTS = ("select", "with", "from", "describe", "desc", "show", "summarize", "explain", "values", "table",
+              "pivot", "unpivot")
+"""First words of the statements the gateway runs (read queries): a line starting with one is SQL."""
 
-def format_table(columns: list[str], rows: list[Any], max_rows: int = SHOWN_ROWS) -> str:
-    """A fixed-width text table; floats to 4 significant digits, cells cut at 40 characters."""
+CELL_CHARS = 40
+"""A cell is cut to this many characters in a printed table."""
+
+
+def help_text(board: Sequence[Any] = ()) -> str:
+    """The command list, its examples written with this game's hypotheses (`board`: labelled A, B, ...),
+    so each example works as typed once a query has run."""
+    labels = [str(h.label) for h in board] or ["A", "B", "C"]
+    first = labels[0]
+    title = str(board[0].title) if board else "The title of A"
+    words = title.split()
+    prefix = " ".join(words[:3]) if len(words) > 3 else title
+    shares = _example_shares(len(labels))
+    rank = " ".join(f"{label}={share}" for label, share in zip(labels, shares, strict=False))
+    second = labels[1] if len(labels) > 1 else labels[0]
+    rows = [
+        ("schema", "tables and columns with descriptions"),
+        ("hypotheses", f"the hypotheses (labelled {', '.join(labels)}) and your current ranking"),
+        (f"rank {rank}", "set your ranking (percent, summing to 100, most likely first); a hypothesis"),
+        ("", "is its label, its title in quotes, or the start of one title:"),
+        ("", f'rank "{prefix}"=70 {second}=30'),
+        (f"pin Q1 {first} supports", f"pin query Q1 as evidence that supports (or refutes) hypothesis {first}"),
+        (f"note {first} some text", "write a note on a hypothesis"),
+        ("queries", "list your queries"),
+        ("hint", "take the next hint (costs points)"),
+        ("briefing", "show the briefing again"),
+        ("updates", "show the updates received so far"),
+        ("submit", "submit your ranking (then the debrief and the score)"),
+        ("help", "this text"),
+        ("quit", "leave; the session stays resumable"),
+    ]
+    pad = max(27, *(len(cmd) + 1 for cmd, _ in rows))
+    return "\n".join([
+        "Type SQL on one line to run it (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN). A statement",
+        "that fails costs nothing: it is not counted against the query budget. Commands:",
+        *(f"  {cmd:<{pad}} {what}" for cmd, what in rows),
+    ])
+
+
+def _example_shares(n: int) -> list[int]:
+    """Percentages for a rank example over `n` hypotheses: falling, summing to 100 (at most five named)."""
+    return {1: [100], 2: [70, 30], 3: [60, 30, 10], 4: [60, 25, 10, 5]}.get(n, [50, 25, 10, 10, 5])
+
+
+def run_player_query(session: Session, gateway: Any, sql: str) -> tuple[Event | None, QueryResult]:
+    """Run the player's SQL through the gateway; record it in the session only when it ran. A statement
+    that fails (refused by the gateway, a SQL error, a timeout, cancelled) is returned with event None:
+    not journalled, so it costs no query from the budget, gets no Qn and cannot be pinned. Raises
+    SessionError when the session is not investigating. Blocks while the query runs (a worker thread)."""
+    if session.state != INVESTIGATING:
+        raise SessionError(f"cannot run a query: the session is {session.state}, not investigating")
+    result = gateway.run(sql)
+    if not result.ok:
+        return None, result
+    return session.record_query(result), result
+
+
+def is_sql(line: str) -> bool:
+    """Whether a line starts like a statement the gateway could run (or a comment before one)."""
+    text = line.lstrip()
+    if text.startswith(("(", "--", "/*")):
+        return True
+    word = re.split(r"[\s(;]", text, maxsplit=1)[0].lower()
+    return word in SQL_STARTS
+
+
+def near_miss(word: str) -> str | None:
+    """The command or SQL keyword closest to a mistyped first word, if one is close."""
+    found = difflib.get_close_matches(word.lower(), [*COMMANDS, *SQL_STARTS], n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def format_table(columns: list[str], rows: list[Any], max_rows: int = SHOWN_ROWS, width: int | None = None) -> str:
+    """A fixed-width text table; floats to 4 significant digits, cells cut at CELL_CHARS characters. With
+    `width` (the terminal's), the columns that do not fit are left out and named on a last line."""
     def cell(v: Any) -> str:
         if isinstance(v, float):
             return f"{v:.4g}"
-        return "NULL" if v is None else str(v)
+        return " ".join(("NULL" if v is None else str(v)).split("\n"))
 
     shown = [[cell(v) for v in row] for row in rows[:max_rows]]
-    widths = [min(40, max([len(c)] + [len(r[i]) for r in shown])) for i, c in enumerate(columns)]
-    lines = ["  ".join(c[:w].ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v[:w].ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in shown]
+    widths = [min(CELL_CHARS, max([len(c)] + [len(r[i]) for r in shown])) for i, c in enumerate(columns)]
+    keep = len(columns)
+    if width is not None:
+        used = 0
+        for i, w in enumerate(widths):
+            if used + w > width and i > 0:
+                keep = i
+                break
+            used += w + 2
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(_cut(v, w).ljust(w) for v, w in zip(values[:keep], widths[:keep], strict=True)).rstrip()
+
+    lines = [line(columns), "  ".join("-" * w for w in widths[:keep])]
+    lines += [line(r) for r in shown]
     if len(rows) > max_rows:
         lines.append(f"... {len(rows) - max_rows} more rows")
+    if keep < len(columns):
+        hidden = columns[keep:]
+        named = ", ".join(hidden[:8]) + (", ..." if len(hidden) > 8 else "")
+        lines.append(f"... {len(hidden)} more column{'s' if len(hidden) != 1 else ''} not shown ({named}): "
+                     "select fewer columns to see them")
     return "\n".join(lines)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
 def briefing_text(incident: Incident, board: list[ShownHypothesis] | None = None) -> str:
     """The page, then the hypotheses in board order (`board`; default: the seed-0 shuffle)."""
+    from game.hypotheses import shown_hypotheses
+
     b = incident.briefing
     lines = [f"== {incident.title} ==", f"Reported by {b.reported_by}, {b.since}.", "", b.summary.strip()]
     if b.evidence:
@@ -141,6 +228,13 @@ class PlainGame:
     out: TextIO
     telemetry_digest: str | None = None
     transcript_root: Path | None = None
+    width: int | None = None
+    """Tables are cut to this many columns of text; None: the terminal's width when `out` is one, else
+    no cut (a script reads every column)."""
+
+    def __post_init__(self) -> None:
+        if self.width is None and _isatty(self.out):
+            self.width = shutil.get_terminal_size().columns
 
     def say(self, text: str = "") -> None:
         self.out.write(text + "\n")
@@ -190,7 +284,10 @@ class PlainGame:
         word, _, rest = line.partition(" ")
         command = word.lower()
         if command not in COMMANDS:
-            self._query(line)
+            if is_sql(line):
+                self._query(line)
+            else:
+                self._unknown(word)
             return True
         handlers: dict[str, Callable[[str], bool | None]] = {
             "schema": lambda _: self._schema(),
@@ -203,7 +300,7 @@ class PlainGame:
             "briefing": lambda _: self.say(briefing_text(self.session.incident, self.session.board)),
             "updates": lambda _: self._updates(),
             "submit": self._submit,
-            "help": lambda _: self.say(HELP),
+            "help": lambda _: self.say(help_text(self.session.board)),
         }
         if command in ("quit", "exit"):
             self._leave()
@@ -223,19 +320,26 @@ class PlainGame:
         if not delivered and not quiet:
             self.say("no updates yet")
 
+    def _unknown(self, word: str) -> None:
+        """A line that is neither a command nor SQL: say so, run nothing, spend nothing."""
+        guess = near_miss(word)
+        hint = f" Did you mean {guess}?" if guess else ""
+        self.say(f"error: {word[:40]!r} is not a command, and SQL starts with SELECT, WITH, FROM, DESCRIBE, "
+                 f"SHOW, SUMMARIZE or EXPLAIN.{hint} Type help for the commands. (Nothing ran; nothing "
+                 "was counted.)")
+
     def _query(self, sql: str) -> None:
-        event, result = self.session.run_query(self.gateway, sql)
-        self.say(self._result_text(event.data["index"], result))
+        event, result = run_player_query(self.session, self.gateway, sql)
+        self.say(self._result_text(None if event is None else event.data["index"], result))
         budget = self.session.incident.query_budget
-        if budget and len(self.session.queries) == budget:
+        if event is not None and budget and len(self.session.queries) == budget:
             self.say(f"That was query {budget} of your budget of {budget}; further queries cost points.")
 
-    @staticmethod
-    def _result_text(index: int, result: QueryResult) -> str:
+    def _result_text(self, index: int | None, result: QueryResult) -> str:
         if not result.ok:
-            return f"Q{index}: error: {result.error}"
+            return f"error: {result.error} (not counted: a statement that fails costs no query)"
         more = " (truncated)" if result.truncated else ""
-        table = format_table(result.columns, result.rows)
+        table = format_table(result.columns, result.rows, width=self.width)
         return (f"{table}\nQ{index}: {result.row_count} rows{more} in {result.duration_s * 1000:.0f} ms")
 
     def _schema(self) -> None:
@@ -292,10 +396,14 @@ class PlainGame:
         self.session.submit(None, discriminator)
 
     def _finish(self) -> None:
+        from game.assess import score_session
+        from game.debrief import debrief_markdown
+
         self.say("Scoring: re-running your queries on every hypothesis's world...")
         report = score_session(self.session.incident, self.session.header.seed, self.session.events)
+        # the debrief holds the score table and what each query ruled out: printed once, then the total
         self.say(debrief_markdown(self.session.incident, self.session.events, report))
-        self.say(format_report(report, {h.id: f"{h.label} {h.title}" for h in self.session.board}))
+        self.say(f"Score {report.total:.1f} / 100" + ("" if report.submitted else " (not submitted)"))
         self.session.view_debrief()
         path = self.session.export_transcript(
             transcripts_dir(self.transcript_root) / f"{self.session.session_id}.json", self.telemetry_digest,
@@ -305,3 +413,10 @@ class PlainGame:
     def _leave(self) -> None:
         self.say(f"Session {self.session.session_id} saved. Continue with: servedrill resume "
                  f"{self.session.session_id} --plain")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

@@ -6,7 +6,12 @@ for a claim that does not hold or cannot be evaluated (no rows, a failing query)
 a ClaimResult with holds=False and a message that says why.
 
 Times: a side's window [start_s, end_s) is simulated seconds after t0, the naive-UTC
-wall-clock instant of t=0 (`Incident.window.start`), matching the TIMESTAMP `ts` columns.
+wall-clock instant of t=0 (`Incident.window.start`), matching the TIMESTAMP `ts` columns. The
+timing aggregates `first` / `last` give the side's earliest / latest `ts` in the same seconds, so
+"the first OOM came after the peak began" is `first` compared `at_least` the peak's start.
+
+Counting aggregates (count, sum, rate, distinct) are 0 over no rows: "no crash before T" is a count
+`at_most` 0 over [0, T). The others fail on a side that selects no rows.
 """
 
 from __future__ import annotations
@@ -68,9 +73,15 @@ def window_bounds_sql(t0: datetime, window: tuple[float, float], column: str = "
     return f"{col} >= {ts} + {_seconds_interval(start)} AND {col} < {ts} + {_seconds_interval(end)}"
 
 
-def _aggregate_sql(aggregate: str, column: str, window: tuple[float, float] | None) -> str:
+def _aggregate_sql(aggregate: str, column: str, window: tuple[float, float] | None, t0: datetime) -> str:
     # cast: quantile_cont of an integer column would otherwise return an integer
     x = f"CAST({_quote(column)} AS DOUBLE)"
+    if aggregate in ("first", "last"):
+        # seconds after t=0, so a timing claim compares with the times written elsewhere in the file
+        edge = "min" if aggregate == "first" else "max"
+        return f"date_diff('microsecond', {_timestamp(t0)}, {edge}({_quote(column)})) / 1e6"
+    if aggregate == "distinct":
+        return f"count(DISTINCT {_quote(column)})"
     if aggregate in _PERCENTILES:
         return f"quantile_cont({x}, {_PERCENTILES[aggregate]})"
     if aggregate == "mean":
@@ -95,7 +106,7 @@ def _side_sql(symptom: Symptom, side: Side, t0: datetime) -> str:
     if side.window is not None:
         filters.append(window_bounds_sql(t0, side.window))
     where = " WHERE " + " AND ".join(filters) if filters else ""
-    agg = _aggregate_sql(symptom.aggregate, symptom.metric.column, side.window)
+    agg = _aggregate_sql(symptom.aggregate, symptom.metric.column, side.window, t0)
     return f"SELECT {agg} AS v, count(*) AS n FROM {_quote(symptom.metric.table)}{where}"
 
 
@@ -149,12 +160,22 @@ def _as_float(value: Any) -> float | None:
     return None
 
 
-_ZERO_WHEN_EMPTY = frozenset({"count", "sum", "rate"})
+_ZERO_WHEN_EMPTY = frozenset({"count", "sum", "rate", "distinct"})
+
+
+def claim_label(symptom: Symptom) -> str:
+    """What a symptom measures, for messages: 'p90 of requests.ttft_s', 'first events row (s after t=0)'."""
+    table, column = symptom.metric.table, symptom.metric.column
+    if symptom.aggregate in ("first", "last"):
+        return f"{symptom.aggregate} {table} row (s after t=0)"
+    if symptom.aggregate == "distinct":
+        return f"distinct {table}.{column}"
+    return f"{symptom.aggregate} of {table}.{column}"
 
 
 def evaluate_symptom(con: duckdb.DuckDBPyConnection, symptom: Symptom, t0: datetime) -> ClaimResult:
     """Evaluate one symptom on the database behind `con`; see the module docstring for semantics."""
-    label = f"{symptom.aggregate} of {symptom.metric.table}.{symptom.metric.column}"
+    label = claim_label(symptom)
     sides = _sides_text(symptom)
     required = float(symptom.value)
 
@@ -199,6 +220,8 @@ def evaluate_symptom(con: duckdb.DuckDBPyConnection, symptom: Symptom, t0: datet
     else:
         observed = a_value
         shown, unit = _fmt(observed), ""
+    if symptom.aggregate in ("first", "last") and not symptom.compare.startswith("ratio_"):
+        shown, unit = f"{shown} s", " s"
     holds = observed >= required if op == ">=" else observed <= required
     message = f"{label}: {shown} ({sides}); required {op} {_fmt(required)}{unit}"
     return ClaimResult(holds, a_value, b_value, observed, required, message)

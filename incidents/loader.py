@@ -37,6 +37,7 @@ from incidents.spec import (
     TABLE_COLUMNS,
     Incident,
     Issue,
+    authoring_issues,
     cross_check,
     did_you_mean,
     format_loc,
@@ -660,18 +661,30 @@ def _schema_connection() -> duckdb.DuckDBPyConnection:
     return _schema_con
 
 
-def _sql_problem(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
-    """Why `sql` would not run against the telemetry tables, or None. Only names and syntax are judged."""
+def _sql_problem(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[str | None, list[str] | None]:
+    """(why `sql` would not run against the telemetry tables or None, its result's column names or None
+    when they are unknown). Only names and syntax are judged."""
     try:
         statements = con.extract_statements(sql)
         if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
-            return "must be exactly one SELECT statement"
-        con.sql(sql)
+            return "must be exactly one SELECT statement", None
+        columns = list(con.sql(sql).columns)
     except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException) as exc:
-        return str(exc).split("\n\n")[0].replace("\n", "; ")
+        return str(exc).split("\n\n")[0].replace("\n", "; "), None
     except duckdb.Error:
-        return None  # a type or value problem that only real data can settle
-    return None
+        return None, None  # a type or value problem that only real data can settle
+    return None, columns
+
+
+def _expect_column_issue(signal: dict[str, Any], index: int, columns: list[str]) -> Issue | None:
+    """A signal's `expect.column` that its query's result does not have: without this, only --deep,
+    which runs the query, would notice."""
+    expect = signal.get("expect")
+    column = expect.get("column") if isinstance(expect, dict) else None
+    if not isinstance(column, str) or column in columns:
+        return None
+    hint = did_you_mean(column, columns) or "its columns: " + ", ".join(columns)
+    return Issue(("signals", index, "expect", "column"), f"the query's result has no column '{column}'", hint)
 
 
 def _sql_issues(data: dict[str, Any]) -> list[Issue]:
@@ -684,6 +697,7 @@ def _sql_issues(data: dict[str, Any]) -> list[Issue]:
         return x if isinstance(x, dict) else {}
 
     checks: list[tuple[tuple[str | int, ...], str]] = []
+    signals = [as_dict(raw) for raw in as_list(data.get("signals"))]
     for i, raw in enumerate(as_list(data.get("symptoms"))):
         symptom = as_dict(raw)
         metric = as_dict(symptom.get("metric"))
@@ -693,8 +707,8 @@ def _sql_issues(data: dict[str, Any]) -> list[Issue]:
         wheres = [(("symptoms", i, "metric", "where"), metric.get("where"))]
         wheres += [(("symptoms", i, side, "where"), as_dict(symptom.get(side)).get("where")) for side in "ab"]
         checks += [(loc, f'SELECT 1 FROM "{table}" WHERE ({w})') for loc, w in wheres if isinstance(w, str)]
-    for i, raw in enumerate(as_list(data.get("signals"))):
-        query = as_dict(raw).get("query")
+    for i, signal in enumerate(signals):
+        query = signal.get("query")
         if isinstance(query, str):
             checks.append((("signals", i, "query"), query))
     for j, sql in enumerate(as_list(as_dict(data.get("debrief")).get("settling_queries"))):
@@ -706,9 +720,12 @@ def _sql_issues(data: dict[str, Any]) -> list[Issue]:
     with _schema_lock:
         con = _schema_connection()
         for loc, sql in checks:
-            problem = _sql_problem(con, sql)
+            problem, columns = _sql_problem(con, sql)
             if problem:
                 issues.append(Issue(loc, f"SQL does not run on the telemetry tables: {problem}"))
+            elif columns is not None and loc[0] == "signals" and isinstance(loc[1], int):
+                found = _expect_column_issue(signals[loc[1]], loc[1], columns)
+                issues += [found] if found else []
     return issues
 
 
@@ -725,8 +742,10 @@ class _Analysis:
     template: bool = False
 
 
-def _check_tree(parsed: _Parsed, data: dict[str, Any], name: str) -> tuple[Incident | None, list[Diagnostic]]:
-    """Model, cross-reference and SQL checks of one (resolved) tree, located through the file's marks."""
+def _check_tree(parsed: _Parsed, data: dict[str, Any], name: str,
+                authoring: bool = False) -> tuple[Incident | None, list[Diagnostic]]:
+    """Model, cross-reference and SQL checks of one (resolved) tree, located through the file's marks;
+    `authoring` adds the library's rules (spec.authoring_issues)."""
     locator = _Locator(replace(parsed, data=data), name)
     diagnostics: list[Diagnostic] = []
     incident = None
@@ -736,6 +755,9 @@ def _check_tree(parsed: _Parsed, data: dict[str, Any], name: str) -> tuple[Incid
         diagnostics += locator.from_validation(exc)
     diagnostics += [locator.from_issue(issue) for issue in cross_check(data)]
     diagnostics += [locator.from_issue(issue) for issue in _sql_issues(data)]
+    # a skeleton that misses most fields hears about those first, not that it claims nothing yet
+    if authoring and (incident is not None or "symptoms" in data):
+        diagnostics += [locator.from_issue(issue) for issue in authoring_issues(data)]
     return incident, diagnostics
 
 
@@ -762,13 +784,13 @@ def _problem_diagnostic(problem: Problem, parsed: _Parsed, text: str, starts: li
     return Diagnostic(name, line, at - 1 - starts[line - 1] + 1, message, problem.hint)
 
 
-def _analyse_text(text: str, name: str, seed: int | None = None) -> _Analysis:
+def _analyse_text(text: str, name: str, seed: int | None = None, authoring: bool = False) -> _Analysis:
     parsed, diagnostics = _parse(text, name)
     if parsed is None:
         return _Analysis(None, diagnostics)
     own = list(parsed.diagnostics)
     if not is_template(parsed.data):
-        incident, found = _check_tree(parsed, parsed.data, name)
+        incident, found = _check_tree(parsed, parsed.data, name, authoring)
         unique = sorted(set(own + found), key=lambda d: (d.line, d.column, d.message))
         return _Analysis(incident if not unique else None, unique)
     seeds = VALIDATION_SEEDS if seed is None else (seed,)
@@ -781,7 +803,7 @@ def _analyse_text(text: str, name: str, seed: int | None = None) -> _Analysis:
         variable_problems |= problems
         # a value left with a broken placeholder fails its type and SQL checks too: say it once
         silenced = {(m.line + 1, m.column + 1) for loc in resolution.unresolved if (m := parsed.value_marks.get(loc))}
-        incident, checked = _check_tree(parsed, resolution.data, name)
+        incident, checked = _check_tree(parsed, resolution.data, name, authoring)
         runs.append((resolution, incident, problems | {d for d in checked if (d.line, d.column) not in silenced}))
     # with one seed, any problem past the variables may belong to this draw alone
     common = set.intersection(*(found for _, _, found in runs)) if len(runs) > 1 else variable_problems
@@ -795,12 +817,12 @@ def _analyse_text(text: str, name: str, seed: int | None = None) -> _Analysis:
     return _Analysis(incident if not unique else None, unique, first.values, template=True)
 
 
-def _analyse(path: Path, seed: int | None = None) -> _Analysis:
+def _analyse(path: Path, seed: int | None = None, authoring: bool = False) -> _Analysis:
     try:
         text, diagnostics = _read(Path(path))
         if text is None:
             return _Analysis(None, diagnostics)
-        return _analyse_text(text, str(path), seed)
+        return _analyse_text(text, str(path), seed, authoring)
     except Exception as exc:
         return _Analysis(None, [
             Diagnostic(
@@ -813,15 +835,17 @@ def check_incident_file(path: Path | str, seed: int | None = None) -> list[Diagn
     """Every problem in the incident file at `path`, sorted by position; [] when it is valid.
 
     An incident with variables is checked as the variants of `seed`, or of every seed in
-    VALIDATION_SEEDS when seed is None; a problem only some of them have names its seed.
+    VALIDATION_SEEDS when seed is None; a problem only some of them have names its seed. Besides what
+    load_incident refuses, it applies the library's authoring rules (spec.authoring_issues: at least
+    one symptom, one of them evidence).
     """
-    return _analyse(Path(path), seed).diagnostics
+    return _analyse(Path(path), seed, authoring=True).diagnostics
 
 
 def check_incident_text(text: str, name: str = "<text>", seed: int | None = None) -> list[Diagnostic]:
     """Like check_incident_file for YAML text; `name` stands in for the path in diagnostics."""
     try:
-        return _analyse_text(text, name, seed).diagnostics
+        return _analyse_text(text, name, seed, authoring=True).diagnostics
     except Exception as exc:
         return [Diagnostic(name, 1, 1, f"internal error while checking the text: {exc!r}")]
 
@@ -860,6 +884,59 @@ def has_variables(path: Path | str) -> bool:
     except Exception:
         return False
     return parsed is not None and is_template(parsed.data)
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """Where the items of one incident file are, so a finding about "symptom ttft-up" (from `--deep`,
+    which works on the loaded model) can name its file:line. Ids are never substituted by variables, so
+    one map serves every variant."""
+
+    path: str
+    parsed: _Parsed | None
+
+    def position(self, loc: tuple[str | int, ...]) -> tuple[int, int] | None:
+        """(line, column), 1-based, of `loc`: keys and indices, where a list item may also be named by its
+        id, e.g. ("symptoms", "ttft-up") or ("signals", "clock-drop", "expect"). The nearest enclosing
+        item when a field is absent; None when the item itself is not in the file."""
+        if self.parsed is None:
+            return None
+        path: list[str | int] = []
+        cur: Any = self.parsed.data
+        for part in loc:
+            if isinstance(cur, list) and isinstance(part, str):
+                index = next((i for i, item in enumerate(cur) if isinstance(item, dict) and item.get("id") == part),
+                             None)
+                if index is None:
+                    return None if len(path) <= 1 else self._at(tuple(path))
+                part = index
+            in_dict = isinstance(cur, dict) and part in cur
+            in_list = isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)
+            if in_dict or in_list:
+                cur = cur[part]
+                path.append(part)
+            else:
+                break
+        return self._at(tuple(path)) if path else None
+
+    def _at(self, path: tuple[str | int, ...]) -> tuple[int, int] | None:
+        found = _Locator(self.parsed, self.path).diagnostic(path, "") if self.parsed is not None else None
+        return (found.line, found.column) if found is not None else None
+
+    def where(self, loc: tuple[str | int, ...]) -> str:
+        """`path:line:column` of loc, or the path alone when it cannot be placed."""
+        pos = self.position(loc)
+        return f"{self.path}:{pos[0]}:{pos[1]}" if pos else self.path
+
+
+def source_map(path: Path | str) -> SourceMap:
+    """The SourceMap of an incident file; one that places nothing when the file does not parse."""
+    try:
+        text, _ = _read(Path(path))
+        parsed = _parse(text, str(path))[0] if text is not None else None
+    except Exception:
+        parsed = None
+    return SourceMap(str(path), parsed)
 
 
 def iter_library(root: Path = LIBRARY_DIR) -> list[Path]:

@@ -139,7 +139,14 @@ COLUMN_TYPES: dict[str, str] = {
     "table_description": "VARCHAR",
 }
 
-Aggregate = Literal["mean", "p50", "p90", "p95", "p99", "max", "min", "sum", "count", "rate", "increase"]
+Aggregate = Literal[
+    "mean", "p50", "p90", "p95", "p99", "max", "min", "sum", "count", "rate", "increase", "distinct", "first", "last"
+]
+NUMERIC_AGGREGATES: frozenset[str] = frozenset({"mean", "p50", "p90", "p95", "p99", "max", "min", "sum", "increase"})
+"""Aggregates that compute on the column's values, so the column must hold numbers."""
+TIME_AGGREGATES: frozenset[str] = frozenset({"first", "last"})
+"""Aggregates that give the time of the side's first or last row (seconds after t=0), read off `ts`."""
+NUMERIC_TYPES: frozenset[str] = frozenset({"DOUBLE", "BIGINT"})
 Compare = Literal["ratio_at_least", "ratio_at_most", "difference_at_least", "difference_at_most", "at_least", "at_most"]
 TWO_SIDED: frozenset[str] = frozenset({"ratio_at_least", "ratio_at_most", "difference_at_least", "difference_at_most"})
 RouterPolicy = Literal["round_robin", "least_outstanding", "affinity"]
@@ -456,9 +463,17 @@ class Symptom(_Strict):
         description="The page states this claim, so every hypothesis's world must show it too (no strawman "
         "distractor). false: a finding the player has to dig out; only the true world must show it.",
     )
+    context: bool = Field(
+        False,
+        description="A fact of the situation rather than an effect of the fault (no crash before the patch, "
+        "clocks nominal, it healed by itself): it must hold with the faults and without them. Evidence claims "
+        "(the default) must hold with the faults and not without.",
+    )
     metric: Metric
     aggregate: Aggregate = Field(
-        description="rate = count / window seconds; increase = max - min of a counter within the side."
+        description="rate = count / window seconds; increase = max - min of a counter within the side; "
+        "distinct = number of different values of the column; first / last = seconds after t=0 of the side's "
+        "first / last row (column ts)."
     )
     a: Side
     b: Side | None = None
@@ -959,10 +974,47 @@ def _check_symptoms(symptoms: list[Any], duration: float | None) -> list[Issue]:
             ("symptoms", i, "metric"),
             column_loc=("symptoms", i, "metric", "column"),
         )
+        issues += _check_aggregate_column(s.get("aggregate"), metric, ("symptoms", i, "metric", "column"))
         for side in ("a", "b"):
             window = _dict(s.get(side)).get("window")
             issues += _check_window(window, duration, ("symptoms", i, side, "window"))
     return issues
+
+
+def _check_aggregate_column(aggregate: Any, metric: dict[str, Any], loc: tuple[str | int, ...]) -> list[Issue]:
+    """An aggregate that cannot be computed on the column: it would only fail under `--deep`."""
+    table, column = metric.get("table"), metric.get("column")
+    if not isinstance(table, str) or table not in TABLE_COLUMNS or column not in TABLE_COLUMNS[table]:
+        return []  # the table/column check reports it
+    if aggregate in TIME_AGGREGATES and column != "ts":
+        return [Issue(loc, f"aggregate '{aggregate}' is the time of the {aggregate} row, read off ts; "
+                      f"'{column}' is not a time", "write `column: ts` and select the rows with `where`")]
+    kind = COLUMN_TYPES.get(str(column))
+    if aggregate in NUMERIC_AGGREGATES and kind not in NUMERIC_TYPES:
+        return [Issue(loc, f"aggregate '{aggregate}' needs a numeric column; {table}.{column} is {kind}",
+                      "count rows with `count`, different values with `distinct`, times with `first`/`last`")]
+    return []
+
+
+def authoring_issues(data: Mapping[str, Any]) -> list[Issue]:
+    """What makes an incident unfit for the library though it loads and plays: checked by `servedrill
+    validate` (incidents.loader.check_incident_file), not by load_incident, so a drill fixture with no
+    claims still plays.
+
+    An incident must state at least one symptom, and at least one that is evidence (not `context`):
+    `--deep` proves only what the symptoms claim, so without one the fault is never shown to matter.
+    """
+    symptoms = data.get("symptoms")
+    if not isinstance(symptoms, list) or not symptoms:
+        return [Issue(("symptoms",), "none given; --deep proves only what the symptoms claim, so nothing would "
+                      "show that the fault produces what the page says",
+                      "add the page's headline as a claim (servedrill new ID --family F writes examples)",
+                      on_key="symptoms" in data)]
+    if all(_dict(s).get("context") is True for s in symptoms):
+        return [Issue(("symptoms",), "every symptom is `context: true`: none is shown to depend on the faults",
+                      "state at least one effect of the fault as an evidence claim (without `context`)",
+                      on_key=True)]
+    return []
 
 
 def _check_models(fleet: dict[str, Any], faults: list[Any]) -> list[Issue]:

@@ -27,9 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing
+import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -38,6 +42,7 @@ from typing import Any
 import duckdb
 
 from incidents.claims import ClaimResult, evaluate_expectation, evaluate_symptom
+from incidents.loader import IncidentError, SourceMap, load_variant, source_map
 from incidents.spec import Incident, Signal
 from incidents.variants import describe
 from telemetry_gen.cache import ensure_database
@@ -55,6 +60,7 @@ QUERY_TIMEOUT_S = 60.0
 """Wall-clock seconds one check query may run before it is interrupted."""
 
 _RATIO_SLACK = 1e-9  # 0.3 / 0.1 is 2.9999999999999996 in floating point
+_SIGNAL_PREFIX = re.compile(r"^signal (\S+?):? ")
 
 
 # ---------------------------------------------------------------- results
@@ -79,32 +85,63 @@ def _num(x: float) -> str:
     return f"{x:.3g}" if math.isfinite(x) else str(x)
 
 
+Loc = tuple[str | int, ...]
+"""Where a check's subject sits in the incident file, list items named by id: ("symptoms", "ttft-up")."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed check: what kind of check, its subject in the file (for file:line) and why it failed."""
+
+    check: str  # claim | expectation | discrimination | world | inspection | error
+    subject: Loc
+    problem: str
+
+
 @dataclass(frozen=True)
 class ClaimCheck:
-    """One symptom evaluated on the fault run and on the ablation."""
+    """One symptom evaluated on the fault run and on the ablation.
+
+    An evidence claim (the default) must hold with the faults and not without them. A context claim
+    (`context: true`: no crash before the patch, clocks nominal) states a fact of the situation, not an
+    effect of the fault, so it must hold on both runs.
+    """
 
     symptom_id: str
     claim: str
     compare: str
     with_faults: ClaimResult
     without_faults: ClaimResult
+    context: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.with_faults.holds and not self.without_faults.holds
+        return self.with_faults.holds and self.without_faults.holds == self.context
+
+    @property
+    def subject(self) -> Loc:
+        return ("symptoms", self.symptom_id)
 
     @property
     def problem(self) -> str | None:
         """Why the check fails, with observed against required; None when it passes."""
+        kind = "context symptom" if self.context else "symptom"
         if not self.with_faults.holds:
             margin = claim_margin(self.with_faults, self.compare)
             short = f" (short by {_num(-margin)})" if margin is not None else ""
-            head = f"symptom {self.symptom_id} does not hold with the faults{short}"
+            head = f"{kind} {self.symptom_id} does not hold with the faults{short}"
             return f"{head}: {self.with_faults.message}"
-        if self.without_faults.holds:
+        if self.context and not self.without_faults.holds:
+            return (
+                f"context symptom {self.symptom_id} does not hold without the faults, so it is an effect of the "
+                f"fault, not context: {self.without_faults.message} (hint: remove `context: true` to claim it as "
+                "evidence, or state what holds either way)"
+            )
+        if not self.context and self.without_faults.holds:
             return (
                 f"symptom {self.symptom_id} also holds without the faults, so the fault is not what makes it "
-                f"true: {self.without_faults.message}"
+                f"true: {self.without_faults.message} (hint: if the page states it as a fact of the situation "
+                "rather than an effect, mark it `context: true`)"
             )
         return None
 
@@ -123,6 +160,7 @@ class ClaimCheck:
         return {
             "symptom": self.symptom_id,
             "claim": self.claim,
+            "context": self.context,
             "ok": self.ok,
             "problem": self.problem,
             "with_faults": side(self.with_faults),
@@ -140,6 +178,10 @@ class ExpectationCheck:
     @property
     def ok(self) -> bool:
         return self.result.holds
+
+    @property
+    def subject(self) -> Loc:
+        return ("signals", self.signal_id, "expect")
 
     @property
     def problem(self) -> str | None:
@@ -173,6 +215,10 @@ class DiscriminationCheck:
     separation: float
     pair: tuple[str, str] | None
     query_error: str | None = None
+
+    @property
+    def subject(self) -> Loc:
+        return ("signals", self.signal_id)
 
     @property
     def by_likelihood(self) -> bool:
@@ -237,18 +283,26 @@ class WorldCheck:
 
     @property
     def problem(self) -> str | None:
+        parts = [problem for _, problem in self.parts()]
+        return "; ".join(parts) if parts else None
+
+    def parts(self) -> list[tuple[Loc, str]]:
+        """(subject, problem) of each thing wrong with this world: a strawman points at the world, an
+        unsolvable distractor at the hypothesis (the fix is a signal that tells it apart)."""
+        world: Loc = ("hypotheses", self.hypothesis_id, "world")
         if self.error:
-            return f"hypothesis {self.hypothesis_id}: its world failed to build: {self.error}"
+            return [(world, f"hypothesis {self.hypothesis_id}: its world failed to build: {self.error}")]
         parts = []
         for sid, message in self.missing:
-            parts.append(f"hypothesis {self.hypothesis_id} is a strawman: its world does not show briefed symptom "
-                         f"{sid} ({message}) (hint: make its world reproduce the page, or mark the symptom "
-                         "briefed: false if the page does not state it)")
+            parts.append((world, f"hypothesis {self.hypothesis_id} is a strawman: its world does not show briefed "
+                          f"symptom {sid} ({message}) (hint: make its world reproduce the page, or mark the symptom "
+                          "briefed: false if the page does not state it)"))
         if self.separated_by is None:
-            parts.append(f"hypothesis {self.hypothesis_id} cannot be ruled out: no signal or settling query gives a "
-                         "result on its world that differs from the truth beyond seed-to-seed noise (hint: add a "
-                         "signal whose query shows what only the true cause does)")
-        return "; ".join(parts) if parts else None
+            parts.append((("hypotheses", self.hypothesis_id),
+                          f"hypothesis {self.hypothesis_id} cannot be ruled out: no signal or settling query gives a "
+                          "result on its world that differs from the truth beyond seed-to-seed noise (hint: add a "
+                          "signal whose query shows what only the true cause does)"))
+        return parts
 
     def to_dict(self) -> dict[str, Any]:
         return {"hypothesis": self.hypothesis_id, "ok": self.ok, "missing": [list(m) for m in self.missing],
@@ -279,6 +333,7 @@ class ProofReport:
     # what the caller's `inspect` of the fault database found wrong, and whether it ran
     inspection: list[str] = field(default_factory=list)
     inspected: bool = False
+    worlds_checked: bool = True  # False: prove(worlds=False) checked the claims only
 
     @property
     def ok(self) -> bool:
@@ -291,8 +346,31 @@ class ProofReport:
         checks = [*self.claims, *self.expectations, *self.discrimination, *self.worlds]
         return out + [c.problem for c in checks if c.problem] + list(self.inspection)
 
-    def lines(self) -> list[str]:
-        """A human-readable report: header, timings, one line per check (failures marked FAIL)."""
+    def failures(self) -> list[Failure]:
+        """Every failed check with its subject in the file, in report order (a world with several problems
+        gives one Failure each)."""
+        out = [Failure("error", (), self.error)] if self.error else []
+        for c in self.claims:
+            out += [Failure("claim", c.subject, c.problem)] if c.problem else []
+        for e in self.expectations:
+            out += [Failure("expectation", e.subject, e.problem)] if e.problem else []
+        for d in self.discrimination:
+            out += [Failure("discrimination", d.subject, d.problem)] if d.problem else []
+        for w in self.worlds:
+            out += [Failure("world", subject, problem) for subject, problem in w.parts()]
+        for problem in self.inspection:
+            # the game layer's lines start "signal <id>: ..."
+            found = _SIGNAL_PREFIX.match(problem)
+            out.append(Failure("inspection", ("signals", found.group(1)) if found else (), problem))
+        return out
+
+    def lines(self, where: Callable[[Loc], str] | None = None) -> list[str]:
+        """A human-readable report: header, timings, one line per check (failures marked FAIL). `where`
+        turns a check's subject into `file:line:column`, which then leads each FAIL line."""
+
+        def fail(subject: Loc, problem: str | None) -> str:
+            return f"  FAIL {where(subject)}: {problem}" if where is not None and subject else f"  FAIL {problem}"
+
         problems = self.problems()
         verdict = "ok" if self.ok else f"FAILED ({len(problems)} problem{'s' * (len(problems) != 1)})"
         out = [f"{self.incident_id} seed {self.seed}: {verdict}"]
@@ -313,22 +391,27 @@ class ProofReport:
             out.append(f"  FAIL {self.error}")
         for c in self.claims:
             if c.ok:
-                out.append(f"  ok   symptom {c.symptom_id}: holds with the faults, not without")
+                how = "holds with the faults and without (context)" if c.context else \
+                    "holds with the faults, not without"
+                out.append(f"  ok   symptom {c.symptom_id}: {how}")
                 out.append(f"         with:    {c.with_faults.message}")
                 out.append(f"         without: {c.without_faults.message}")
             else:
-                out.append(f"  FAIL {c.problem}")
+                out.append(fail(c.subject, c.problem))
         for e in self.expectations:
-            out.append(f"  ok   {e.result.message}" if e.ok else f"  FAIL {e.problem}")
+            out.append(f"  ok   {e.result.message}" if e.ok else fail(e.subject, e.problem))
         for d in self.discrimination:
             ok_line = f"  ok   signal {d.signal_id} discriminates: {d.reason()}"
-            out.append(ok_line if d.ok else f"  FAIL {d.problem}")
+            out.append(ok_line if d.ok else fail(d.subject, d.problem))
         for w in self.worlds:
+            subject = w.parts()[0][0] if not w.ok and w.parts() else ()
             out.append(f"  ok   world of {w.hypothesis_id}: shows the page; {w.separated_by} tells it from the "
-                       f"truth ({w.difference})" if w.ok else f"  FAIL {w.problem}")
+                       f"truth ({w.difference})" if w.ok else fail(subject, w.problem))
+        if not self.worlds_checked and self.error is None:
+            out.append("  --   hypothesis worlds not checked (claims only)")
         if self.inspected and not self.inspection:
             out.append("  ok   every signal's reference query, run as a player would, observes its signal")
-        out.extend(f"  FAIL {problem}" for problem in self.inspection)
+        out.extend(fail(f.subject, f.problem) for f in self.failures() if f.check == "inspection")
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -349,7 +432,10 @@ class ProofReport:
             "expectations": [e.to_dict() for e in self.expectations],
             "discrimination": [d.to_dict() for d in self.discrimination],
             "worlds": [w.to_dict() for w in self.worlds],
+            "worlds_checked": self.worlds_checked,
             "inspection": list(self.inspection),
+            "failures": [{"check": f.check, "subject": list(f.subject), "problem": f.problem}
+                         for f in self.failures()],
         }
 
 
@@ -534,7 +620,7 @@ def check_databases(
             fault_result = evaluate_symptom(con, s, t0)
         with _deadline(ablation, QUERY_TIMEOUT_S):
             ablation_result = evaluate_symptom(ablation, s, t0)
-        claims.append(ClaimCheck(s.id, s.claim, s.compare, fault_result, ablation_result))
+        claims.append(ClaimCheck(s.id, s.claim, s.compare, fault_result, ablation_result, s.context))
     expectations = []
     for sig in incident.signals:
         with _deadline(con, QUERY_TIMEOUT_S):
@@ -611,6 +697,7 @@ def prove(
     progress: Progress | None = None,
     variant: Mapping[str, Any] | None = None,
     inspect: Callable[[Path], list[str]] | None = None,
+    worlds: bool = True,
 ) -> ProofReport:
     """Simulate `incident` with and without its faults (same seed) and check its claims; never raises
     for a problem in the incident (a failing simulation becomes `error`).
@@ -619,10 +706,11 @@ def prove(
     `variant` (the values drawn) only labels the report. progress(fraction 0..1, stage) is called
     as the two simulations and the checks advance. `inspect(fault_db)`, if given, runs while the
     database with the faults exists and returns problems found in it (the game layer checks there that
-    players' queries observe what the signals say they reveal).
+    players' queries observe what the signals say they reveal). `worlds=False` checks the claims only (two
+    simulations instead of two plus one per distractor and the noise world).
     """
     say = progress or (lambda f, s: None)
-    report = ProofReport(incident.id, seed, dict(variant or {}))
+    report = ProofReport(incident.id, seed, dict(variant or {}), worlds_checked=worlds)
     stage = "simulation with the faults"
     try:
         fault = ensure_database(incident, seed, progress=lambda f, s: say(0.3 * f, f"faults: {s}"))
@@ -645,6 +733,9 @@ def prove(
             report.inspection = list(inspect(Path(fault.path)))
             report.inspected = True
         report.check_wall_s = time.perf_counter() - started
+        if not worlds:
+            say(1.0, "done")
+            return report
         stage = "simulating the hypothesis worlds"
         started = time.perf_counter()
         report.worlds = check_worlds(incident, seed, Path(fault.path),
@@ -654,3 +745,98 @@ def prove(
         report.error = f"{stage} failed: {exc!r}"
     say(1.0, "done")
     return report
+
+
+# ---------------------------------------------------------------- many seeds, many processes
+
+Inspect = Callable[[Incident, Path], list[str]]
+"""inspect(incident, fault database) -> problems: `prove`'s inspect hook, given the incident too so that a
+worker process can call it (it must be a module-level function to travel to the worker)."""
+
+
+@dataclass(frozen=True)
+class ProofTask:
+    """One incident file proved at one seed; `worlds` False checks the claims only."""
+
+    path: str
+    seed: int
+    worlds: bool = True
+
+
+def default_jobs() -> int:
+    """Worker processes by default: the cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _position(where: SourceMap, loc: Loc) -> dict[str, Any]:
+    pos = where.position(loc) if loc else None
+    line, column = pos if pos else (0, 0)  # 0: the file as a whole, as in the loader's diagnostics
+    return {"at": f"{where.path}:{line}:{column}" if pos else where.path, "line": line, "column": column}
+
+
+def located(report: ProofReport, where: SourceMap) -> dict[str, Any]:
+    """report.to_dict() plus `lines` (the text report, FAIL lines led by file:line:column) and `at`, `line`,
+    `column` on every failure and every check, placed by the file's SourceMap."""
+    run = report.to_dict()
+    run["lines"] = report.lines(where=where.where)
+    for f in run["failures"]:
+        f.update(_position(where, tuple(f["subject"])))
+    for c in run["claims"]:
+        c.update(_position(where, ("symptoms", c["symptom"])))
+    for e in run["expectations"]:
+        e.update(_position(where, ("signals", e["signal"], "expect")))
+    for d in run["discrimination"]:
+        d.update(_position(where, ("signals", d["signal"])))
+    for w in run["worlds"]:
+        w.update(_position(where, ("hypotheses", w["hypothesis"])))
+    return run
+
+
+def prove_task(task: ProofTask, inspect: Inspect | None = None,
+               progress: Progress | None = None) -> dict[str, Any]:
+    """Load the variant of `task.seed` from its file and prove it: `located(report)`. Never raises: a variant
+    that does not load or a proof that crashes becomes the run's `error`."""
+    where = source_map(task.path)
+    try:
+        incident, variant = load_variant(task.path, task.seed)
+    except IncidentError as exc:
+        first = str(exc.diagnostics[0]) if exc.diagnostics else "could not load the incident"
+        report = ProofReport(Path(task.path).stem, task.seed, error=f"the variant of seed {task.seed} does not "
+                             f"load: {first}", worlds_checked=task.worlds)
+        return located(report, where)
+    except Exception as exc:
+        report = ProofReport(Path(task.path).stem, task.seed, error=f"loading failed: {exc!r}")
+        return located(report, where)
+    check = None if inspect is None else (lambda db: inspect(incident, db))
+    report = prove(incident, task.seed, progress=progress, variant=variant, inspect=check, worlds=task.worlds)
+    return located(report, where)
+
+
+def prove_many(tasks: Sequence[ProofTask], jobs: int = 1,
+               inspect: Inspect | None = None) -> Iterator[tuple[ProofTask, dict[str, Any]]]:
+    """Prove every task, `jobs` at a time in worker processes (1: one after the other in this process),
+    yielding (task, run) as each finishes. The build cache is shared: workers never build the same
+    database twice, and a later run reuses what this one built."""
+    if jobs <= 1 or len(tasks) <= 1:
+        for task in tasks:
+            yield task, prove_task(task, inspect)
+        return
+    # spawn, not fork: the parent may hold DuckDB connections and threads a fork would copy mid-use
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
+        futures = {pool.submit(prove_task, task, inspect): task for task in tasks}
+        try:
+            for future in as_completed(futures):
+                task = futures[future]
+                try:
+                    run = future.result()
+                except Exception as exc:  # a worker that died (out of memory, killed)
+                    report = ProofReport(Path(task.path).stem, task.seed, error=f"the proof process failed: {exc!r}")
+                    run = located(report, source_map(task.path))
+                yield task, run
+        finally:
+            for future in futures:
+                future.cancel()

@@ -27,10 +27,10 @@ import pandas as pd
 
 from engine_model.config import EngineConfig
 from engine_model.faults import WORKLOAD_FAULTS, Fault
-from engine_model.profiles import get_gpu
+from engine_model.profiles import get_gpu, get_model
 from engine_model.request import Request
 from engine_model.results import SimResult
-from engine_model.simulation import FleetSpec, PoolSpec, Simulation
+from engine_model.simulation import FleetSpec, PoolSpec, Simulation, replica_names
 from incidents.spec import FaultSpec, Incident, replica_index
 from telemetry_gen import tables as T
 from telemetry_gen.quality import base_scores
@@ -360,6 +360,39 @@ def external_events(inc: Incident) -> list[T.ExternalEvent]:
     return out
 
 
+THROTTLE_CAUSES = ("thermal", "power")
+
+
+def engine_setups(fleet: FleetSpec) -> dict[str, T.EngineSetup]:
+    """Each replica's starting model, GPU and config, by replica name."""
+    out: dict[str, T.EngineSetup] = {}
+    for pool in (fleet.primary, fleet.fallback):
+        if pool is None:
+            continue
+        setup = T.EngineSetup(get_model(pool.model), get_gpu(pool.gpu), pool.config)
+        out.update({name: setup for name in replica_names(pool)})
+    return out
+
+
+def throttle_causes(inc: Incident, *, ablate: bool = False) -> dict[str, str]:
+    """Replica name -> why its GPU clock is throttled, for every replica a gpu_throttle fault scopes
+    (`cause`: thermal, the default, or power). The engine runs the slower clock; the cause is what the
+    GPU's temperature, power and clock-event reasons show."""
+    out: dict[str, str] = {}
+    names = replica_names(fleet_spec(inc).primary)
+    for fs in [] if ablate else inc.faults:
+        if fs.kind != "gpu_throttle":
+            continue
+        cause = str(fs.params.get("cause", "thermal"))
+        if cause not in THROTTLE_CAUSES:
+            raise ValueError(f"gpu_throttle: cause {cause!r} is not one of {', '.join(THROTTLE_CAUSES)}")
+        scope = _scope(fs.scope, len(names))
+        for i in range(len(names)) if scope is None else scope:
+            if i < len(names):
+                out[names[i]] = cause
+    return out
+
+
 def build_telemetry(inc: Incident, seed: int, *, ablate: bool = False, progress: Progress | None = None) -> Telemetry:
     """Simulate the incident (or its ablation) and build every table. Deterministic in (incident, seed)."""
     wall0 = time.perf_counter()
@@ -378,6 +411,7 @@ def build_telemetry(inc: Incident, seed: int, *, ablate: bool = False, progress:
     ctx = T.TelemetryContext(
         t0=inc.window.start, gpu=gpu, gpus_per_replica=inc.fleet.tensor_parallel * inc.fleet.pipeline_parallel,
         seed=seed, evals=eval_suites(inc, ablate), external_events=external_events(inc),
+        engines=engine_setups(fleet), throttle_causes=throttle_causes(inc, ablate=ablate),
     )
     tables = {
         "requests": T.requests_table(run, ctx),

@@ -15,9 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine_model.profiles import GPUProfile
+from engine_model.config import EngineConfig
+from engine_model.memory import MemoryPlan, plan_memory
+from engine_model.profiles import GPUProfile, ModelProfile, get_model
 from engine_model.replica import ITL_BUCKETS
 from engine_model.results import SimResult
+from telemetry_gen import gpu_state as G
+from telemetry_gen.node_metrics import node_series, per_window
 
 MIB = 1024**2
 
@@ -45,9 +49,22 @@ class ExternalEvent:
     new_value: str = ""
 
 
+@dataclass(frozen=True)
+class EngineSetup:
+    """What a replica starts with: model, GPU and engine config (its memory plan sizes the FB gauges)."""
+
+    model: ModelProfile
+    gpu: GPUProfile
+    config: EngineConfig
+
+
 @dataclass
 class TelemetryContext:
-    """What the tables need besides the run itself."""
+    """What the tables need besides the run itself.
+
+    `engines`: each replica's starting setup (replicas not in it use `gpu` and `gpus_per_replica`, and their
+    FB gauges show the engine's own memory figure). `throttle_causes`: replica -> why its clock was throttled
+    when the engine ran it slower ("thermal", the default, or "power"); the engine does not model the cause."""
 
     t0: datetime
     gpu: GPUProfile
@@ -56,6 +73,18 @@ class TelemetryContext:
     evals: list[EvalSuite] = field(default_factory=list)
     external_events: list[ExternalEvent] = field(default_factory=list)
     probe_app: str = "probe"
+    engines: dict[str, EngineSetup] = field(default_factory=dict)
+    throttle_causes: dict[str, str] = field(default_factory=dict)
+
+    def gpu_of(self, replica: str) -> GPUProfile:
+        setup = self.engines.get(replica)
+        return setup.gpu if setup is not None else self.gpu
+
+    def gpus_of(self, replica: str) -> int:
+        setup = self.engines.get(replica)
+        if setup is None:
+            return self.gpus_per_replica
+        return setup.config.tensor_parallel_size * setup.config.pipeline_parallel_size
 
 
 def _ts(t0: datetime, seconds: np.ndarray) -> pd.Series:
@@ -180,7 +209,7 @@ def metrics_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     add('vllm:inter_token_latency_seconds_bucket{le="+Inf"}', counts[:, -1], up)
     add("vllm:inter_token_latency_seconds_sum", s["itl_sum"], up)
     add("vllm:inter_token_latency_seconds_count", counts[:, -1], up)
-    frames.extend(_dcgm_frames(s, ctx))
+    frames.extend(_dcgm_frames(run, ctx))
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy()))
     df["replica"] = df["replica"].astype("string")
@@ -210,48 +239,188 @@ def _histogram_sums(run: SimResult, end_col: str, t: np.ndarray, rep: np.ndarray
     return sums, counts
 
 
-def _dcgm_frames(s: dict[str, np.ndarray], ctx: TelemetryContext) -> list[pd.DataFrame]:
-    """GPU series as dcgm-exporter reports them, from the replica's busy, compute and memory time."""
-    gpu = ctx.gpu
-    t = s["t"].astype(float)
+# ----- GPU and host series -------------------------------------------------------------------------
+# dcgm-exporter field names (../shared/reference/dcgm: default counters, plus the opt-in ECC and NVLink error
+# counters; DCGM_FI_DEV_CLOCKS_EVENT_REASONS is field 112, named DCGM_FI_DEV_CLOCK_THROTTLE_REASONS before DCGM 3.3).
+XID_SALT, GPU_SALT, NODE_SALT = 7919, 7927, 7933  # streams of draws of their own, per replica
+
+
+@dataclass(frozen=True)
+class ReplicaHardware:
+    """One replica's GPU and host at its scrapes: `rows` index the run's samples, in time order."""
+
+    rows: np.ndarray
+    t: np.ndarray
+    gpu: G.GpuTrace
+    errors: G.ErrorTrace
+    fb_used_bytes: np.ndarray
+    fb_total_bytes: np.ndarray
+    nvlink: bool
+    node: dict[str, np.ndarray]
+
+
+def _hardware_changes(run: SimResult) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """replica -> hardware factor -> [(time, value)] as the engine logged them."""
+    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for e in run.events:
+        if e.kind == "hardware":
+            for k, v in e.detail.items():
+                out.setdefault(e.replica, {}).setdefault(k, []).append((e.t, float(v)))
+    return out
+
+
+def _crashes(run: SimResult, reason: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for e in run.events:
+        if e.kind == "crash" and e.detail.get("reason") == reason:
+            out.setdefault(e.replica, []).append({"t": e.t, **e.detail})
+    return out
+
+
+def _plans(run: SimResult, name: str, setup: EngineSetup) -> list[tuple[float, MemoryPlan]]:
+    """The memory plans a replica ran with and since when: its start-up config, then each restart's
+    (the engine logs the knobs that changed and the model it loaded)."""
+    cfg, model = setup.config, setup.model
+    out = [(-np.inf, plan_memory(model, setup.gpu, cfg))]
+    for e in run.events:
+        if e.replica != name or e.kind != "engine_ready":
+            continue
+        changes = {k: v[1] for k, v in e.detail.get("changes", {}).items()}
+        if changes:
+            cfg = cfg.with_changes(**changes)
+        model = get_model(str(e.detail.get("model", model.name)))
+        out.append((e.t, plan_memory(model, setup.gpu, cfg)))
+    return out
+
+
+def _fb_used(run: SimResult, name: str, ctx: TelemetryContext, s: dict[str, np.ndarray], rows: np.ndarray
+             ) -> np.ndarray:
+    t = s["t"][rows].astype(float)
+    used = s["memory_used_bytes"][rows].astype(float)
+    total = s["memory_total_bytes"][rows].astype(float)
+    up = s["up"][rows].astype(bool)
+    setup = ctx.engines.get(name)
+    if setup is None:
+        return np.where(up, used, 0.0)
+    plans = _plans(run, name, setup)
+    starts = np.array([p[0] for p in plans])
+    idx = np.searchsorted(starts, t, side="right") - 1
+    held = np.array([float(p.weight_bytes + p.kv_bytes + p.activation_peak_bytes + p.cuda_graph_bytes
+                           + p.non_torch_bytes) for _, p in plans])[idx]
+    limit = np.array([float(p.activation_peak_bytes + p.headroom_bytes) for _, p in plans])[idx]
+    ooms = [(c["t"], float(c["leaked_bytes"])) for c in _crashes(run, "oom").get(name, [])]
+    return G.fb_used_bytes(t, up, used, total, held, limit, ooms)
+
+
+def _activity(s: dict[str, np.ndarray], rows: np.ndarray, changes: dict[str, list[tuple[float, float]]]
+              ) -> np.ndarray:
+    """(busy, tensor-active, DRAM-active) share of each scrape window. DRAM-active is the memory time at
+    the bandwidth the HBM delivered, scaled to its nominal bandwidth (bytes moved / nominal peak)."""
+    t = s["t"][rows].astype(float)
+    shares = G.window_shares(t, np.stack([s["busy_s_total"][rows], s["compute_s_total"][rows],
+                                          s["memory_s_total"][rows]], axis=1).astype(float))
+    shares[:, 2] *= G.window_mean(t, changes.get("hbm_bw_factor", []))
+    return shares
+
+
+def _replica_rng(ctx: TelemetryContext, salt: int, index: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([ctx.seed % (1 << 63), salt, index]))
+
+
+def _replica_errors(run: SimResult, ctx: TelemetryContext, s: dict[str, np.ndarray], name: str, index: int,
+                    rows: np.ndarray, shares: np.ndarray, changes: dict[str, list[tuple[float, float]]]
+                    ) -> tuple[G.ErrorTrace, bool]:
+    gpu = ctx.gpu_of(name)
+    nvlink = gpu.link.name.startswith("nvlink")
+    xids = [(c["t"], int(c.get("xid", 79))) for c in _crashes(run, "xid").get(name, [])]
+    errors = G.error_trace(s["t"][rows].astype(float), shares[:, 0], shares[:, 2], changes.get("hbm_bw_factor", []),
+                           changes.get("link_factor", []), nvlink, ctx.gpus_of(name) > 1, xids,
+                           _replica_rng(ctx, XID_SALT, index))
+    return errors, nvlink
+
+
+def _replica_rows(s: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
     rep = s["replica"]
-    up = s["up"].astype(bool)
-    rng = np.random.default_rng(np.random.PCG64(ctx.seed + 7919))
+    return [(str(name), np.nonzero(rep == name)[0]) for name in sorted(np.unique(rep).tolist())]
+
+
+def _samples(run: SimResult) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in run.samples.items() if k != "itl_counts"}
+
+
+def replica_hardware(run: SimResult, ctx: TelemetryContext) -> dict[str, ReplicaHardware]:
+    """Every replica's GPU and host series, from the run's samples and hardware events (see gpu_state and
+    node_metrics). The values the metrics table rounds and writes; tests read them before any rounding."""
+    s = _samples(run)
+    changes = _hardware_changes(run)
+    out: dict[str, ReplicaHardware] = {}
+    for index, (name, rows) in enumerate(_replica_rows(s)):
+        t = s["t"][rows].astype(float)
+        gpu = ctx.gpu_of(name)
+        mine = changes.get(name, {})
+        shares = _activity(s, rows, mine)
+        clock = G.window_mean(t, mine.get("clock_factor", []))
+        throttles = G.throttles_from(mine.get("clock_factor", []), ctx.throttle_causes.get(name, "thermal"))
+        trace = G.gpu_trace(t, shares, clock, gpu, throttles, _replica_rng(ctx, GPU_SALT, index))
+        errors, nvlink = _replica_errors(run, ctx, s, name, index, rows, shares, mine)
+        up = s["up"][rows].astype(bool)
+        queued = (s["running"][rows] + s["waiting"][rows]) > 0
+        node = node_series(
+            t, np.where(queued, 1.0, np.clip(shares[:, 0], 0.0, 1.0)),
+            per_window(t, s["requests_finished_total"][rows]), per_window(t, s["generation_tokens_total"][rows]),
+            G.window_mean(t, mine.get("host_overhead_factor", [])), up, ctx.gpus_of(name),
+            _replica_rng(ctx, NODE_SALT, index),
+        )
+        out[name] = ReplicaHardware(rows, t, trace, errors, _fb_used(run, name, ctx, s, rows),
+                                    s["memory_total_bytes"][rows].astype(float), nvlink, node)
+    return out
+
+
+def xid_events(run: SimResult, ctx: TelemetryContext) -> dict[str, tuple[G.Xid, ...]]:
+    """replica -> the Xids its GPU's driver logged (the same draws as replica_hardware's)."""
+    s = _samples(run)
+    changes = _hardware_changes(run)
+    out: dict[str, tuple[G.Xid, ...]] = {}
+    for index, (name, rows) in enumerate(_replica_rows(s)):
+        mine = changes.get(name, {})
+        out[name] = _replica_errors(run, ctx, s, name, index, rows, _activity(s, rows, mine), mine)[0].xids
+    return out
+
+
+def _dcgm_frames(run: SimResult, ctx: TelemetryContext) -> list[pd.DataFrame]:
+    """GPU series as dcgm-exporter reports them and host series as node_exporter does, for every replica at
+    every scrape (the exporters run whether or not the engine is up)."""
+    s = _samples(run)
     frames: list[pd.DataFrame] = []
-    busy = np.zeros(len(t))
-    compute = np.zeros(len(t))
-    memory = np.zeros(len(t))
-    for name in np.unique(rep):
-        rows = np.nonzero(rep == name)[0]
-        dt = np.diff(t[rows], prepend=t[rows][0])
-        dt[dt <= 0] = np.nan
-        for arr, col in ((busy, "busy_s_total"), (compute, "compute_s_total"), (memory, "memory_s_total")):
-            arr[rows] = np.nan_to_num(np.diff(s[col][rows].astype(float), prepend=s[col][rows][0]) / dt)
-    busy = np.clip(busy, 0, 1)
-    compute = np.clip(compute, 0, 1)
-    memory = np.clip(memory, 0, 1)
-    clock = gpu.sm_clock_mhz * s["clock_factor"].astype(float)
-    # power follows activity and clock (dynamic power ~ f * V^2; here simply ~ clock)
-    power = gpu.idle_w + (gpu.tdp_w - gpu.idle_w) * busy * (0.55 + 0.45 * compute) * s["clock_factor"]
-    power = power + rng.normal(0, 0.01 * gpu.tdp_w, len(t))
-    temp = 32.0 + 45.0 * (power / gpu.tdp_w) + rng.normal(0, 0.4, len(t))
-    fb_used = s["memory_used_bytes"].astype(float) / MIB
-    fb_total = s["memory_total_bytes"].astype(float) / MIB
-    util = 100.0 * busy
-
-    def frame(name: str, values: np.ndarray) -> pd.DataFrame:
-        return pd.DataFrame({"t": t, "replica": rep, "name": name, "value": np.round(values.astype(float), 3)})
-
-    frames.append(frame("DCGM_FI_DEV_SM_CLOCK", np.round(clock)))
-    frames.append(frame("DCGM_FI_DEV_GPU_UTIL", np.round(util)))
-    frames.append(frame("DCGM_FI_DEV_POWER_USAGE", power))
-    frames.append(frame("DCGM_FI_DEV_GPU_TEMP", np.round(temp)))
-    frames.append(frame("DCGM_FI_DEV_FB_USED", np.round(fb_used)))
-    frames.append(frame("DCGM_FI_DEV_FB_FREE", np.round(np.maximum(fb_total - fb_used, 0))))
-    frames.append(frame("DCGM_FI_PROF_DRAM_ACTIVE", memory * s["hbm_bw_factor"].astype(float)))
-    frames.append(frame("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", compute))
-    frames.append(frame("DCGM_FI_PROF_GR_ENGINE_ACTIVE", busy))
-    del up
+    for hw in replica_hardware(run, ctx).values():
+        g, e = hw.gpu, hw.errors
+        mib = 1.0 / MIB
+        series: dict[str, np.ndarray] = {
+            "DCGM_FI_DEV_SM_CLOCK": np.round(g.sm_clock_mhz),
+            "DCGM_FI_DEV_GPU_UTIL": np.round(100.0 * g.busy),  # shares are <= 1 by construction: no clip
+            "DCGM_FI_DEV_POWER_USAGE": g.power_w,
+            "DCGM_FI_DEV_GPU_TEMP": np.round(g.temp_c),
+            "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": g.reasons.astype(float),
+            "DCGM_FI_DEV_FB_USED": np.round(hw.fb_used_bytes * mib),
+            "DCGM_FI_DEV_FB_FREE": np.round(np.maximum(hw.fb_total_bytes - hw.fb_used_bytes, 0.0) * mib),
+            "DCGM_FI_PROF_DRAM_ACTIVE": g.dram,
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": g.tensor,
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": g.busy,
+            "DCGM_FI_DEV_XID_ERRORS": e.last_xid,
+            "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": e.sbe,
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": e.dbe,
+            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": e.remapped_correctable,
+            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": e.remapped_uncorrectable,
+            "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": e.pcie_replay,
+        }
+        if hw.nvlink:
+            series["DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"] = e.nvlink_crc
+            series["DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"] = e.nvlink_replay
+        series.update(hw.node)
+        rep = s["replica"][hw.rows]
+        for metric, values in series.items():
+            frames.append(pd.DataFrame({"t": hw.t, "replica": rep, "name": metric,
+                                        "value": np.round(np.asarray(values, dtype=float), 3)}))
     return frames
 
 
@@ -293,9 +462,11 @@ def _ev(t: float, replica: str, kind: str, component: str, detail: str, old: str
 
 
 def logs_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
-    """Engine log lines in the shapes vLLM and PyTorch print them."""
+    """Engine log lines in the shapes vLLM and PyTorch print them, and the NVIDIA driver's Xid lines from the
+    node's kernel log (component `kernel`)."""
     rows: list[tuple[float, str, str, str, str]] = []
     rows.extend(_stats_lines(run))
+    rows.extend(_xid_lines(run, ctx))
     for e in run.events:
         d = e.detail
         if e.kind == "engine_ready":
@@ -337,6 +508,26 @@ def logs_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     for c in df.columns[1:]:
         df[c] = df[c].astype("string")
     return df.sort_values(["ts", "replica", "message"], kind="stable").reset_index(drop=True)
+
+
+XID_LEVELS = {63: "WARNING"}  # a row remap is recorded and contained; the others are errors
+
+
+def _xid_lines(run: SimResult, ctx: TelemetryContext) -> list[tuple[float, str, str, str, str]]:
+    """`NVRM: Xid (PCI:<bus>): <code>, pid=..., name=..., <message>` for every Xid of every GPU. A crash's Xid
+    reaches the kernel log a few ms before the engine notices the failed CUDA call; a row remap or an NVLink
+    fault is the driver's own and names no process."""
+    out: list[tuple[float, str, str, str, str]] = []
+    for index, (name, xids) in enumerate(xid_events(run, ctx).items()):
+        bus = G.PCI_BUS_IDS[index % len(G.PCI_BUS_IDS)]
+        pid = 2000 + int(_replica_rng(ctx, XID_SALT + 1, index).integers(0, 60000))
+        for x in xids:
+            lives = sum(1 for e in run.events if e.replica == name and e.kind == "engine_ready" and e.t <= x.t)
+            who = f"pid={pid + 7 * lives}, name=python3" if x.code in (48, 79) else "pid='<unknown>', name=<unknown>"
+            when = x.t - 0.005 if x.code in (48, 79) else x.t
+            out.append((when, name, XID_LEVELS.get(x.code, "ERROR"), "kernel",
+                        f"NVRM: Xid (PCI:{bus}): {x.code}, {who}, {x.detail}".rstrip(", ")))
+    return out
 
 
 def _stats_lines(run: SimResult) -> list[tuple[float, str, str, str, str]]:

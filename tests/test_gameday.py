@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import game.session as session_module
+import game.session.core as session_clock  # the one module of game.session that reads the clock
 from game.assess import score_session
 from game.autoplay import plan, play
 from game.cli_gameday import register
@@ -289,9 +290,9 @@ def test_the_console_runs_a_round(data: Path, day: Path, monkeypatch: pytest.Mon
     def late_player() -> None:
         # dara's clock says she submitted after the 10 minutes
         real = time.time
-        monkeypatch.setattr(session_module, "time", type("T", (), {"time": staticmethod(lambda: real() + 900)}))
+        monkeypatch.setattr(session_clock, "time", type("T", (), {"time": staticmethod(lambda: real() + 900)}))
         play_session(data, MINI, "dara", "lucky")
-        monkeypatch.setattr(session_module, "time", time)
+        monkeypatch.setattr(session_clock, "time", time)
 
     def ten_minutes_pass() -> None:
         offset["s"] = 601.0

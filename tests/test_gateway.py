@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from game.gateway import LocalGateway as Gateway
-from game.gateway import QueryResult, TableRead, filters_on, json_safe, split_filter
+from game.gateway import QueryResult, TableRead, json_safe
+from game.plan_analysis import filters_on, split_filter
 
 N_METRICS = 200_000
 N_REQUESTS = 20_000

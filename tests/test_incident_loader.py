@@ -733,3 +733,48 @@ def test_library_incident_is_valid(path: Path) -> None:
     assert diagnostics == [], "\n".join(str(d) for d in diagnostics)
     assert re.fullmatch(r"[a-z0-9-]+", path.stem)
     assert load_incident(path).id == path.stem
+
+
+# ---------------------------------------------------------------- authoring rules and the telemetry catalog
+
+
+def test_table_columns_are_what_the_telemetry_builder_writes(in_library_cache: Path) -> None:
+    """incidents/ cannot import telemetry_gen (layers point down), so spec.TABLE_COLUMNS is a copy: it must
+    match the builder's column comments and a database it really built, column for column, in order."""
+    import duckdb
+
+    from telemetry_gen.cache import ensure_database
+    from telemetry_gen.store import COLUMN_COMMENTS
+
+    assert {t: tuple(c) for t, c in COLUMN_COMMENTS.items()} == {t: c for t, c in TABLE_COLUMNS.items()
+                                                                 if t != "catalog"}
+    info = ensure_database(load_incident(DATA / "proof-slow-replica.yaml"), 0)
+    with duckdb.connect(info.path, read_only=True) as con:
+        for table, columns in TABLE_COLUMNS.items():
+            assert tuple(d[0] for d in con.execute(f'SELECT * FROM "{table}" LIMIT 0').description) == columns
+
+
+def test_a_wrong_expect_column_is_caught_without_simulating() -> None:
+    text = GOOD_TEXT
+    [query_col] = re.findall(r"expect: \{column: (\w+),", text)[:1]
+    broken = text.replace(f"expect: {{column: {query_col},", f"expect: {{column: {query_col}x,", 1)
+    [diag] = check_incident_text(broken, "g.yaml")
+    assert diag.message.endswith(f"the query's result has no column '{query_col}x'")
+    assert diag.hint == f"did you mean '{query_col}'?"
+    line, column = position(broken, f"expect: {{column: «{query_col}x,")
+    assert (diag.line, diag.column) == (line, column)
+    # the model still loads: the check is about the query, which `load_incident` binds too
+    with pytest.raises(IncidentError):
+        load_incident_text(broken, "g.yaml")
+
+
+def test_zero_symptoms_are_refused_by_validate_not_by_load() -> None:
+    start = GOOD_TEXT.index("symptoms:")
+    end = GOOD_TEXT.index("hypotheses:")
+    text = GOOD_TEXT[:start] + "symptoms: []\n" + GOOD_TEXT[end:]
+    [diag] = check_incident_text(text, "g.yaml")
+    assert diag.message.startswith("symptoms: none given") and diag.line == position(text, "symptoms: []")[0]
+    assert load_incident_text(text, "g.yaml").symptoms == []  # drills without claims still play
+    # leaving the key out altogether is the same
+    [absent] = check_incident_text(GOOD_TEXT[:start] + GOOD_TEXT[end:], "g.yaml")
+    assert absent.message.startswith("symptoms: none given")

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import game.session as session_module
+import game.session.core as session_clock  # the one module of game.session that reads the clock
 from game.assess import score_session
 from game.autoplay import plan, play
 from game.cli_gameday import register
@@ -108,7 +109,7 @@ def results(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     root = tmp_path_factory.mktemp("day")
     clock = FakeClock()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(session_module, "time", clock)
+        mp.setattr(session_clock, "time", clock)
         res = root / "results"
         r1, r2 = res / "round-01-tui-mini", res / "round-02-drill-slow-replica"
         # round 1: ana and dara play the same expert game, dara faster; ben guesses; eli plays at random
@@ -275,7 +276,7 @@ def test_a_changed_incident_is_skipped_whatever_score_the_file_records(cache: Pa
     res = tmp_path / "results"
     clock = FakeClock()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(session_module, "time", clock)
+        mp.setattr(session_clock, "time", clock)
         kept = play_transcript(res / "blue--ana.json", incident, 0, "ana", "expert", step=2.0, clock=clock)
         lost = play_transcript(res / "red--dara.json", incident, 0, "dara", "expert", step=2.0, clock=clock)
     doc = json.loads(kept.read_text())
@@ -297,7 +298,7 @@ def forged(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     res = tmp_path_factory.mktemp("forged") / "results"
     clock = FakeClock()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(session_module, "time", clock)
+        mp.setattr(session_clock, "time", clock)
         play_transcript(res / "blue--ana.json", MINI, 0, "ana", "expert", step=5.0, clock=clock)
         cheat_transcript(res / "red--mallory.json", MINI, "mallory", clock=clock, claim=1e9)
     doc = json.loads((res / "blue--ana.json").read_text())

@@ -12,7 +12,15 @@ from click.testing import CliRunner, Result
 
 from game.cli_game import register
 from game.hypotheses import shown_hypotheses
-from game.plain import parse_query_ref, parse_ranking
+from game.plain import (
+    PlainGame,
+    format_table,
+    help_text,
+    is_sql,
+    near_miss,
+    parse_query_ref,
+    parse_ranking,
+)
 from game.session import DEBRIEFED, INVESTIGATING, Session, SessionError, list_sessions
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database
@@ -68,7 +76,7 @@ def test_a_full_line_mode_game(data: Path) -> None:
         f"rank {a}=50 {d}=50 {LABEL['kv-pressure']}=10",  # sums to 110: refused, the game goes on
         f'rank {d}=10 "A GPU"=80 "the gateway"=10',  # a label, a title prefix, a title prefix in any case
         f"pin Q2 {a} supports",
-        f"pin Q3 {a} supports",  # Q3 failed
+        f"pin Q3 {a} supports",  # the failed statement got no Qn: there is no Q3
         f"note {d} queues are flat",
         "hypotheses",
         "hint",
@@ -84,19 +92,20 @@ def test_a_full_line_mode_game(data: Path) -> None:
         assert f"  {label}  {title}" in out
     before = out.split("# Debrief")[0]
     assert not any(hid in before for hid in LABEL), "the player sees labels and titles, never ids"
-    assert "pin Q3 A refutes" in out  # help
+    assert "pin Q1 A supports" in out  # help, with this game's board
     assert "vllm-1" in out and "Q2: 2 rows" in out
-    assert "Q3: error:" in out
+    assert "error: Catalog Error" in out and "(not counted: a statement that fails costs no query)" in out
+    assert "Q3:" not in out
     assert "error: confidences must sum to 100" in out
     assert f"ranked: {a} 80%, {d} 10%, {c} 10%" in out
     assert f"pinned Q2 as supports {a}" in out
-    assert "error: Q3 failed" in out
+    assert "error: no query Q3" in out
     assert "hint (5 points)" in out
     assert "# Debrief: One of two replicas answers slowly" in out and "## Mitigation" in out
-    assert "Score " in out and "What each query ruled out:" in out
-    assert "Q4:" not in out
+    assert "## What each query ruled out" in out and "## Score" in out
+    assert out.count("## Score") == 1 and out.count("What each query ruled out") == 1  # printed once
     [summary] = list_sessions(data)
-    assert summary.state == DEBRIEFED and summary.player == "ada" and summary.queries == 3
+    assert summary.state == DEBRIEFED and summary.player == "ada" and summary.queries == 2
     transcript = data / "transcripts" / f"{summary.session_id}.json"
     assert f"Transcript: {transcript}" in out
     doc = json.loads(transcript.read_text())
@@ -260,3 +269,65 @@ def test_score_reports_a_corrupt_transcript_in_one_line(data: Path, tmp_path: Pa
     result = _cli("score", str(bad))
     assert result.exit_code == 1
     assert result.stderr.strip().count("\n") == 0 and "truncated" in result.stderr
+
+
+def test_lines_that_are_neither_commands_nor_sql_run_nothing_and_cost_nothing(data: Path) -> None:
+    script = "\n".join(["clear", "hlep", "selct replica from requests", "rnak A=100", "SELECT 1 AS one",
+                         "quit"]) + "\n"
+    result = _cli("play", "--plain", str(INCIDENT), stdin=script)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "error: 'clear' is not a command" in out and "(Nothing ran; nothing was counted.)" in out
+    assert "Did you mean help?" in out and "Did you mean select?" in out and "Did you mean rank?" in out
+    assert "Q1: 1 rows" in out  # the first statement that ran is Q1
+    [summary] = list_sessions(data)
+    assert summary.queries == 1
+
+
+def test_sql_or_command() -> None:
+    for line in ("SELECT 1", "  with x as (select 1) select * from x", "FROM requests", "describe requests",
+                 "SHOW TABLES", "summarize requests", "EXPLAIN SELECT 1", "(SELECT 1)", "-- note\nSELECT 1",
+                 "select(1)", "VALUES (1)"):
+        assert is_sql(line), line
+    for line in ("clear", "ls", "exit now", "drop table requests", "selct 1", ""):
+        assert not is_sql(line), line
+    assert near_miss("quti") == "quit" and near_miss("schme") == "schema" and near_miss("xyzzy") is None
+
+
+def test_every_help_example_works_as_typed(data: Path) -> None:
+    """Help writes its examples with the game's own labels and titles; each is accepted after one query."""
+    from game.gateway import Gateway
+
+    incident = load_incident(INCIDENT)
+    session = Session.create(INCIDENT, 0, "ada", root=data)
+    info = ensure_database(incident, 0)
+    try:
+        session.start(info.digest)
+        text = help_text(session.board)
+        examples = [line.strip().split("  ")[0] for line in text.splitlines()
+                    if line.strip().startswith(("rank ", "pin ", "note "))]
+        assert len(examples) == 4 and examples[1].startswith('rank "'), examples
+        import io
+
+        out = io.StringIO()
+        with Gateway(Path(info.path)) as gateway:
+            moves = "\n".join([SPLIT, *examples, "quit"]) + "\n"
+            PlainGame(session, gateway, io.StringIO(moves), out).run()
+        said = out.getvalue()
+        assert "error:" not in said, said
+        assert said.count("ranked:") == 2 and "pinned Q1" in said and "noted" in said
+    finally:
+        session.close()
+
+
+def test_a_wide_result_is_cut_to_the_terminal_and_says_what_it_left_out() -> None:
+    columns = [f"column_{i}" for i in range(12)]
+    rows = [tuple("x" * 30 for _ in columns)]
+    table = format_table(columns, rows, width=80)
+    lines = table.splitlines()
+    assert all(len(line) <= 80 for line in lines[:-1])
+    assert lines[-1].startswith("... 10 more columns not shown (column_2, column_3")
+    assert "select fewer columns" in lines[-1]
+    assert "more columns" not in format_table(columns, rows)  # a script (no terminal) reads them all
+    multi = format_table(["a"], [("one\ntwo",)])
+    assert "one two" in multi  # a newline in a cell does not break the table

@@ -186,6 +186,32 @@ def test_the_server_refuses_foreign_pages_and_too_many_sessions(server: int) -> 
     assert out["first"] == 101 and out["second"] == 503
 
 
+def test_the_page_loads_nothing_from_outside_this_machine(server: int) -> None:
+    """textual-serve's page asked Google Fonts for its font; ours points at the copy textual-serve ships."""
+    import aiohttp
+
+    base = f"http://127.0.0.1:{server}"
+
+    async def fetch() -> tuple[str, list[tuple[str, int, int]]]:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(base + "/") as page:
+                html = await page.text()
+            urls = re.findall(r"""(?:href|src)\s*=\s*"([^"]+)"|url\(\s*["']?([^"')]+)""", html)
+            got = []
+            for href, url in urls:
+                link = href or url
+                if link.startswith(("http://", "https://", "//")):
+                    async with http.get(link) as reply:
+                        got.append((link, reply.status, len(await reply.read())))
+            return html, got
+
+    html, fetched = asyncio.run(fetch())
+    assert "googleapis" not in html and "Roboto Mono" in html
+    assert fetched and all(link.startswith(base + "/") for link, _, _ in fetched), fetched
+    fonts = [(link, status, size) for link, status, size in fetched if link.endswith(".ttf")]
+    assert fonts and all(status == 200 and size > 10_000 for _, status, size in fonts), fonts
+
+
 def test_a_taken_port_is_one_line_not_a_traceback() -> None:
     import socket
 

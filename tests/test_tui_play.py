@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_tui_support import (
     FIXTURE,
     investigating_events,
@@ -41,13 +42,26 @@ def _session_events(data: Path) -> list[dict]:
     return [json.loads(line) for line in lines[1:] if line.strip()]
 
 
-def test_play_a_whole_incident(tui_env: Path) -> None:
+def _visible(app: Any, selector: str) -> bool:
+    """Whether a widget is on screen, whole: inside the terminal, and not zero-sized."""
+    region = app.screen.query_one(selector).region
+    width, height = app.size
+    return region.width > 0 and region.height > 0 and region.right <= width and region.bottom <= height
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)], ids=["80x24", "120x36"])
+def test_play_a_whole_incident(tui_env: Path, size: tuple[int, int]) -> None:
     data = tui_env
     seen: dict[str, Any] = {}
 
+    def submit_key_shown() -> bool:
+        bar = app.screen.query_one("KeyBar")
+        return "F8 Submit" in bar.text and _visible(app, "#keybar-pinned")
+
+    app = make_app(data)
+
     async def go() -> None:
-        app = make_app(data)
-        async with app.run_test(size=(120, 36)) as pilot:
+        async with app.run_test(size=size) as pilot:
             # pick: the fixture is listed and preselected
             await until(pilot, lambda: "picker" in app.marks)
             table = app.screen.query_one("#picker-table")
@@ -76,6 +90,7 @@ def test_play_a_whole_incident(tui_env: Path) -> None:
             assert app.screen.query_one("#results-table").row_count == 20
             assert "queries 1 / 12" in str(app.screen.query_one("#status-line").render())
             assert app.screen.query_one("#query-log").option_count == 1
+            assert submit_key_shown()
 
             # plot it: one line per replica, the api-gateway deploy marked from the events table
             await pilot.press("f2")
@@ -92,6 +107,7 @@ def test_play_a_whole_incident(tui_env: Path) -> None:
                 (s.label, s.id, 25) for s in BOARD]
             assert [str(board.get_row_at(r)[1]) for r in range(4)] == ["A", "B", "C", "D"]
             await until(pilot, lambda: app.world_builds, what="the world build to start")
+            assert _visible(app, "#board") and submit_key_shown()  # F8 stays in the bar with the board focused
             # move "throttle" (B) to the top, back down, up again; confidences; pin; save
             await pilot.press("down", "shift+up")
             assert [i.id for i in board.board.items][:2] == ["throttle", "bad-deploy"]
@@ -119,6 +135,8 @@ def test_play_a_whole_incident(tui_env: Path) -> None:
             pins_said = str(app.screen.query_one("#submit-pins").render())
             assert "You pinned 1 result." in pins_said and "costs points" in pins_said
             assert not app.screen.query("Select")
+            for button in ("#submit-confirm", "#submit-normalise", "#submit-cancel"):
+                assert _visible(app, button), button
             await pilot.press("ctrl+s")
             await until(pilot, lambda: "debrief" in app.marks, timeout=120, what="the debrief (scoring)")
             score_line = str(app.screen.query_one("#debrief-score").render())
@@ -169,7 +187,7 @@ def test_resume_after_closing_mid_investigation(tui_env: Path) -> None:
         async with app.run_test(size=(120, 36)) as pilot:
             await until(pilot, lambda: "picker" in app.marks)
             await until(pilot, lambda: app.screen.scanned, timeout=10)
-            assert "unfinished" in str(app.screen.query_one("#picker-table").get_row_at(0)[-1])
+            assert "1 open" in str(app.screen.query_one("#picker-table").get_row_at(0)[3])  # the Session column
             await pilot.press("enter")
             await until(pilot, lambda: "ready" in app.marks and app.screen.unfinished)
             assert "unfinished session" in str(app.screen.query_one("#briefing-action").render())
@@ -224,14 +242,16 @@ def test_escape_cancels_a_running_query_and_the_ui_stays_live(tui_env: Path) -> 
             await pilot.press("escape")
             await until(pilot, lambda: "rows" in app.marks, timeout=20, what="the cancelled result")
             view = app.screen.query_one("#results").view
-            assert not view.ok and view.error == "cancelled"
+            assert not view.ok and view.error == "cancelled" and not view.counted
+            assert "not counted" in str(app.screen.query_one("#results-info").render())
+            assert "queries 0 / 12" in str(app.screen.query_one("#status-line").render())
             assert not app.screen.running
             # Escape with nothing running goes back to moving focus, not cancelling
             assert not app.screen.check_action("cancel_query", ())
 
     run_async(go())
-    [query] = [e for e in _session_events(tui_env) if e["kind"] == "query"]
-    assert query["data"]["error_kind"] == "cancelled"
+    # a cancelled statement costs nothing: it is not journalled, so it is not counted against the budget
+    assert not [e for e in _session_events(tui_env) if e["kind"] == "query"]
 
 
 def test_editor_history_completion_schema_and_snippets(tui_env: Path) -> None:
@@ -244,11 +264,15 @@ def test_editor_history_completion_schema_and_snippets(tui_env: Path) -> None:
             await run_sql(app, pilot, "SELECT 2 AS two")
             editor.load_text("SELECT 3")
             editor.focus()
-            await pilot.press("up")
+            await pilot.press("up", "down", "down")  # the arrows only move the cursor: never the history
+            assert editor.text == "SELECT 3"
+            await pilot.press("ctrl+up")
             assert editor.text == "SELECT 2 AS two"
             await pilot.press("ctrl+up")
             assert editor.text == "SELECT 1 AS one"
-            await pilot.press("down", "down")
+            await pilot.press("down")
+            assert editor.text == "SELECT 1 AS one"
+            await pilot.press("ctrl+down", "ctrl+down")
             assert editor.text == "SELECT 3"  # back to the draft
 
             # completion: one candidate completes in place, several open a menu
@@ -296,9 +320,13 @@ def test_hint_note_help_and_a_small_terminal(tui_env: Path) -> None:
         app = make_app(tui_env)
         async with app.run_test(size=(80, 24)) as pilot:
             await open_workspace(app, pilot)
-            for selector in ("#editor", "#results", "#board", "#status-line"):
+            # 80x24 is compact: the editor over one pane (the results first), the board a key away
+            assert app.screen.compact
+            for selector in ("#editor", "#results", "#status-line", "#pane-bar"):
                 region = app.screen.query_one(selector).region
                 assert region.width > 0 and region.height > 0, selector
+            assert app.screen.query_one("#results-table").region.height >= 12
+            assert app.screen.query_one("#board").region.height == 0
             # a hint is confirmed first, then recorded and counted
             await pilot.press("f6")
             await until(pilot, lambda: screen_name(app) == "ConfirmScreen")
@@ -315,6 +343,7 @@ def test_hint_note_help_and_a_small_terminal(tui_env: Path) -> None:
             await pilot.press(*"clock?", "ctrl+s")
             await until(pilot, lambda: screen_name(app) == "WorkspaceScreen")
             assert app.screen.query_one("#board").notes == {BOARD[0].id: "clock?"}
+            assert app.screen.query_one("#board").region.height >= 7  # the board's pane: every row and the note
             # help lists the keys; the light theme renders too
             await pilot.press("f1")
             await until(pilot, lambda: screen_name(app) == "HelpScreen")

@@ -1,4 +1,5 @@
-"""Screenshots of the picker, the workspace and the debrief at 120x36, compared with the SVGs under
+"""Screenshots of the picker, the workspace and the debrief at 120x36 (and of every screen of a game at
+80x24 and 200x60: test_screen_at_size), compared with the SVGs under
 tests/__snapshots__/test_tui_snapshots/ (regenerate on purpose with `pytest --snapshot-update`).
 
 Everything time-dependent is frozen: the sessions are written by hand with fixed times, the app's
@@ -11,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_tui_support import (
     START,
     investigating_events,
@@ -96,3 +98,63 @@ def test_interviewer_screen(tui_env: Path, snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+
+
+# ---------------------------------------------------------------- 80x24 first, and a big terminal
+
+SIZES = {"80x24": (80, 24), "200x60": (200, 60)}
+PLOT_SQL = ("SELECT time_bucket(INTERVAL '30 seconds', ts) AS t, replica, avg(prefill_s) AS prefill "
+            "FROM requests WHERE status = 'ok' GROUP BY ALL ORDER BY t, replica")
+
+
+async def _run_plot_query(pilot: Any) -> None:
+    from test_tui_support import run_sql
+
+    await run_sql(pilot.app, pilot, PLOT_SQL)
+    await pilot.press("f2")
+    plot = pilot.app.screen.query_one("#results-plot")
+    await until(pilot, lambda: plot.drawn_series == 2, what="the plot")
+    await pilot.pause()
+
+
+async def _press_and_wait(pilot: Any, keys: tuple[str, ...], screen: str) -> None:
+    await pilot.press(*keys)
+    await until(pilot, lambda: screen_name(pilot.app) == screen, what=screen)
+    await pilot.pause()
+
+
+SCENES = ("picker", "workspace-table", "workspace-plot", "board", "submit", "debrief")
+
+
+@pytest.mark.parametrize("size", list(SIZES), ids=list(SIZES))
+@pytest.mark.parametrize("scene", SCENES)
+def test_screen_at_size(tui_env: Path, snap_compare: Any, scene: str, size: str) -> None:
+    """Every screen of a game at 80x24 (what the layout is designed for) and at 200x60."""
+    if scene == "picker":
+        app = make_app(tui_env, steady=True)
+
+        async def settle(pilot: Any) -> None:
+            await until(pilot, lambda: "picker" in pilot.app.marks)
+            await until(pilot, lambda: pilot.app.screen.scanned)
+    elif scene == "debrief":
+        path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", submitted_events())
+        app = make_app(tui_env, resume_session=path, steady=True)
+
+        async def settle(pilot: Any) -> None:
+            await until(pilot, lambda: "debrief" in pilot.app.marks, timeout=120)
+            await pilot.pause()
+    else:
+        app = _workspace_app(tui_env)
+
+        async def settle(pilot: Any) -> None:
+            await _workspace_settled(pilot)
+            if scene == "workspace-plot":
+                await _run_plot_query(pilot)
+            elif scene == "board":
+                await pilot.press("ctrl+b")
+                await until(pilot, lambda: pilot.app.focused is not None and pilot.app.focused.id == "board")
+            elif scene == "submit":
+                await _press_and_wait(pilot, ("f8",), "SubmitScreen")
+            await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=settle)

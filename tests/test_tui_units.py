@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_tui_support import FIXTURE
 
 from game.hypotheses import Shown
-from tui.actions import COMMANDS, SCOPE_TITLES, commands, help_markdown
+from tui.actions import COMMANDS, SCOPE_TITLES, commands, help_sections, help_text
 from tui.board import Board, BoardItem, evidence_by_hypothesis, latest_notes
 from tui.completion import complete, word_before
 from tui.formatting import cell_text, clock_text, duration_text, one_line
@@ -22,7 +22,7 @@ from tui.plotting import Marker, clock_ticks, epoch_seconds, markers_in_range, p
 from tui.resultview import from_event
 from tui.snippets import midpoint, snippets
 from tui.timeline import fault_strip, span_strip, timeline_text
-from tui.widgets.keybar import key_label, keybar_markup
+from tui.widgets.keybar import key_label, keybar_markup, pinned_markup
 
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
 
@@ -377,18 +377,21 @@ def _scope_classes() -> dict[str, type]:
     from tui.screens.submit import SubmitScreen
     from tui.screens.workspace import WorkspaceScreen
     from tui.widgets.board import HypothesisBoard
+    from tui.widgets.query_log import QueryLog
     from tui.widgets.results import ResultsPanel
     from tui.widgets.sql_editor import SqlEditor
 
     return {"app": ServedrillApp, "picker": PickerScreen, "briefing": BriefingScreen,
             "workspace": WorkspaceScreen, "submit": SubmitScreen, "debrief": DebriefScreen,
-            "board": HypothesisBoard, "results": ResultsPanel, "editor": SqlEditor}
+            "board": HypothesisBoard, "results": ResultsPanel, "editor": SqlEditor, "queries": QueryLog}
 
 
 def test_every_command_has_an_action_method_and_a_scope_title() -> None:
     classes = _scope_classes()
     for command in COMMANDS:
         assert command.scope in SCOPE_TITLES
+        if not command.bound:  # keys a widget brings itself (the plot's zoom, the tree's Enter)
+            continue
         name, _, args = command.action.partition("(")
         method = getattr(classes[command.scope], f"action_{name}", None)
         assert method is not None and callable(method), f"{command.scope}: action_{name} missing"
@@ -401,25 +404,52 @@ def test_no_key_means_two_things_in_one_scope() -> None:
     for scope in SCOPE_TITLES:
         keys = [k.strip() for c in commands(scope) for k in c.keys.split(",")]
         assert len(keys) == len(set(keys)), scope
+    # a pane's keys must not shadow the workspace's own (the pane has focus, so it would win)
+    workspace = {k.strip() for c in commands("workspace") for k in c.keys.split(",")}
+    for scope in ("editor", "results", "board", "queries"):
+        for command in commands(scope):
+            assert not workspace & {k.strip() for k in command.keys.split(",")} or command.bound is False, \
+                (scope, command.keys)
 
 
-def test_help_and_key_bar_come_from_the_same_table() -> None:
-    text = help_markdown()
-    for command in COMMANDS:
-        assert command.help in text
-    bar = keybar_markup(["workspace", "app"])
-    assert "F5" in bar and "Run" in bar and "Cancel" not in bar  # cancel is not shown in the bar
-    assert key_label("ctrl+s") == "^s" and key_label("question_mark") == "?" and key_label("f10") == "F10"
+def test_help_lists_the_current_screen_first_with_keys_as_typed() -> None:
+    sections = help_sections(["board", "workspace"])
+    assert [title for title, _ in sections][:3] == [SCOPE_TITLES["board"], SCOPE_TITLES["workspace"],
+                                                     SCOPE_TITLES["app"]]
+    assert SCOPE_TITLES["picker"] not in [title for title, _ in sections]  # another screen's keys: not here
+    text = help_text(["board", "workspace"])
+    for command in commands("board") + commands("workspace") + commands("app"):
+        assert command.help in " ".join(text.split())
+    assert "question_mark" not in text and "equals_sign" not in text
+    assert "F1 / ?" in text and "+ / =" in text and "shift+↑ / K" in text and "ctrl+s" in text
 
 
-def test_coverage_line_counts_topics_covered_and_solved(tmp_path: Path) -> None:
+def test_key_bar_pins_run_submit_and_help_whatever_has_focus() -> None:
+    for focused in ("editor", "results", "board", "queries", "plot", "schema"):
+        pinned = pinned_markup([focused, "workspace", "app"])
+        assert "F5" in pinned and "F8" in pinned and "Submit" in pinned and "F1" in pinned, focused
+        rest = keybar_markup([focused, "workspace", "app"])
+        assert "F8" not in rest and "Cancel" not in rest  # each key once; cancel is never in the bar
+    assert key_label("ctrl+s") == "^s" and key_label("ctrl+s", short=False) == "ctrl+s"
+    assert key_label("question_mark") == "?" and key_label("f10") == "F10" and key_label("shift+up") == "shift+↑"
+    assert key_label("equals_sign") == "=" and key_label("escape") == "Esc"
+
+
+def test_coverage_line_counts_incidents_solved_and_their_topics(tmp_path: Path) -> None:
     from tui.library import LibraryEntry
     from tui.screens.picker import SOLVED_SCORE, coverage_line
 
     entries = [LibraryEntry(tmp_path / "a.yaml", "a", "A", tags=("oom-at-peak", "moe")),
-               LibraryEntry(tmp_path / "b.yaml", "b", "B", tags=("fallback",))]
-    assert "covers 3 of 15" in coverage_line(entries, {}) and "solved 0" in coverage_line(entries, {})
-    assert "solved 2" in coverage_line(entries, {"a": SOLVED_SCORE, "b": SOLVED_SCORE - 1})
+               LibraryEntry(tmp_path / "b.yaml", "b", "B", tags=("fallback",)),
+               LibraryEntry(tmp_path / "c.yaml", "c", "C", tags=("fallback",))]
+    before = coverage_line(entries, None, "ada")
+    assert before.startswith("ada: solved … of 3 incidents")  # not "0" before the scores are read
+    none = coverage_line(entries, {}, "ada")
+    assert "solved 0 of 3 incidents" in none and "of the 3 topics the library covers" in none
+    # incidents, not topics: a counts once although it covers two topics
+    two = coverage_line(entries, {"a": SOLVED_SCORE, "b": SOLVED_SCORE, "c": SOLVED_SCORE - 1}, "ada")
+    assert "solved 2 of 3 incidents" in two and "3 of the 3 topics" in two
+    assert "servedrill list" not in two
 
 
 def test_a_variant_incident_shows_placeholders_hidden_then_its_drawn_text() -> None:

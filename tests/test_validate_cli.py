@@ -138,15 +138,26 @@ def test_deep_json_proves_every_seed() -> None:
         assert all(w["ok"] and w["separated_by"] for w in r["worlds"]), r["worlds"]
 
 
-def test_deep_text_reports_the_failing_claim() -> None:
+def _line_of(path: Path, text: str) -> int:
+    """1-based number of the first line of `path` containing `text`."""
+    return next(i for i, line in enumerate(path.read_text().splitlines(), start=1) if text in line)
+
+
+def test_deep_text_reports_the_failing_claim_at_its_line() -> None:
     path = DATA / "proof-false-claims.yaml"
-    result = run("validate", "--deep", str(path))
+    result = run("validate", "--deep", "--seed", "0", str(path))
     assert result.exit_code == 1
-    [line] = [ln for ln in result.output.splitlines() if "FAIL symptom prefill-ten-times" in ln]
+    claim_line = _line_of(path, "id: prefill-ten-times")
+    [line] = [ln for ln in result.output.splitlines() if "symptom prefill-ten-times does not hold" in ln]
+    assert line.startswith(f"  FAIL {path}:{claim_line}:5: symptom prefill-ten-times"), line
     assert "required >= 10x" in line
-    assert "FAIL signal deploy-seen does not discriminate" in result.output
-    assert "FAIL hypothesis overload is a strawman: its world does not show briefed symptom prefill-ten-times" \
+    assert f"FAIL {path}:{_line_of(path, 'id: deploy-seen')}:5: signal deploy-seen does not discriminate" \
         in result.output
+    # a strawman is its world's fault: the line of that hypothesis's `world:`
+    overload = _line_of(path, "id: overload")
+    world = overload + next(i for i, ln in enumerate(path.read_text().splitlines()[overload - 1:]) if "world:" in ln)
+    assert f"FAIL {path}:{world}:5: hypothesis overload is a strawman: its world does not show briefed symptom " \
+        "prefill-ten-times" in result.output
     assert re.search(r"wall time: simulation with faults \d+\.\d s", result.output)
 
 
@@ -285,11 +296,13 @@ def test_deep_fails_a_signal_its_own_query_cannot_observe(tmp_path: Path) -> Non
     broken = tmp_path / "proof-slow-replica.yaml"
     broken.write_text(text.replace("columns: [name, value], replica: vllm-1}",
                                    "columns: [name, value, ts], replica: vllm-1}"))
-    result = run("validate", "--deep", str(broken))
+    result = run("validate", "--deep", "--seed", "0", str(broken))
     assert result.exit_code == 1
-    [line] = [ln for ln in result.output.splitlines() if "FAIL signal clock-drop:" in ln]
+    [line] = [ln for ln in result.output.splitlines() if "signal clock-drop: its own query" in ln]
+    assert line.startswith(f"  FAIL {broken}:{_line_of(broken, 'id: clock-drop')}:5: "), line
     assert "does not observe it as a player would" in line and "metrics(" in line
-    assert "every signal's reference query" in run("validate", "--deep", str(DATA / "proof-slow-replica.yaml")).output
+    good = run("validate", "--deep", "--seed", "0", str(DATA / "proof-slow-replica.yaml"))
+    assert "every signal's reference query" in good.output
 
 
 def test_the_library_spans_every_difficulty() -> None:

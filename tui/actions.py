@@ -12,7 +12,10 @@ class Command:
     """One action. `keys` is Textual's comma-separated key list; the first key is the one shown.
 
     `scope` names where it works: a screen ("picker", "briefing", "workspace", "submit", "debrief")
-    or a widget of the workspace ("editor", "board", "results")."""
+    or a widget of the workspace ("editor", "results", "plot", "board", "queries").
+
+    `pinned`: always in the key bar, at its right end, whatever has focus (run, submit, help).
+    `bound`: False for keys a widget brings itself (the plot's zoom and pan): listed, not bound here."""
 
     scope: str
     action: str
@@ -22,10 +25,33 @@ class Command:
     show: bool = True
     priority: bool = False
     palette: bool = True
+    pinned: bool = False
+    bound: bool = True
 
     @property
     def key_label(self) -> str:
-        return " / ".join(k.strip() for k in self.keys.split(","))
+        """Every key of the command as a user types it: "F1 / ?"."""
+        return " / ".join(key_label(k, short=False) for k in self.keys.split(","))
+
+
+KEY_NAMES: dict[str, str] = {
+    "question_mark": "?", "slash": "/", "plus": "+", "minus": "-", "equals_sign": "=", "escape": "Esc",
+    "enter": "Enter", "tab": "Tab", "home": "Home", "end": "End", "up": "↑", "down": "↓", "left": "←",
+    "right": "→", "pageup": "PgUp", "pagedown": "PgDn", "delete": "Del",
+}
+
+
+def key_label(key: str, short: bool = True) -> str:
+    """A Textual key name as a user types it: f5 -> F5, question_mark -> ?, shift+up -> shift+↑,
+    ctrl+s -> ^s (`short`, for the key bar) or ctrl+s (for help)."""
+    key = key.strip()
+    if key in KEY_NAMES:
+        return KEY_NAMES[key]
+    *mods, last = key.split("+")
+    name = KEY_NAMES.get(last, last.upper() if last[:1] == "f" and last[1:].isdigit() else last)
+    if short and mods == ["ctrl"]:
+        return "^" + name
+    return "+".join([*mods, name])
 
 
 SCOPE_TITLES: dict[str, str] = {
@@ -33,15 +59,22 @@ SCOPE_TITLES: dict[str, str] = {
     "picker": "Incident picker",
     "briefing": "Briefing",
     "workspace": "Investigation",
-    "editor": "SQL editor",
-    "results": "Results",
-    "board": "Hypothesis board (focus it with Tab or ctrl+b)",
+    "editor": "SQL editor (ctrl+e)",
+    "results": "Results table (ctrl+o)",
+    "plot": "Plot (ctrl+g)",
+    "board": "Hypothesis board (ctrl+b)",
+    "queries": "Query list (ctrl+l)",
+    "schema": "Tables (ctrl+t)",
     "submit": "Submit",
     "debrief": "Debrief",
 }
 
+PANE_SCOPES = ("editor", "results", "plot", "board", "queries", "schema")
+"""Scopes that are a pane of the workspace: their keys work while that pane has focus."""
+
 COMMANDS: tuple[Command, ...] = (
-    Command("app", "help", "f1,question_mark", "Help", "Show every key (this screen)."),
+    Command("app", "help", "f1,question_mark", "Help", "Show the keys of the screen you are on (this list).",
+            pinned=True),
     Command("app", "quit", "ctrl+q", "Quit", "Leave; an unfinished session stays resumable.", palette=False),
     Command("app", "command_palette", "ctrl+p", "Palette", "Every action, searchable.", palette=False),
     Command("picker", "open", "enter", "Open", "Open the highlighted incident's briefing."),
@@ -50,9 +83,19 @@ COMMANDS: tuple[Command, ...] = (
     Command("briefing", "begin_new", "n", "New session",
             "Start a fresh session although an unfinished one exists."),
     Command("briefing", "back", "escape", "Back", "Back to the incident list."),
-    Command("workspace", "run_query", "f5,ctrl+r,ctrl+enter", "Run", "Run the SQL in the editor."),
+    Command("workspace", "run_query", "f5,ctrl+r,ctrl+enter", "Run", "Run the SQL in the editor.", pinned=True),
     Command("workspace", "cancel_query", "escape", "Cancel", "Stop the running query.", show=False,
             priority=True),
+    Command("workspace", "submit", "f8", "Submit", "Confirm ranking and confidences and submit.", pinned=True),
+    Command("workspace", "focus_editor", "ctrl+e", "Editor", "Go to the SQL editor."),
+    Command("workspace", "focus_results", "ctrl+o", "Results",
+            "Go to the results table (arrows move between cells, Enter shows the row in full)."),
+    Command("workspace", "focus_plot", "ctrl+g", "Plot", "Go to the plot of the result."),
+    Command("workspace", "focus_board", "ctrl+b", "Board", "Go to the hypothesis board."),
+    Command("workspace", "focus_schema", "ctrl+t", "Tables", "Go to the tables and their columns."),
+    Command("workspace", "focus_queries", "ctrl+l", "Queries", "Go to your queries so far (Enter recalls one)."),
+    Command("workspace", "maximise", "ctrl+f", "Maximise",
+            "Give the pane with focus the whole screen, or put it back (Esc also puts it back)."),
     Command("workspace", "toggle_view", "f2", "Table/Plot", "Switch the result between table and plot."),
     Command("workspace", "snippets", "f3", "Snippets", "Insert a starting query."),
     Command("workspace", "show_updates", "f4", "Updates",
@@ -61,35 +104,52 @@ COMMANDS: tuple[Command, ...] = (
             "Record the board's order and confidences (they must sum to 100)."),
     Command("workspace", "hint", "f6", "Hint", "Reveal the next hint; it costs points."),
     Command("workspace", "briefing", "f7", "Briefing", "Read the page again, with the hints taken."),
-    Command("workspace", "submit", "f8", "Submit", "Confirm ranking and confidences and submit."),
     Command("workspace", "export_transcript", "f9", "Export",
             "Write the session so far as a JSON transcript.", show=False),
-    Command("workspace", "focus_editor", "ctrl+e", "Editor", "Focus the SQL editor.", show=False),
-    Command("workspace", "focus_board", "ctrl+b", "Board", "Focus the hypothesis board.", show=False),
-    Command("workspace", "focus_schema", "ctrl+t", "Schema", "Focus the schema and query list.", show=False),
-    Command("editor", "history_previous", "ctrl+up", "Previous query",
-            "Previous query from history (also up on the first line).", show=False, palette=False),
+    Command("editor", "history_previous", "ctrl+up", "History",
+            "Put the previous query from your history in the editor (only this key recalls).", palette=False),
     Command("editor", "history_next", "ctrl+down", "Next query",
-            "Next query from history (also down on the last line).", show=False, palette=False),
+            "The next query from your history, then back to what you were writing.", show=False, palette=False),
     Command("editor", "complete", "tab", "Complete",
-            "Complete a table or column name (a menu when several match).", show=False, palette=False),
-    Command("results", "next_column", "y", "Next column", "Plot the next numeric column.", show=False),
-    Command("results", "row_detail", "enter", "Row detail",
+            "Complete a table or column name (a menu when several match).", palette=False),
+    Command("results", "row_detail", "enter", "Row in full",
             "Show every value of the highlighted row in full (the table cuts long values), or a failed "
-            "query's whole error.", show=False, palette=False),
+            "query's whole error.", palette=False),
+    Command("results", "cell_detail", "v", "Cell in full", "Show the highlighted cell's value in full.",
+            palette=False),
+    Command("results", "rows_ends", "ctrl+home,ctrl+end", "First/last row", "Go to the first or the last row.",
+            show=False, palette=False, bound=False),
+    Command("results", "columns_ends", "home,end", "First/last column", "Go to the first or the last column.",
+            show=False, palette=False, bound=False),
+    Command("results", "next_column", "y", "Next column", "Plot the next numeric column.", show=False),
+    Command("plot", "next_column", "y", "Next column", "Plot the next numeric column.", palette=False,
+            bound=False),
+    Command("plot", "zoom", "plus,minus", "Zoom", "Zoom in and out.", palette=False, bound=False),
+    Command("plot", "pan", "left,right,up,down", "Pan", "Move along the axes.", palette=False, bound=False),
+    Command("plot", "reset", "r", "Reset", "Back to the whole result.", palette=False, bound=False),
     Command("board", "move_up", "shift+up,K", "Move up", "Move the hypothesis up.", palette=False),
     Command("board", "move_down", "shift+down,J", "Move down", "Move the hypothesis down.", palette=False),
     Command("board", "more", "plus,equals_sign", "+5%", "More confidence in the hypothesis.", palette=False),
     Command("board", "less", "minus", "-5%", "Less confidence in the hypothesis.", palette=False),
-    Command("board", "normalise", "N", "Normalise",
-            "Scale confidences to sum to 100 and order the board by them.", palette=False),
     Command("board", "pin_supports", "s", "Pin supports",
             "Pin the result on screen as evidence for the hypothesis.", palette=False),
     Command("board", "pin_refutes", "x", "Pin refutes",
             "Pin the result on screen as evidence against the hypothesis.", palette=False),
-    Command("board", "note", "n", "Note", "Write a note on the hypothesis.", palette=False),
-    Command("submit", "normalise", "ctrl+n", "Normalise", "Scale confidences to sum to 100."),
+    Command("board", "unpin", "u", "Unpin", "Take a pin off the hypothesis (asks which, if several).",
+            palette=False),
+    Command("board", "note", "n", "Note", "Write a note on the hypothesis (shows the whole note).",
+            palette=False),
+    Command("board", "normalise", "N", "Normalise",
+            "Scale confidences to sum to 100 and order the board by them.", palette=False),
+    Command("board", "first", "home", "First", "Go to the first hypothesis.", show=False, palette=False),
+    Command("board", "last", "end", "Last", "Go to the last hypothesis.", show=False, palette=False),
+    Command("queries", "recall", "enter", "Recall",
+            "Put the query in the editor and show its result; focus stays in the list.", palette=False),
+    Command("schema", "insert", "enter", "Insert name",
+            "On a column: write its name into the editor at its cursor (the focus stays here); on a table: "
+            "open or close it.", palette=False, bound=False),
     Command("submit", "confirm", "ctrl+s", "Submit", "Submit this ranking."),
+    Command("submit", "normalise", "ctrl+n", "Normalise", "Scale confidences to sum to 100."),
     Command("submit", "cancel", "escape", "Back", "Back to the investigation."),
     Command("debrief", "goto('score')", "s", "Score details", "Jump to the score breakdown and its reasons."),
     Command("debrief", "goto('your-queries-against-the-fault-timeline')", "t", "Timeline",
@@ -111,24 +171,41 @@ def bindings(scope: str) -> list[Any]:
     from textual.binding import Binding
 
     return [Binding(c.keys, c.action, c.title, show=c.show, priority=c.priority or _function_key(c),
-                    tooltip=c.help) for c in commands(scope)]
+                    tooltip=c.help) for c in commands(scope) if c.bound]
 
 
 def _function_key(command: Command) -> bool:
     # F-keys of a screen win over the focused widget's (TextArea binds F6 and F7 to selections), so
     # each works the same wherever the focus is
-    return command.scope not in ("editor", "board", "results") and command.keys.split(",")[0].startswith("f")
+    return command.scope not in PANE_SCOPES and command.keys.split(",")[0].startswith("f")
 
 
-def help_markdown() -> str:
-    """Every key, grouped by where it works, as Markdown tables."""
-    out = ["# Keys", ""]
-    for scope, title in SCOPE_TITLES.items():
+def help_sections(current: list[str]) -> list[tuple[str, list[Command]]]:
+    """(title, commands) per scope: the `current` scopes first (the pane with focus, the screen, then
+    "app"), each once; the other screens' keys are left out (their own help lists them)."""
+    out = []
+    for scope in dict.fromkeys([*current, "app"]):
         rows = commands(scope)
-        if not rows:
-            continue
-        out += [f"## {title}", "", "| Key | Does |", "|---|---|"]
-        out += [f"| `{c.key_label}` | {c.help} |" for c in rows]
-        out.append("")
-    out += ["Every action is also in the command palette (ctrl+p).", ""]
-    return "\n".join(out)
+        if rows:
+            out.append((SCOPE_TITLES.get(scope, scope), rows))
+    return out
+
+
+def help_text(current: list[str], width: int = 100) -> str:
+    """The keys of `current` scopes as plain text: a heading per scope, then "key  what it does" lines,
+    the help wrapped to `width`."""
+    import textwrap
+
+    lines: list[str] = []
+    for title, rows in help_sections(current):
+        lines += [title, ""]
+        keys = [c.key_label for c in rows]
+        pad = min(24, max(len(k) for k in keys)) + 2
+        for key, command in zip(keys, rows, strict=True):
+            body = textwrap.wrap(command.help, max(20, width - pad)) or [""]
+            first = key.ljust(pad) if len(key) < pad else key + "\n" + " " * pad
+            lines.append(first + body[0])
+            lines += [" " * pad + more for more in body[1:]]
+        lines.append("")
+    lines.append("Every action is also in the command palette (ctrl+p).")
+    return "\n".join(lines)

@@ -87,6 +87,7 @@ class ServedrillApp(App[None]):
     TITLE = "servedrill"
     BINDINGS = bindings("app")
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (110, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (34, "-tall")]
 
     def __init__(
         self,
@@ -410,10 +411,19 @@ class ServedrillApp(App[None]):
     # ------------------------------------------------------------ actions and palette
 
     def action_help(self) -> None:
+        """The keys of the screen the player is on, the focused pane's first."""
         from tui.screens.dialogs import HelpScreen
 
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+        screen = self.screen
+        if isinstance(screen, HelpScreen):
+            return
+        scopes: list[str] = []
+        focus_scope = getattr(screen, "focus_scope", None)
+        if callable(focus_scope) and (pane := focus_scope()):
+            scopes.append(pane)
+        if (scope := _scope_of(screen)) is not None:
+            scopes.append(scope)
+        self.push_screen(HelpScreen(scopes))
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -147,15 +147,23 @@ class Board:
 
 def evidence_by_hypothesis(events: Iterable[Any]) -> dict[str, Evidence]:
     """Pins from session events (objects with `kind` and `data`), by hypothesis id, in pin order.
-    Pinning the same query twice with the same stance counts once."""
+    Pinning the same query twice with the same stance counts once; an "unpin" event (query, hypothesis
+    and, optionally, stance) takes the pin off again."""
     out: dict[str, Evidence] = {}
     for e in events:
-        if e.kind != "pin":
+        if e.kind not in ("pin", "unpin"):
             continue
         ev = out.setdefault(str(e.data["hypothesis"]), Evidence())
-        bucket = ev.supports if e.data["stance"] == "supports" else ev.refutes
-        if e.data["query"] not in bucket:
-            bucket.append(int(e.data["query"]))
+        query = int(e.data["query"])
+        stance = e.data.get("stance")
+        if e.kind == "unpin":
+            for name, bucket in (("supports", ev.supports), ("refutes", ev.refutes)):
+                if stance in (None, name) and query in bucket:
+                    bucket.remove(query)
+            continue
+        bucket = ev.supports if stance == "supports" else ev.refutes
+        if query not in bucket:
+            bucket.append(query)
     return out
 
 

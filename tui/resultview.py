@@ -35,11 +35,23 @@ class ResultView:
     from_journal: bool = False
     plot: PlotSpec | str = "no result yet"
 
+    @property
+    def counted(self) -> bool:
+        """Whether the session recorded this query (index 0: a statement that failed, not counted)."""
+        return self.index > 0
+
+    @property
+    def label(self) -> str:
+        """Qn, or what a statement that was not recorded is."""
+        return f"Q{self.index}" if self.counted else "Not counted"
+
     def summary(self, show_timing: bool = True) -> str:
         """One line: Qn, rows, how long, and what was cut."""
         if not self.ok:
+            if not self.counted:
+                return f"error (not counted: a statement that fails costs no query): {self.error}"
             return f"Q{self.index}: error: {self.error}"
-        parts = [f"Q{self.index}", f"{self.row_count:,} row{'s' if self.row_count != 1 else ''}"]
+        parts = [self.label, f"{self.row_count:,} row{'s' if self.row_count != 1 else ''}"]
         if self.from_journal:
             parts.append("from the session file (first rows kept); run it again for all")
         elif show_timing and self.duration_s is not None:

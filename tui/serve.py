@@ -11,7 +11,10 @@ unless told otherwise (`check_host`). On top of textual-serve it:
 - refuses browser websockets whose Origin is not the page's own host (another web site open in the
   same browser could otherwise drive a session), and on loopback refuses Host headers that are not
   loopback names (DNS rebinding);
-- caps the number of app processes alive at once (`max_sessions`).
+- caps the number of app processes alive at once (`max_sessions`);
+- serves a page that loads nothing from outside this machine: textual-serve's template asks Google Fonts
+  for Roboto Mono, which textual-serve itself ships; `local_page` points the page at that copy
+  (a machine without internet access, or a player who should not be tracked, gets the same page).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import re
 import shlex
 import socket
 import sys
@@ -35,6 +39,41 @@ DEFAULT_MAX_SESSIONS = 32
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 log = logging.getLogger("servedrill.serve")
+
+
+_LINK = re.compile(r"<link\b[^>]*?href=\"([^\"]*)\"[^>]*?/?>", re.IGNORECASE | re.DOTALL)
+_STATIC = re.compile(r"href=\"([^\"]*)css/xterm\.css\"")
+FONT_FILES = (("normal", "RobotoMono-VariableFont_wght.ttf"), ("italic", "RobotoMono-Italic-VariableFont_wght.ttf"))
+"""Roboto Mono as textual-serve ships it under its static/fonts folder."""
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower() if parts.scheme and parts.netloc else ""
+
+
+def local_page(html: str) -> str:
+    """textual-serve's page with every link to another host (its Google Fonts stylesheet) replaced by
+    @font-face rules for the copy of Roboto Mono in textual-serve's own static folder."""
+    found = _STATIC.search(html)
+    static = found.group(1) if found else "/static/"
+    ours = _origin(static)
+    faces = "<style>" + "".join(
+        f'@font-face {{ font-family: "Roboto Mono"; font-style: {style}; font-weight: 100 700; '
+        f'src: url("{static}fonts/{name}") format("truetype"); }}'
+        for style, name in FONT_FILES) + "</style>"
+    replaced = False
+
+    def swap(match: re.Match[str]) -> str:
+        nonlocal replaced
+        origin = _origin(match.group(1))
+        if not origin or origin == ours:
+            return match.group(0)  # this server's own file
+        text, replaced = ("" if replaced else faces), True
+        return text
+
+    out = _LINK.sub(swap, html)
+    return out if replaced else out.replace("</head>", faces + "</head>", 1)
 
 
 class ServeError(Exception):
@@ -166,7 +205,10 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                 # Origin check passes whether the tab opened localhost or 127.0.0.1. Read
                 # synchronously by the handler below, before any other request runs.
                 self.public_url = f"{request.scheme}://{request.host}"
-            return await super().handle_index(request)
+            response = await super().handle_index(request)
+            if isinstance(response, web.Response) and response.text is not None:
+                response.text = local_page(response.text)
+            return response
 
         async def handle_websocket(self, request: web.Request) -> Any:
             if (why := self._refusal(request)) is not None:

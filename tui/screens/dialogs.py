@@ -1,19 +1,23 @@
-"""Small modal dialogs: help, confirm, a note, the snippet menu, the player's name."""
+"""Small modal dialogs: help, confirm, a choice, a note, the snippet menu, the player's name, a row in
+full. Each fits an 80x24 terminal: one-line (compact) buttons, heights that give way to the screen."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Markdown, OptionList, TextArea
+from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
-from tui.actions import help_markdown
+from tui.actions import help_sections
 from tui.snippets import Snippet
 from tui.text import bounded, editable, literal, template
 from tui.widgets.safe_text import SafeTextArea
@@ -22,16 +26,50 @@ MAX_DETAIL_CHARS = 1_000_000
 """The row detail shows values in full up to this many characters in all."""
 
 
+def help_renderable(scopes: list[str]) -> Group:
+    """The keys of `scopes` (the focused pane's, the screen's, then "app"), each as a user types it: a
+    heading per scope, then a two-column grid whose second column wraps under itself. Drawn at once (a
+    Markdown document of every key took seconds to lay out)."""
+    parts: list[Any] = []
+    for title, rows in help_sections(scopes):
+        parts.append(Text(title, style="bold underline"))
+        grid = Table.grid(padding=(0, 2), pad_edge=True)
+        grid.add_column(no_wrap=True, style="bold", max_width=24)
+        grid.add_column(ratio=1)
+        for command in rows:
+            grid.add_row(command.key_label, command.help)
+        parts += [grid, Text("")]
+    parts.append(Text("Every action is also in the command palette (ctrl+p). Esc closes this.", style="dim"))
+    return Group(*parts)
+
+
 class HelpScreen(ModalScreen[None]):
-    """Every key, from the same table the bindings come from."""
+    """The keys of where the player is: the focused pane's first, then the screen's, then anywhere; from
+    the same table the bindings come from."""
 
     BINDINGS: ClassVar[list[BindingType]] = [("escape,f1,q,question_mark", "dismiss", "Close")]
 
+    def __init__(self, scopes: Sequence[str] = ("app",)) -> None:
+        super().__init__()
+        self.scopes = list(scopes)
+
     def compose(self) -> ComposeResult:
-        with Vertical(id="help-dialog", classes="dialog"):
-            with VerticalScroll():
-                yield Markdown(help_markdown(), id="help-text")
-            yield Label("Escape closes", classes="dialog-hint")
+        with Vertical(id="help-dialog", classes="dialog"), VerticalScroll(id="help-scroll"):
+            yield Static(help_renderable(self.scopes), id="help-text")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-scroll").focus()
+
+    @property
+    def text(self) -> str:
+        """The help as plain text (for tests)."""
+        import io
+
+        from rich.console import Console
+
+        console = Console(width=100, file=io.StringIO(), record=True)
+        console.print(help_renderable(self.scopes))
+        return console.export_text()
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)
@@ -53,8 +91,8 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical(id="confirm-dialog", classes="dialog"):
             yield Label(self.question, id="confirm-question")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Yes (y)", id="yes", variant="warning")
-                yield Button("No (n)", id="no")
+                yield Button("Yes (y)", id="yes", variant="warning", compact=True)
+                yield Button("No (n)", id="no", compact=True)
 
     def action_answer(self, value: bool) -> None:
         self.dismiss(value)
@@ -62,6 +100,33 @@ class ConfirmScreen(ModalScreen[bool]):
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
+
+
+class ChoiceScreen(ModalScreen[int | None]):
+    """Pick one of a few lines; Enter takes the highlighted one (its index), Escape none."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "cancel", "Cancel")]
+
+    def __init__(self, question: str, choices: Sequence[str]) -> None:
+        super().__init__()
+        self.question = question
+        self.choices = list(choices)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="choice-dialog", classes="dialog"):
+            yield Label(self.question)
+            yield OptionList(*[Option(Text(c), id=f"c{i}") for i, c in enumerate(self.choices)], id="choice-list")
+            yield Label("Enter chooses · Escape cancels", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    @on(OptionList.OptionSelected)
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(int((event.option.id or "c0")[1:]))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 class NoteScreen(ModalScreen[str | None]):
@@ -158,19 +223,29 @@ class RowDetailScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [("escape,enter", "dismiss", "Close")]
 
-    def __init__(self, title: str, fields: Sequence[tuple[str, Any]]) -> None:
+    def __init__(self, title: str, fields: Sequence[tuple[str, Any]], focus_field: int | None = None) -> None:
         super().__init__()
         self.title_text = title
         self.fields = list(fields)
+        self.focus_field = focus_field
 
     def compose(self) -> ComposeResult:
         with Vertical(id="detail-dialog", classes="dialog"):
             yield Label(literal(self.title_text, 200), id="detail-title")
             yield TextArea(detail_text(self.fields), id="detail-text", read_only=True, soft_wrap=True)
-            yield Label("Escape closes", classes="dialog-hint")
+            yield Label("Escape closes · the text can be selected and copied", classes="dialog-hint")
 
     def on_mount(self) -> None:
-        self.query_one(TextArea).focus()
+        area = self.query_one(TextArea)
+        area.focus()
+        if self.focus_field is not None and 0 < self.focus_field < len(self.fields):
+            # the column the cursor was on: its heading at the top
+            marker = f"── {editable(str(self.fields[self.focus_field][0]))}\n"
+            head = detail_text(self.fields[: self.focus_field])
+            line = (head + "\n\n").count("\n") if head else 0
+            if area.text[len(head) + 2:].startswith(marker):
+                area.move_cursor((line, 0))
+                area.scroll_to(y=line, animate=False)
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 SOLVED_SCORE = 70.0
 """A best score at least this counts an incident (and the topics it covers) as solved."""
 
+FIXED_COLUMNS = {"difficulty": 10, "best": 4, "session": 8}
+"""Widths of the picker's short columns; the title and the tags share the rest."""
+
 SCAN_DELAY_S = 0.4
 """Seconds on the picker before unfinished sessions and best scores are looked up."""
 
@@ -64,13 +67,19 @@ def scan_library(root: Path | None, player: str) -> tuple[dict[str, list[Any]], 
     return unfinished, best
 
 
-def coverage_line(entries: Sequence[LibraryEntry], best: dict[str, float]) -> str:
-    """One line: how many interview topics the library covers and how many the player has solved."""
+def coverage_line(entries: Sequence[LibraryEntry], best: dict[str, float] | None, player: str = "") -> str:
+    """One line: how many incidents the player has solved (a best score of SOLVED_SCORE or more) and how
+    many interview topics those cover, of what the library covers. `best` None: not looked up yet."""
     coverage = topic_coverage([(e.id, e.tags) for e in entries])
     covered = [key for key, ids in coverage.items() if ids]
-    solved = [key for key, ids in coverage.items() if any(best.get(i, 0.0) >= SOLVED_SCORE for i in ids)]
-    return (f"Library covers {len(covered)} of {len(TOPICS)} interview topics · you have solved {len(solved)}"
-            " (servedrill list shows which)")
+    who = f"{player}: " if player else ""
+    if best is None:
+        return f"{who}solved … of {len(entries)} incidents · … of the {len(covered)} topics the library covers"
+    ids = {e.id for e in entries}
+    solved = sorted(i for i in ids if best.get(i, 0.0) >= SOLVED_SCORE)
+    topics = [key for key, tids in coverage.items() if any(i in solved for i in tids)]
+    return (f"{who}solved {len(solved)} of {len(entries)} incidents (a score of {SOLVED_SCORE:.0f}+) · "
+            f"{len(topics)} of the {len(covered)} topics the library covers")
 
 
 class PickerScreen(Screen[None]):
@@ -91,6 +100,7 @@ class PickerScreen(Screen[None]):
         self.best: dict[str, float] = {}
         self.scanned = False
         self._scan_timer: Timer | None = None
+        self._shown_widths: tuple[int, int] | None = None
 
     @property
     def served(self) -> ServedrillApp:
@@ -99,7 +109,7 @@ class PickerScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
             yield Static("[b]servedrill[/b] · pick an incident to investigate", id="picker-title")
-            yield Input(placeholder="Filter by title, id or tag…", id="picker-filter")
+            yield Input(placeholder="Filter by title, id or tag…", id="picker-filter", compact=True)
             table: DataTable[Any] = DataTable(id="picker-table", cursor_type="row", zebra_stripes=True)
             yield table
             yield Static("", id="picker-detail")
@@ -107,35 +117,52 @@ class PickerScreen(Screen[None]):
         yield KeyBar("picker")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_column("Incident", key="title")
-        table.add_column("Difficulty", key="difficulty")
-        table.add_column("Tags", key="tags")
-        table.add_column("Best", key="best")
-        table.add_column("Session", key="session")
         self._fill(default_index(self.entries, self.preselect))
         self.query_one(Input).focus()
         if self.served.steady:
             self.query_one(Input).cursor_blink = False
         self.call_after_refresh(self.served.mark, "picker")
 
+    def _widths(self) -> tuple[int, int]:
+        """(title, tags) widths that fit the table's width beside the fixed columns (no scrolling)."""
+        table = self.query_one(DataTable)
+        width = table.scrollable_content_region.width or self.app.size.width - 4
+        spare = max(24, width - sum(FIXED_COLUMNS.values()) - 2 * (len(FIXED_COLUMNS) + 2))
+        titles = max([8] + [len(e.title) + (len(e.problem) + 4 if e.problem else 0) for e in self.shown])
+        tags = max([4] + [len(", ".join(e.shown_tags[:4])) for e in self.shown])
+        title = min(titles, max(spare - min(tags, max(12, spare * 2 // 5)), spare * 3 // 5))
+        return title, max(4, spare - title)
+
+    def on_resize(self) -> None:
+        if self.is_mounted and self._widths() != self._shown_widths:
+            self._fill(self.query_one(DataTable).cursor_row)
+
     def _fill(self, cursor: int = 0) -> None:
         table = self.query_one(DataTable)
-        table.clear()
+        title_w, tags_w = self._shown_widths = self._widths()
+        table.clear(columns=True)
+        table.add_column("Incident", key="title", width=title_w)
+        table.add_column("Difficulty", key="difficulty", width=FIXED_COLUMNS["difficulty"])
+        table.add_column("Best", key="best", width=FIXED_COLUMNS["best"])
+        table.add_column("Session", key="session", width=FIXED_COLUMNS["session"])
+        table.add_column("Tags", key="tags", width=tags_w)
         for entry in self.shown:
             sessions = self.unfinished.get(entry.id, [])
-            marker = f"● {len(sessions)} unfinished" if sessions else ("" if self.scanned else "…")
-            best = f"{self.best[entry.id]:.0f}" if entry.id in self.best else ("-" if self.scanned else "…")
+            marker = f"● {len(sessions)} open" if sessions else ("" if self.scanned else "…")
+            score = self.best.get(entry.id)
+            best = ((f"{score:.0f}" + ("✓" if score >= SOLVED_SCORE else "")) if score is not None
+                    else ("-" if self.scanned else "…"))
             title = entry.title if entry.problem is None else f"{entry.title} (! {entry.problem})"
             # Text cells: the titles and tags are the incident files' words, and a DataTable reads a str
             # cell as markup
-            table.add_row(literal(one_line(title, 200)), stars(entry.difficulty),
-                          literal(one_line(", ".join(entry.shown_tags[:4]), 120)), best, marker,
-                          key=str(entry.path))
+            table.add_row(literal(one_line(title, title_w)), stars(entry.difficulty), best, marker,
+                          literal(one_line(", ".join(entry.shown_tags[:4]), tags_w)), key=str(entry.path))
         if self.shown:
             table.move_cursor(row=max(0, min(cursor, len(self.shown) - 1)))
         self._describe()
-        self.query_one("#picker-coverage", Static).update(coverage_line(self.entries, self.best))
+        # literal: the player's name is theirs to choose (a browser tab asks for it)
+        self.query_one("#picker-coverage", Static).update(
+            literal(coverage_line(self.entries, self.best if self.scanned else None, self.served.player), 300))
 
     @work(thread=True, exclusive=True, group="scan", exit_on_error=False)
     def _scan(self) -> None:
@@ -180,9 +207,12 @@ class PickerScreen(Screen[None]):
         # topic tags can name the cause: what an incident teaches shows once the player has finished it
         tags = entry.tags if entry.id in self.best else entry.shown_tags
         teaches = [t.key for t in TOPICS if covers(tags, t)]
-        detail.update(template("[b]$id[/b] · $limits$resume\n$summary" + ("\n[dim]teaches: $teaches[/dim]" if teaches
-                                                                         else ""),
-                               id=one_line(entry.id, 80), limits=" · ".join(limits) or "no limits", resume=resume,
+        tag_line = ", ".join(entry.shown_tags)
+        detail.update(template("[b]$title[/b]\n$id · $stars · $limits$resume · $tags\n$summary"
+                               + ("\n[dim]teaches: $teaches[/dim]" if teaches else ""),
+                               title=one_line(entry.title, 200), id=one_line(entry.id, 80),
+                               stars=stars(entry.difficulty), limits=" · ".join(limits) or "no limits",
+                               resume=resume, tags=one_line(tag_line, 200) or "no tags",
                                summary=one_line(entry.briefing.summary, 400), teaches=", ".join(teaches)))
 
     @property

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from rich.table import Table
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Label, Static
+from textual.widgets import Button, Label, Static
 
 from tui.actions import bindings
 from tui.board import Board
@@ -18,6 +19,20 @@ from tui.text import literal, one_line, template
 
 if TYPE_CHECKING:
     from tui.app import ServedrillApp
+
+
+def ranking_table(board: Board) -> Table:
+    """The ranking, confidence before the title so it is never cut off; titles wrap to the width."""
+    table = Table(box=None, show_edge=False, pad_edge=False, expand=True, header_style="bold")
+    table.add_column("#", width=2, no_wrap=True)
+    table.add_column("", width=2, no_wrap=True)
+    table.add_column("Conf", width=4, justify="right", no_wrap=True)
+    table.add_column("Hypothesis", ratio=1)
+    for i, item in enumerate(board.items, start=1):
+        # Text cells: the titles are the incident file's words (never markup)
+        table.add_row(str(i), literal(item.label, 4, style="bold"), f"{item.confidence}%",
+                      literal(one_line(item.title, 200)))
+    return table
 
 
 def pins_text(events: Iterable[Any]) -> str:
@@ -48,27 +63,33 @@ class SubmitScreen(ModalScreen[bool]):
         session = self.served.play.session  # type: ignore[union-attr]
         with Vertical(id="submit-dialog", classes="dialog"):
             yield Label("[b]Submit your diagnosis[/b]")
-            table: DataTable[str] = DataTable(id="submit-ranking", cursor_type="none")
-            yield table
-            yield Static("", id="submit-total")
-            yield Static(pins_text(session.events), id="submit-pins")
-            yield Static("", id="submit-error")
+            with VerticalScroll(id="submit-scroll"):
+                yield Static("", id="submit-ranking")
+                yield Static("", id="submit-total")
+                yield Static(pins_text(session.events), id="submit-pins")
+                yield Static("", id="submit-error")
+            # one-line buttons: at 80x24 bordered ones fell off the dialog
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Submit (ctrl+s)", id="submit-confirm", variant="primary")
-                yield Button("Normalise (ctrl+n)", id="submit-normalise")
-                yield Button("Back (esc)", id="submit-cancel")
+                yield Button("Submit ^s", id="submit-confirm", variant="primary", compact=True)
+                yield Button("Normalise ^n", id="submit-normalise", compact=True)
+                yield Button("Back Esc", id="submit-cancel", compact=True)
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("#", "", "Hypothesis", "Confidence")
         self._fill()
 
+    @property
+    def ranking_text(self) -> str:
+        """The ranking as shown, in plain text (for tests)."""
+        import io
+
+        from rich.console import Console
+
+        console = Console(width=100, record=True, file=io.StringIO())
+        console.print(ranking_table(self.board))
+        return console.export_text()
+
     def _fill(self) -> None:
-        table = self.query_one(DataTable)
-        table.clear()
-        for i, item in enumerate(self.board.items, start=1):
-            # Text cells: a DataTable reads a str cell as markup
-            table.add_row(str(i), literal(item.label, 4), literal(one_line(item.title, 200)), f"{item.confidence}%")
+        self.query_one("#submit-ranking", Static).update(ranking_table(self.board))
         problems = self.board.problems()
         total = self.query_one("#submit-total", Static)
         if problems:

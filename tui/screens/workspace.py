@@ -1,6 +1,13 @@
 """The investigation workspace: schema and query list, SQL editor, results (table or plot), the
 hypothesis board and a status line, on one screen.
 
+Two layouts from one set of widgets. On a roomy terminal (WIDE_AT columns and TALL_AT rows) every pane
+shows at once: the sidebar (tables, queries, updates), the editor over the result, the board below. On
+anything smaller (80x24 first) the screen is `-compact`: the editor stays on top and one pane fills the
+rest, chosen by a one-line pane bar or a key per pane (ctrl+o results, ctrl+g plot, ctrl+b board, ctrl+t
+tables, ctrl+l queries, F4 updates; ctrl+e the editor). In either, ctrl+f gives the focused pane the
+whole screen. Focus stays where the player put it: nothing but these keys moves it.
+
 Every change goes through the session: queries run in a thread worker via `Session.run_query`, pins and
 notes are recorded at once, the ranking when the player saves it or submits.
 
@@ -16,19 +23,21 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
 
-from tui.actions import bindings
+from tui.actions import PANE_SCOPES, bindings
 from tui.board import Board, evidence_by_hypothesis, latest_notes
 from tui.formatting import clock_text, one_line
 from tui.messages import QueryDone, QueryRefused, SchemaLoaded
 from tui.plotting import Marker, epoch_seconds
 from tui.resultview import ResultView, from_event, from_result
-from tui.screens.dialogs import ConfirmScreen, NoteScreen, SnippetScreen
+from tui.screens.dialogs import ChoiceScreen, ConfirmScreen, NoteScreen, SnippetScreen
 from tui.snippets import snippets
 from tui.text import clean, literal, template
 from tui.widgets.board import HypothesisBoard
 from tui.widgets.keybar import KeyBar
+from tui.widgets.pane_bar import PANES, PaneBar
 from tui.widgets.query_log import QueryLog
 from tui.widgets.results import ResultsPanel
 from tui.widgets.schema import SchemaTree
@@ -51,6 +60,12 @@ HEARTBEAT_S = 15.0
 """How often the workspace tells the session it still holds it (the game clock stops between holders; a
 crash loses at most this much of it)."""
 
+WIDE_AT = (112, 34)
+"""Columns and rows from which every pane shows at once; below either, the compact layout."""
+
+SIDE_PANES = {"schema": "pane-schema", "queries": "pane-queries", "updates": "pane-updates"}
+"""Panes that live in the sidebar, and their page in its switcher."""
+
 MARKERS_SQL = (
     "SELECT ts, kind, replica, component FROM events "
     f"WHERE kind IN ({', '.join(repr(k) for k in MARKER_KINDS)}) ORDER BY ts"
@@ -71,6 +86,7 @@ def markers_from_rows(rows: list[tuple[Any, ...]]) -> list[Marker]:
 
 class WorkspaceScreen(Screen[None]):
     BINDINGS: ClassVar[list[Any]] = bindings("workspace")
+    ALLOW_IN_MAXIMIZED_VIEW = "#status-line, KeyBar, #completion"
     AUTO_FOCUS = "#editor"
     """Focus the editor as the screen composes, before it is first drawn: keys typed as soon as the
     workspace shows go into it (Textual's default would focus the first tab, then on_mount's focus() call
@@ -85,6 +101,9 @@ class WorkspaceScreen(Screen[None]):
         self._draft_timer: Any = None
         self._draft_widgets: tuple[HypothesisBoard, SqlEditor] | None = None
         self.drafts_saved = 0  # draft writes so far (tests wait on it)
+        self.pane = "results"
+        """The pane the compact layout shows under the editor (see PANES); the sidebar's page when wide."""
+        self.compact = False
 
     @property
     def served(self) -> ServedrillApp:
@@ -112,10 +131,11 @@ class WorkspaceScreen(Screen[None]):
         board = Board.initial(session.board, draft.get("board") or session.ranking)
         events = session.events
         yield Static("", id="status-line")
+        yield PaneBar(id="pane-bar")
         with Horizontal(id="work"):
             with Vertical(id="sidebar"):
                 updates = session.updates
-                yield Tabs(Tab("Schema", id="tab-schema"), Tab("Queries", id="tab-queries"),
+                yield Tabs(Tab("Tables", id="tab-schema"), Tab("Queries", id="tab-queries"),
                            Tab(_updates_label(len(updates)), id="tab-updates"), id="side-tabs")
                 with ContentSwitcher(initial="pane-schema", id="side-switcher"):
                     with Vertical(id="pane-schema"):
@@ -155,6 +175,8 @@ class WorkspaceScreen(Screen[None]):
         self.set_interval(HEARTBEAT_S, self._heartbeat)
         self._draft_widgets = (self.query_one(HypothesisBoard), self.query_one(SqlEditor))
         self.play.flush_draft = self.save_draft
+        self._layout(self.app.size.width, self.app.size.height)
+        self._set_pane(self.pane)
         self.call_after_refresh(self.poll_updates)
         self.set_focus(self.query_one(SqlEditor))
         self.served.release_typeahead()  # what was typed while the investigation opened
@@ -170,9 +192,97 @@ class WorkspaceScreen(Screen[None]):
 
     @on(Tabs.TabActivated, "#side-tabs")
     def _switch_side(self, event: Tabs.TabActivated) -> None:
-        pane = {"tab-queries": "pane-queries", "tab-updates": "pane-updates"}.get(event.tab.id or "",
-                                                                                   "pane-schema")
-        self.query_one("#side-switcher", ContentSwitcher).current = pane
+        pane = {"tab-queries": "queries", "tab-updates": "updates"}.get(event.tab.id or "", "schema")
+        self.query_one("#side-switcher", ContentSwitcher).current = SIDE_PANES[pane]
+        if self.pane in SIDE_PANES:
+            self._set_pane(pane)
+
+    # ------------------------------------------------------------ layout: compact or wide, panes, maximise
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout(event.size.width, event.size.height)
+
+    def _layout(self, width: int, height: int) -> None:
+        compact = width < WIDE_AT[0] or height < WIDE_AT[1]
+        self.compact = compact
+        self.set_class(compact, "-compact")
+
+    def _set_pane(self, pane: str) -> None:
+        """Show `pane` (a key of PANES): under the editor when compact; when wide the sidebar's page or the
+        result's mode follows. Moves no focus."""
+        self.pane = pane
+        for name in PANES:
+            self.set_class(name == pane, f"-pane-{name}")
+        if pane in SIDE_PANES:
+            tab = f"tab-{pane}"
+            tabs = self.query_one("#side-tabs", Tabs)
+            if tabs.active != tab:
+                tabs.active = tab
+            self.query_one("#side-switcher", ContentSwitcher).current = SIDE_PANES[pane]
+        results = self.query_one(ResultsPanel)
+        if pane in ("results", "plot") and results.mode != ("plot" if pane == "plot" else "table"):
+            results.toggle()
+        self.query_one(PaneBar).active = pane
+
+    def show_pane(self, pane: str) -> None:
+        """Show `pane` and put the focus in it (a pane key, or a click on the pane bar)."""
+        if self.maximized is not None:
+            self.minimize()
+        self._set_pane(pane)
+        target = self._pane_widget(pane)
+        if target is not None:
+            self.call_after_refresh(target.focus)
+
+    def action_show_pane(self, pane: str) -> None:
+        if pane in PANES:
+            self.show_pane(pane)
+
+    def _pane_widget(self, pane: str) -> Widget | None:
+        """The widget that takes the focus for `pane`."""
+        if pane == "results":
+            return self.query_one(ResultsPanel).table
+        if pane == "plot":
+            return self.query_one(ResultsPanel).plot.focus_target
+        return {"board": lambda: self.query_one(HypothesisBoard), "schema": lambda: self.query_one(SchemaTree),
+                "queries": lambda: self.query_one(QueryLog),
+                "updates": lambda: self.query_one(UpdatesFeed)}[pane]()
+
+    def _pane_of(self, widget: Widget) -> str | None:
+        """The pane a focused widget belongs to (None for the editor: it shows over every pane but the
+        board)."""
+        for node in widget.ancestors_with_self:
+            if isinstance(node, HypothesisBoard):
+                return "board"
+            if isinstance(node, ResultsPanel):
+                return "plot" if node.mode == "plot" else "results"
+            if node.id in ("pane-schema", "pane-queries", "pane-updates"):
+                return {"pane-schema": "schema", "pane-queries": "queries", "pane-updates": "updates"}[node.id]
+        return None
+
+    def action_maximise(self) -> None:
+        """The focused pane gets the whole screen (the status line and the key bar stay); again puts it
+        back."""
+        if self.maximized is not None:
+            self.minimize()
+            return
+        focused = self.focused
+        if focused is None:
+            return
+        target: Widget = focused
+        for node in focused.ancestors_with_self:
+            if isinstance(node, ResultsPanel | HypothesisBoard | SqlEditor) or node.id == "sidebar":
+                target = node  # type: ignore[assignment]
+                break
+        self.maximized = target
+
+    def action_focus_results(self) -> None:
+        self.show_pane("results")
+
+    def action_focus_plot(self) -> None:
+        self.show_pane("plot")
+
+    def action_focus_queries(self) -> None:
+        self.show_pane("queries")
 
     # ------------------------------------------------------------ updates (injects, the interviewer)
 
@@ -196,6 +306,7 @@ class WorkspaceScreen(Screen[None]):
         feed = self.query_one(UpdatesFeed)
         feed.add(update)
         self.query_one("#tab-updates", Tab).label = _updates_label(feed.count)
+        self.query_one(PaneBar).updates = feed.count
         if notify:
             # the interviewer's or the incident's words: literal text, never markup
             # (cut for the toast: the Updates tab shows it whole)
@@ -207,15 +318,23 @@ class WorkspaceScreen(Screen[None]):
         self.call_after_refresh(self.served.mark, f"update-{update.kind}")
 
     def action_show_updates(self) -> None:
-        self.query_one("#side-tabs", Tabs).active = "tab-updates"
-        self.query_one("#side-switcher", ContentSwitcher).current = "pane-updates"
-        self.query_one(UpdatesFeed).focus()
+        self.show_pane("updates")
+
+    def focus_scope(self) -> str | None:
+        """The actions-table scope of the focused pane ("editor", "results", ...), if it has one."""
+        widget = self.focused
+        if widget is None:
+            return None
+        if isinstance(widget, SqlEditor):
+            return "editor"
+        pane = self._pane_of(widget)
+        return pane if pane in PANE_SCOPES else None
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        widget = event.widget
-        scope = ("board" if isinstance(widget, HypothesisBoard)
-                 else "results" if widget.id in ("results-table", "plot-widget") else "editor"
-                 if isinstance(widget, SqlEditor) else None)
+        pane = self._pane_of(event.widget)
+        if pane is not None and pane != self.pane and not isinstance(event.widget, SqlEditor):
+            self._set_pane(pane)  # a click or Tab moved the focus into another pane
+        scope = self.focus_scope()
         self.query_one(KeyBar).show_scopes(*([scope] if scope else []))
 
     # ------------------------------------------------------------ schema (worker)
@@ -251,9 +370,8 @@ class WorkspaceScreen(Screen[None]):
 
     @on(SchemaTree.Insert)
     def _insert_name(self, message: SchemaTree.Insert) -> None:
-        editor = self.query_one(SqlEditor)
-        editor.insert(message.text)
-        editor.focus()
+        # the focus stays in the tree (the editor shows beside or above it): the player moves it
+        self.query_one(SqlEditor).insert(message.text)
 
     @on(SchemaTree.Described)
     def _describe(self, message: SchemaTree.Described) -> None:
@@ -306,24 +424,27 @@ class WorkspaceScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="query", exit_on_error=False)
     def _run(self, sql: str) -> None:
+        from game.plain import run_player_query
         from game.session import SessionError
 
         try:
-            event, result = self.session.run_query(self.play.gateway, sql)
+            # a statement that fails is shown, not recorded: it costs no query (game.plain)
+            event, result = run_player_query(self.session, self.play.gateway, sql)
         except SessionError as exc:
             self.post_message(QueryRefused(str(exc)))
             return
-        self.post_message(QueryDone(event, from_result(event.data["index"], result)))
+        self.post_message(QueryDone(event, from_result(0 if event is None else event.data["index"], result)))
 
     def on_query_done(self, message: QueryDone) -> None:
         self.running = False
         view: ResultView = message.view
         self._show(view)
-        self.query_one(QueryLog).add(message.event.data)
+        if message.event is not None:
+            self.query_one(QueryLog).add(message.event.data)
         self.query_one(SqlEditor).remember(view.sql)
         self._update_status()
         budget = self.session.incident.query_budget
-        if budget and len(self.session.queries) == budget:
+        if message.event is not None and budget and len(self.session.queries) == budget:
             self.notify(f"That was query {budget} of your budget of {budget}; more queries cost points.",
                         severity="warning")
         self.poll_updates()
@@ -337,6 +458,10 @@ class WorkspaceScreen(Screen[None]):
     def _show(self, view: ResultView) -> None:
         self.current = view
         self.query_one(ResultsPanel).show(view)
+        if self.compact and self.pane == "board":
+            # the board's pane hides the result: say it is there, and leave the focus where it is
+            self.query_one(HypothesisBoard).flash(f"{one_line(view.summary(False), 80)} · ctrl+o shows it",
+                                                  error=not view.ok)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_query":
@@ -351,16 +476,25 @@ class WorkspaceScreen(Screen[None]):
 
     @on(QueryLog.Recalled)
     def _recall(self, message: QueryLog.Recalled) -> None:
+        """A past query back in the editor and its kept rows in the results; the focus stays in the list."""
         data = next((q.data for q in self.session.queries if q.data.get("index") == message.index), None)
         if data is None:
             return
-        editor = self.query_one(SqlEditor)
-        editor.load_text(str(data.get("sql", "")))
-        self._show(from_event(data))
-        editor.focus()
+        self.query_one(SqlEditor).recall(str(data.get("sql", "")))
+        self.current = from_event(data)
+        self.query_one(ResultsPanel).show(self.current)
 
     def action_toggle_view(self) -> None:
-        self.query_one(ResultsPanel).toggle()
+        results = self.query_one(ResultsPanel)
+        had_focus = self.focused is not None and self._pane_of(self.focused) in ("results", "plot")
+        mode = results.toggle()
+        pane = "plot" if mode == "plot" else "results"
+        if self.compact or self.pane in ("results", "plot"):
+            self._set_pane(pane)
+        if had_focus:  # the focus was in the result: it follows the result to its other view
+            target = self._pane_widget(pane)
+            if target is not None:
+                self.call_after_refresh(target.focus)
 
     def action_snippets(self) -> None:
         window = self.session.incident.window
@@ -439,7 +573,7 @@ class WorkspaceScreen(Screen[None]):
         warn = " · [b]$problem[/b]" if problems else ""
         board.border_title = template(f"Hypotheses · total {board.board.total}% · {state}{warn}",
                                       problem=one_line(problems[0], 120) if problems else "")
-        board.border_subtitle = "shift+↑↓ move · +/- confidence · s/x pin result · n note · N normalise"
+        board.set_hint("shift+↑↓ move · +/- confidence · s/x pin · u unpin · n note · N normalise")
 
     def action_save_ranking(self) -> None:
         from game.session import SessionError
@@ -465,18 +599,55 @@ class WorkspaceScreen(Screen[None]):
         from game.session import SessionError
 
         view = self.current
-        if view is None:
-            self.notify("Run or recall a query first: pins attach the result on screen.", severity="warning")
+        board = self.query_one(HypothesisBoard)
+        if view is None or not view.counted:
+            board.flash("Nothing to pin: run or recall a query that ran (its result is what a pin attaches).",
+                        error=True)
             return
         try:
             self.session.pin(view.index, message.hypothesis, message.stance)
         except SessionError as exc:
-            self.notify(one_line(str(exc), 500), severity="error", markup=False)
+            board.flash(one_line(str(exc), 300), error=True)
             return
         self._reload_board_marks()
         shown = next(h for h in self.session.board if h.id == message.hypothesis)
-        self.notify(f"Pinned Q{view.index} as {message.stance} {one_line(shown.label, 4)} "
-                    f"'{one_line(shown.title, 40)}'.", markup=False)
+        # said on the board itself: a toast would cover the Evidence and Note columns it changed
+        board.flash(f"Pinned Q{view.index} as {message.stance} {one_line(shown.label, 4)}.")
+
+    @on(HypothesisBoard.UnpinRequested)
+    def _unpin(self, message: HypothesisBoard.UnpinRequested) -> None:
+        """Take a pin off a hypothesis: the only one at once, else the player picks which."""
+        from game.session import SessionError
+
+        board = self.query_one(HypothesisBoard)
+        ev = board.evidence.get(message.hypothesis)
+        pins = [(q, "supports") for q in (ev.supports if ev else [])] + \
+               [(q, "refutes") for q in (ev.refutes if ev else [])]
+        if not pins:
+            board.flash("No pins on this hypothesis.", error=True)
+            return
+        unpin = getattr(self.session, "unpin", None)
+        if unpin is None:
+            board.flash("Removing a pin needs Session.unpin, which this game version lacks.", error=True)
+            return
+
+        def remove(choice: int | None) -> None:
+            if choice is None:
+                return
+            query, stance = pins[choice]
+            try:
+                unpin(query, message.hypothesis, stance)
+            except SessionError as exc:
+                board.flash(one_line(str(exc), 300), error=True)
+                return
+            self._reload_board_marks()
+            board.flash(f"Unpinned Q{query} ({stance}).")
+
+        if len(pins) == 1:
+            remove(0)
+            return
+        self.app.push_screen(ChoiceScreen("Take which pin off?",
+                                          [f"Q{q} {stance}" for q, stance in pins]), remove)
 
     @on(HypothesisBoard.NoteRequested)
     def _note(self, message: HypothesisBoard.NoteRequested) -> None:
@@ -562,19 +733,17 @@ class WorkspaceScreen(Screen[None]):
             self.notify(f"Transcript written to {path}", timeout=10, markup=False)
 
     def action_focus_editor(self) -> None:
+        if self.maximized is not None and not isinstance(self.maximized, SqlEditor):
+            self.minimize()
+        if self.compact and self.pane == "board":
+            self._set_pane("results")  # the board pane is the one that hides the editor
         self.query_one(SqlEditor).focus()
 
     def action_focus_board(self) -> None:
-        self.query_one(HypothesisBoard).focus()
+        self.show_pane("board")
 
     def action_focus_schema(self) -> None:
-        current = self.query_one("#side-switcher", ContentSwitcher).current
-        if current == "pane-schema":
-            self.query_one(SchemaTree).focus()
-        elif current == "pane-updates":
-            self.query_one(UpdatesFeed).focus()
-        else:
-            self.query_one(QueryLog).focus()
+        self.show_pane("schema")
 
     # ------------------------------------------------------------ status
 
@@ -594,6 +763,7 @@ class WorkspaceScreen(Screen[None]):
         parts.append(f"hints {session.hints_taken} / {len(incident.hints)}")
         if self.running:
             parts.append("[b]● running[/b] (Esc cancels)")
+
         status = self.query_one("#status-line", Static)
         status.update(template("  ·  ".join(parts) + "  ·  [b]$title[/b]", title=one_line(incident.title, 60)))
 

@@ -1,4 +1,9 @@
-"""The hypothesis board: the player's draft ranking with confidences, pinned evidence and notes."""
+"""The hypothesis board: the player's draft ranking with confidences, pinned evidence and notes.
+
+Columns are fitted to the width it has (no horizontal scrolling): the short ones first (rank, label,
+confidence, bar), then the title and the note share what is left, each cut with an ellipsis only when
+it must be (n opens the note in full). What a key did (a pin, a refusal) is said in the board's own
+bottom border for a few seconds rather than in a toast, which would cover these columns."""
 
 from __future__ import annotations
 
@@ -13,8 +18,13 @@ from tui.actions import bindings
 from tui.board import STEP, Board, Evidence
 from tui.text import literal, one_line
 
-NOTE_CHARS = 29
-"""A note is cut to this on the board; n opens it in full."""
+FLASH_S = 4.0
+"""How long the board's bottom border shows what a key did before the key hints come back."""
+
+FIXED_WIDTHS = {"rank": 2, "label": 2, "conf": 4, "bar": 10}
+NARROW_BAR_BELOW = 100
+"""Below this many columns the confidence bar is 5 wide (a block per 20%) to leave the title room."""
+MIN_TITLE, MIN_NOTE = 12, 4
 
 
 class HypothesisBoard(DataTable[Any]):
@@ -22,6 +32,7 @@ class HypothesisBoard(DataTable[Any]):
     requests the screen records through the session."""
 
     BINDINGS = bindings("board")
+    ALLOW_MAXIMIZE = True
 
     class Changed(Message):
         """The draft order or confidences changed."""
@@ -31,6 +42,11 @@ class HypothesisBoard(DataTable[Any]):
             super().__init__()
             self.hypothesis = hypothesis
             self.stance = stance
+
+    class UnpinRequested(Message):
+        def __init__(self, hypothesis: str) -> None:
+            super().__init__()
+            self.hypothesis = hypothesis
 
     class NoteRequested(Message):
         """`hypothesis` is the internal id (for the session); `title` what the dialog shows."""
@@ -46,16 +62,65 @@ class HypothesisBoard(DataTable[Any]):
         self.board = board
         self.evidence = dict(evidence)
         self.notes = dict(notes)
+        self.hint = ""
+        """The bottom border's key hints, shown when no flash is."""
+        self.flashed = ""
+        self._flash_timer: Any = None
+        self._widths: tuple[int, int, int, int] | None = None
 
     def on_mount(self) -> None:
-        self.add_column("#", key="rank", width=2)
-        self.add_column("", key="label", width=2)
-        self.add_column("Hypothesis", key="title")
-        self.add_column("Conf", key="conf", width=5)
-        self.add_column("", key="bar", width=10)
-        self.add_column("Evidence", key="evidence")
-        self.add_column("Note", key="note")
         self.redraw()
+
+    def on_resize(self) -> None:
+        if self._fit() != self._widths:
+            self.redraw()
+
+    def _marks(self, item_id: str) -> Text:
+        ev = self.evidence.get(item_id, Evidence())
+        marks = Text(end="")
+        for q in ev.supports:
+            marks.append(f"+Q{q} ", style="bold green")
+        for q in ev.refutes:
+            marks.append(f"−Q{q} ", style="bold red")
+        marks.rstrip()
+        return marks
+
+    def _fit(self) -> tuple[int, int, int, int]:
+        """(title, evidence, note, bar) widths that fill the board's width without scrolling."""
+        width = self.scrollable_content_region.width or self.size.width or 80
+        bar = FIXED_WIDTHS["bar"] if width >= NARROW_BAR_BELOW else FIXED_WIDTHS["bar"] // 2
+        evidence = max([8] + [len(self._marks(i.id)) for i in self.board.items])
+        spare = width - sum(FIXED_WIDTHS.values()) - (bar - FIXED_WIDTHS["bar"]) - evidence \
+            - 2 * (len(FIXED_WIDTHS) + 3)
+        titles = max([10] + [len(one_line(i.title, 200)) for i in self.board.items])
+        notes = max([0] + [len(one_line(self.notes.get(i.id, ""), 500)) for i in self.board.items])
+        if notes == 0:
+            title = max(MIN_TITLE, min(titles, spare - MIN_NOTE))
+        else:
+            # the title first, but never more than leaves a useful note; the note gets all the rest
+            title = max(MIN_TITLE, min(titles, spare - min(notes, max(MIN_NOTE, spare // 3))))
+        note = max(MIN_NOTE, spare - title)
+        return title, evidence, note, bar
+
+    def set_hint(self, hint: str) -> None:
+        self.hint = hint
+        if not self.flashed:
+            self.border_subtitle = hint
+
+    def flash(self, text: str, error: bool = False) -> None:
+        """Say what a key did, in the bottom border, for FLASH_S seconds (literal text)."""
+        from tui.text import template
+
+        self.flashed = text
+        self.border_subtitle = template("[b $text-error]$t[/]" if error else "[b]$t[/]", t=text)
+        if self._flash_timer is not None:
+            self._flash_timer.stop()
+        self._flash_timer = self.set_timer(FLASH_S, self._unflash)
+
+    def _unflash(self) -> None:
+        self.flashed = ""
+        self._flash_timer = None
+        self.border_subtitle = self.hint
 
     def load(self, board: Board, evidence: Mapping[str, Evidence], notes: Mapping[str, str]) -> None:
         self.board = board
@@ -69,19 +134,23 @@ class HypothesisBoard(DataTable[Any]):
 
     def redraw(self, cursor: int | None = None) -> None:
         keep = self.cursor_row if cursor is None else cursor
-        self.clear()
+        title_w, evidence_w, note_w, bar_w = self._widths = self._fit()
+        step = 100 // bar_w  # percent per full block
+        self.clear(columns=True)
+        self.add_column("#", key="rank", width=FIXED_WIDTHS["rank"])
+        self.add_column("", key="label", width=FIXED_WIDTHS["label"])
+        self.add_column("Conf", key="conf", width=FIXED_WIDTHS["conf"])
+        self.add_column("", key="bar", width=bar_w)
+        self.add_column("Hypothesis", key="title", width=title_w)
+        self.add_column("Evidence", key="evidence", width=evidence_w)
+        self.add_column("Note", key="note", width=note_w)
         for rank, item in enumerate(self.board.items, start=1):
-            ev = self.evidence.get(item.id, Evidence())
-            marks = Text()
-            for q in ev.supports:
-                marks.append(f"+Q{q} ", style="bold green")
-            for q in ev.refutes:
-                marks.append(f"−Q{q} ", style="bold red")
-            bar = "█" * (item.confidence // 10) + ("▌" if item.confidence % 10 >= 5 else "")
+            bar = "█" * (item.confidence // step) + ("▌" if item.confidence % step >= step // 2 else "")
             note = self.notes.get(item.id, "")
             # Text, never str: a DataTable reads str cells as markup
-            self.add_row(str(rank), literal(item.label, 4, style="bold"), literal(one_line(item.title, 200)),
-                         f"{item.confidence:>3}%", bar, marks, literal(one_line(note, NOTE_CHARS)), key=item.id)
+            self.add_row(str(rank), literal(item.label, 4, style="bold"), f"{item.confidence:>3}%", bar,
+                         literal(one_line(item.title, title_w)), self._marks(item.id),
+                         literal(one_line(note, note_w)), key=item.id)
         if self.board.items:
             self.move_cursor(row=max(0, min(keep, len(self.board.items) - 1)))
 
@@ -127,6 +196,18 @@ class HypothesisBoard(DataTable[Any]):
 
     def action_pin_refutes(self) -> None:
         self._request_pin("refutes")
+
+    def action_unpin(self) -> None:
+        if self.board.items:
+            self.post_message(self.UnpinRequested(self.board.items[self.selected].id))
+
+    def action_first(self) -> None:
+        if self.board.items:
+            self.move_cursor(row=0)
+
+    def action_last(self) -> None:
+        if self.board.items:
+            self.move_cursor(row=len(self.board.items) - 1)
 
     def action_note(self) -> None:
         if self.board.items:

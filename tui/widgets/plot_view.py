@@ -1,16 +1,25 @@
-"""Lines over time for a result (textual-plot), with the change log's deploys and restarts marked."""
+"""Lines over time for a result (textual-plot), with the change log's deploys and restarts marked.
+
+The legend sits under the plot, outside its area (textual-plot's own legend is drawn over the lines and,
+given a label per vertical line, listed every event): one line naming each series in its colour, and the
+events as what they are, vertical marks, summarised by kind when there are many."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.widget import Widget
 from textual.widgets import Static
 
 from tui.plotting import Marker, PlotSpec, clock_label, clock_ticks, markers_in_range
 from tui.text import one_line, template
+
+MAX_LISTED_MARKERS = 3
+"""Up to this many events are named one by one in the legend; more are counted by kind."""
 
 MAX_LEGEND_CHARS = 40
 """A series or marker label (a value from the data) is cut to this in the legend."""
@@ -48,6 +57,16 @@ class PlotView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("Run a query with a time column and a numeric column to plot it.", id="plot-caption")
+        yield Static("", id="plot-legend")
+
+    @property
+    def focus_target(self) -> Widget:
+        """What takes the focus for the plot pane: the plot once there is one (its keys zoom and pan)."""
+        return self._plot if self._plot is not None and self._plot.display else self
+
+    @property
+    def legend_text(self) -> str:
+        return self.query_one("#plot-legend", Static).render().plain  # type: ignore[union-attr]
 
     def draw(self, spec: PlotSpec | str, markers: Sequence[Marker] = ()) -> None:
         """Show `spec`, or the reason (a str) why the result cannot be plotted."""
@@ -57,6 +76,7 @@ class PlotView(Vertical):
             self.drawn_series = 0
             self.drawn_markers = []
             caption.update(template("Nothing to plot: $why.", why=one_line(spec, 200)))
+            self.query_one("#plot-legend", Static).update("")
             if self._plot is not None:
                 self._plot.display = False
             return
@@ -65,7 +85,7 @@ class PlotView(Vertical):
             from textual_plot import PlotWidget
 
             self._plot = PlotWidget(id="plot-widget", allow_pan_and_zoom=True)
-            self.mount(self._plot)
+            self.mount(self._plot, before="#plot-legend")
             self.call_after_refresh(self._render_spec, spec, list(markers))
         else:
             self._render_spec(spec, list(markers))
@@ -78,18 +98,47 @@ class PlotView(Vertical):
 
     def _render_spec(self, spec: PlotSpec, markers: list[Marker]) -> None:
         plot = self._plot
+        # room for the tick labels only: the legend and the caption live outside the plot
+        plot.margin_top, plot.margin_bottom = 1, 2
         plot.clear()
         plot.set_x_formatter(_clock_formatter())
         from textual_plot import HiResMode
 
         for i, series in enumerate(spec.series):
             plot.plot(series.x, series.y, line_style=LINE_COLOURS[i % len(LINE_COLOURS)],
-                      hires_mode=HiResMode.BRAILLE,
-                      label=one_line(series.label, MAX_LEGEND_CHARS) if spec.group_column else None)
+                      hires_mode=HiResMode.BRAILLE)
         span = spec.x_range
         shown = markers_in_range(markers, *span) if span else []
         for marker in shown:
-            plot.add_v_line(marker.x, line_style=MARKER_STYLE, label=one_line(marker.label, MAX_LEGEND_CHARS))
-        plot.show_legend(is_visible=bool(spec.group_column or shown))
+            plot.add_v_line(marker.x, line_style=MARKER_STYLE)
+        plot.show_legend(is_visible=False)
         self.drawn_series = len(spec.series)
         self.drawn_markers = shown
+        self.query_one("#plot-legend", Static).update(legend(spec, shown))
+
+
+def legend(spec: PlotSpec, markers: Sequence[Marker]) -> Text:
+    """The legend line(s): each series in its colour (when grouped), then the marked events: named when
+    few, else counted by kind. Literal text: the labels are values from the data."""
+    out = Text(end="")
+    if spec.group_column:
+        for i, series in enumerate(spec.series):
+            if i:
+                out.append("  ")
+            out.append("━━ ", style=LINE_COLOURS[i % len(LINE_COLOURS)])
+            out.append(one_line(series.label, MAX_LEGEND_CHARS))
+    if markers:
+        if out:
+            out.append("   ")
+        out.append("│ ", style=MARKER_STYLE)
+        if len(markers) <= MAX_LISTED_MARKERS:
+            out.append(", ".join(f"{clock_label(m.x, 1)} {one_line(m.label, MAX_LEGEND_CHARS)}" for m in markers))
+        else:
+            kinds: dict[str, int] = {}
+            for m in markers:
+                for label in m.label.split(", "):
+                    kind = label.split(" ", 1)[0]
+                    kinds[kind] = kinds.get(kind, 0) + 1
+            counted = ", ".join(f"{one_line(k, 20)} ×{n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+            out.append(f"{sum(kinds.values())} events marked ({counted})")
+    return out

@@ -1,4 +1,5 @@
-"""The player's queries so far (Q1..Qn): selecting one recalls its SQL and its kept rows."""
+"""The player's queries so far (Q1..Qn), one line each: Enter (or a click) recalls one's SQL into the editor
+and its kept rows into the results, and the focus stays here."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from tui.actions import bindings
 from tui.formatting import one_line
 
 
@@ -20,11 +22,15 @@ def entry_text(data: Mapping[str, Any], width: int = 60) -> Text:
     else:
         status = Text(" error     ", style="red")
     sql = one_line(str(data.get("sql", "")), width)
-    return Text.assemble(Text(f"Q{index:<3}", style="bold"), status, sql)
+    text = Text.assemble(Text(f"Q{index:<3}", style="bold"), status, sql)
+    text.no_wrap, text.overflow = True, "ellipsis"
+    return text
 
 
 class QueryLog(OptionList):
     """Starts with `queries` (query event data, oldest first)."""
+
+    BINDINGS = bindings("queries")
 
     class Recalled(Message):
         def __init__(self, index: int) -> None:
@@ -44,8 +50,12 @@ class QueryLog(OptionList):
             self.add(data)
 
     def add(self, data: Mapping[str, Any]) -> None:
-        self.add_option(Option(entry_text(data), id=f"q{data.get('index')}"))
+        self.add_option(Option(entry_text(data, 200), id=f"q{data.get('index')}"))
         self.highlighted = self.option_count - 1
+
+    def action_recall(self) -> None:
+        if self.highlighted is not None:
+            self.action_select()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

@@ -22,9 +22,11 @@ MAX_COLUMN_CHARS = 40
 
 
 class ResultsPanel(Vertical):
-    """Shows one ResultView at a time. `mode` is "table" or "plot"."""
+    """Shows one ResultView at a time. `mode` is "table" or "plot". The table's cursor is a cell: arrows
+    move between cells (long ones are cut), v shows the cell in full and Enter the whole row."""
 
     BINDINGS = bindings("results")
+    ALLOW_MAXIMIZE = True
 
     def __init__(self, initial: ResultView | None = None, show_timing: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -35,7 +37,7 @@ class ResultsPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         with ContentSwitcher(initial="results-table", id="results-switcher"):
-            table: DataTable[str] = DataTable(id="results-table", zebra_stripes=True, cursor_type="row")
+            table: DataTable[str] = DataTable(id="results-table", zebra_stripes=True, cursor_type="cell")
             yield table
             yield PlotView(id="results-plot")
         yield Static("No query yet. Write SQL above and press F5.", id="results-info")
@@ -57,6 +59,7 @@ class ResultsPanel(Vertical):
         return self.query_one(PlotView)
 
     def running(self, sql: str) -> None:
+        del sql
         info = self.query_one("#results-info", Static)
         info.set_class(False, "error")
         info.update("Running… (Esc cancels)")
@@ -88,8 +91,8 @@ class ResultsPanel(Vertical):
             out.append(name if n == 0 else f"{name}_{n}")
         return out
 
-    @on(DataTable.RowSelected, "#results-table")
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
+    @on(DataTable.CellSelected, "#results-table")
+    def _cell_selected(self, event: DataTable.CellSelected) -> None:
         event.stop()
         self.action_row_detail()
 
@@ -102,14 +105,29 @@ class ResultsPanel(Vertical):
         if view is None:
             return
         if not view.ok:
-            self.app.push_screen(RowDetailScreen(f"Q{view.index}: error", [("error", view.error or "")]))
+            self.app.push_screen(RowDetailScreen(f"{view.label}: error", [("error", view.error or "")]))
             return
         row = self.table.cursor_row
         if not 0 <= row < min(len(view.raw_rows), len(view.cells)):
             return
         values = list(view.raw_rows[row])
-        self.app.push_screen(RowDetailScreen(f"Q{view.index} · row {row + 1:,} of {view.row_count:,}",
-                                             list(zip(view.columns, values, strict=False))))
+        self.app.push_screen(RowDetailScreen(f"{view.label} · row {row + 1:,} of {view.row_count:,}",
+                                             list(zip(view.columns, values, strict=False)),
+                                             focus_field=self.table.cursor_column))
+
+    def action_cell_detail(self) -> None:
+        """The highlighted cell's value in full."""
+        from tui.screens.dialogs import RowDetailScreen
+
+        view = self.view
+        if view is None or not view.ok:
+            self.action_row_detail()
+            return
+        row, column = self.table.cursor_row, self.table.cursor_column
+        if not (0 <= row < min(len(view.raw_rows), len(view.cells)) and 0 <= column < len(view.columns)):
+            return
+        self.app.push_screen(RowDetailScreen(f"{view.label} · row {row + 1:,} · {one_line(view.columns[column], 60)}",
+                                             [(view.columns[column], view.raw_rows[row][column])]))
 
     def toggle(self) -> str:
         """Switch between table and plot; returns the new mode."""

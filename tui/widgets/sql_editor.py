@@ -54,8 +54,9 @@ class CompletionMenu(OptionList):
 
 
 class SqlEditor(SafeTextArea):
-    """TextArea for SQL. Up on the first line and down on the last walk the history (as do
-    ctrl+up/down anywhere); Tab completes a name or indents when there is nothing to complete."""
+    """TextArea for SQL. ctrl+up and ctrl+down walk the history, and nothing else does: the arrows only
+    move the cursor, so a stray Down never replaces what the player wrote. Tab completes a name or
+    indents when there is nothing to complete."""
 
     BINDINGS = bindings("editor")
 
@@ -67,13 +68,14 @@ class SqlEditor(SafeTextArea):
             self.completion = completion
 
     def __init__(self, text: str = "", **kwargs: object) -> None:
-        super().__init__(text, theme="monokai", soft_wrap=False, tab_behavior="indent",
+        super().__init__(text, theme="monokai", soft_wrap=True, tab_behavior="indent",
                          show_line_numbers=True, **kwargs)  # type: ignore[arg-type]
         with contextlib.suppress(LanguageDoesNotExist):  # without tree-sitter-sql: plain text
             self.language = "sql"
         self.query_history: list[str] = []
         self._position: int | None = None
         self._draft = ""
+        self._shown = ""  # the history entry last put in the editor
         self.columns_by_table: dict[str, list[str]] = {}
 
     def on_mount(self) -> None:
@@ -98,9 +100,15 @@ class SqlEditor(SafeTextArea):
             self.query_history.append(text)
         self._position = None
 
+    def _edited_since_recall(self) -> None:
+        # an entry the player has since edited is their draft now: the walk starts again from the end
+        if self._position is not None and self.text != self._shown:
+            self._position = None
+
     def action_history_previous(self) -> None:
         if not self.query_history:
             return
+        self._edited_since_recall()
         if self._position is None:
             self._draft = self.text
             self._position = len(self.query_history)
@@ -108,6 +116,7 @@ class SqlEditor(SafeTextArea):
         self._show(self.query_history[self._position])
 
     def action_history_next(self) -> None:
+        self._edited_since_recall()
         if self._position is None:
             return
         self._position += 1
@@ -119,20 +128,14 @@ class SqlEditor(SafeTextArea):
 
     def _show(self, text: str) -> None:
         self.load_text(text)
+        self._shown = self.text
         self.move_cursor(self.document.end)
 
-    def action_cursor_up(self, select: bool = False) -> None:
-        if not select and self.cursor_location[0] == 0 and self.query_history:
-            self.action_history_previous()
-            return
-        super().action_cursor_up(select)
-
-    def action_cursor_down(self, select: bool = False) -> None:
-        last_line = self.cursor_location[0] == self.document.line_count - 1
-        if not select and last_line and self._position is not None:
-            self.action_history_next()
-            return
-        super().action_cursor_down(select)
+    def recall(self, sql: str) -> None:
+        """Put a past query in the editor (the query list's Enter); the history walk starts afresh."""
+        self._position = None
+        self.load_text(sql)
+        self.move_cursor(self.document.end)
 
     # ------------------------------------------------------------ completion
 

@@ -1,0 +1,149 @@
+"""The journal file: one JSON line per event after a header line, appended, flushed and fsync'ed before the
+call returns (whatever the UI acknowledged is on disk), locked against a second process.
+
+Reading splits the file into its complete lines and the bytes after the last newline: a torn last line
+was never acknowledged (the process died mid-write), so `repair_torn` either completes it (it parses as
+a whole event) or cuts it off before anything is appended after it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from game.session.records import Event, Header, SessionError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX: sessions are not locked against a second process
+    fcntl = None  # type: ignore[assignment]
+
+
+def line_of(record: Event | Header) -> str:
+    """One journal line (without its newline): compact JSON, the record's own key order, no NaN."""
+    return json.dumps(record.to_dict(), separators=(",", ":"), allow_nan=False)
+
+
+def create(folder: Path, session_id: str) -> tuple[Path, BinaryIO]:
+    """A new, empty journal `folder`/`session_id`.jsonl, opened for appending and locked."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{session_id}.jsonl"
+        fh = open(target, "xb")  # noqa: SIM115 - kept open for the session's life
+    except OSError as exc:
+        raise SessionError(f"cannot create a session file in {folder}: {exc.strerror or exc}") from None
+    if fcntl is not None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # a file this call made: nobody else has it
+    return target, fh
+
+
+def open_locked(path: Path) -> BinaryIO:
+    """An existing journal opened for reading and appending, locked; SessionError when another servedrill
+    process holds it or it cannot be opened."""
+    try:
+        fh = open(path, "rb+")  # noqa: SIM115 - kept open for the session's life
+    except OSError as exc:
+        raise SessionError(f"cannot open session {path}: {exc.strerror or exc}") from None
+    if fcntl is not None:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            raise SessionError(f"session {path.name} is open in another servedrill process") from None
+    return fh
+
+
+def append(fh: BinaryIO | None, line: str, path: Path | None) -> None:
+    """Append one line and make it durable before returning. On a failed write the file is cut back to
+    where it was, so the next append does not glue onto half a line."""
+    if fh is None:
+        raise SessionError("the session is closed; resume it to continue")
+    start = fh.seek(0, os.SEEK_END)
+    try:
+        fh.write((line + "\n").encode("utf-8"))
+        fh.flush()
+        os.fsync(fh.fileno())
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # best effort: the write error is the one to report
+            fh.truncate(start)
+        raise SessionError(f"could not save to {path}: {exc.strerror or exc}") from None
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a new file's directory entry durable (a file's own fsync does not). Best effort: a folder
+    that cannot be opened or synced (some filesystems refuse) leaves the entry as durable as it gets."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class JournalText:
+    """A journal as read: its header, its event lines numbered as in the file (blank ones left out), and
+    the bytes after the last newline (`torn`, empty when the file ends with a newline)."""
+
+    header: Header
+    lines: list[tuple[int, bytes]]
+    torn: bytes
+    torn_number: int
+    """The line number the torn tail has in the file."""
+    size: int
+
+
+def read(fh: BinaryIO, path: Path) -> JournalText:
+    """Split an opened journal into header, event lines and a torn tail; SessionError for a missing or
+    damaged header (without it nothing can be resumed)."""
+    raw = fh.read()
+    lines = raw.split(b"\n")
+    torn = lines.pop() if lines else b""  # bytes after the last newline: a write cut short
+    if not lines:
+        raise SessionError(f"{path}:1: the session file has no complete header line")
+    try:
+        header = Header.from_dict(json.loads(lines[0]))
+    except (ValueError, TypeError) as exc:
+        raise SessionError(f"{path}:1: bad session header: {exc}") from None
+    numbered = [(n, line) for n, line in enumerate(lines[1:], start=2) if line.strip()]
+    return JournalText(header, numbered, torn, len(lines) + 1, len(raw))
+
+
+def repair_torn(fh: BinaryIO, text: JournalText, *, complete: bool) -> None:
+    """Finish a journal whose last line was cut short: `complete` (it parsed as a whole event) adds the
+    missing newline, else the tail is cut off. Durable before returning; then positioned at the end."""
+    if text.torn.strip():
+        if complete:
+            fh.seek(0, os.SEEK_END)
+            fh.write(b"\n")
+        else:
+            fh.truncate(text.size - len(text.torn))
+        fh.flush()
+        os.fsync(fh.fileno())
+    fh.seek(0, os.SEEK_END)
+
+
+def in_use(path: Path) -> bool:
+    """Whether a live Session holds the file's lock (it is being played right now, maybe in this very
+    process). Probes with a shared, non-blocking lock that is released at once; never blocks."""
+    if fcntl is None:
+        return False
+    try:
+        with open(path, "rb") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
+
+
+def parse_line(line: bytes) -> Event:
+    """One event line; ValueError (JSON or shape) names the problem."""
+    return Event.from_dict(json.loads(line))
+

@@ -43,14 +43,14 @@ $(BIN)/python:
 	$(call step,1/4,creating the virtual environment .venv,10 s,$(PY) -m venv $(VENV) && $(PIP) install --upgrade pip)
 
 $(DEPS): pyproject.toml | $(BIN)/python
-	$(call step,2/4,installing dependencies: Textual; DuckDB; pandas; mypy; test tools,1-3 min: downloads about 200 MB,\
+	$(call step,2/4,installing dependencies: Textual; DuckDB; pandas; mypy; test tools,20 s to a few minutes: about 570 MB installed,\
 		$(BIN)/python -c "$(REQUIREMENTS)" > $(VENV)/requirements.txt && $(PIP) install -r $(VENV)/requirements.txt)
 	@touch $(DEPS)
 
 # setup.py compiles the engine model (mypyc), so an edited engine source reinstalls too. The build uses
 # the venv's setuptools and mypy (installed above) rather than a fresh isolated copy of each.
-$(STAMP): pyproject.toml setup.py $(wildcard engine_model/*.py) $(DEPS)
-	$(call step,3/4,compiling the engine model with mypyc and installing servedrill,2-4 min on 2 cores,\
+$(STAMP): pyproject.toml setup.py $(wildcard engine_model/*.py) | $(DEPS)
+	$(call step,3/4,compiling the engine model with mypyc and installing servedrill,40 s; 2-3 min on a busy machine,\
 		rm -f engine_model/_compiled.sha256 && $(PIP) install --no-build-isolation --no-deps -e .)
 	@if [ -f engine_model/_compiled.sha256 ]; then echo "    the engine is compiled"; \
 	else echo "    the engine runs as pure Python (slower; see $(LOG) for why)"; fi
@@ -61,7 +61,7 @@ $(STAMP): pyproject.toml setup.py $(wildcard engine_model/*.py) $(DEPS)
 # the default incident's telemetry, so the first game opens at once (the cache lives outside the repo: if it
 # was cleared, the briefing builds it again with a progress bar)
 $(DEFAULT): $(STAMP)
-	$(call step,4/4,simulating the default incident and building its telemetry,20-40 s,\
+	$(call step,4/4,simulating the default incident and building its telemetry,a few seconds,\
 		$(BIN)/servedrill generate $(DEFAULT_INCIDENT))
 	@touch $(DEFAULT)
 

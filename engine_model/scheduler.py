@@ -74,7 +74,8 @@ class Sequence:
         self.first_scheduled_s = -1.0
         self.first_token_s = -1.0
         self.batch_at_first_token = 0
-        # waiting | prefilling | decoding, then one of: done, aborted (the client gave up), failed (crash)
+        # frontend (in the API server's intake) | waiting | prefilling | decoding, then one of: done,
+        # aborted (the client gave up), failed (crash)
         self.state = "waiting"
 
     def __repr__(self) -> str:

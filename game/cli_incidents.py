@@ -348,7 +348,8 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
         files = f"{len(results)} file{'s' * (len(results) != 1)}"
         click.echo(f"{files} {what}: {len(results) - bad} ok, {bad} with errors")
         if proving:
-            click.echo(f"deep: {len(proving) * len(chosen)} proofs ({len(proving)} files x {len(chosen)} seeds"
+            n, f, k = len(proving) * len(chosen), len(proving), len(chosen)
+            click.echo(f"deep: {n} proof{'s' * (n != 1)} ({f} file{'s' * (f != 1)} x {k} seed{'s' * (k != 1)}"
                        f"{', claims only' if claims_only else ''}) in {wall:.0f} s with {workers} "
                        f"job{'s' * (workers != 1)}")
     sys.exit(0 if ok else 1)

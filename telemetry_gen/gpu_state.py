@@ -281,6 +281,18 @@ def _integrate(path: _Path, lo: int, hi: int, temp0: float, spec: ThermalSpec, g
     return temp
 
 
+def _integrate_uncapped(path: _Path, lo: int, hi: int, temp0: float, spec: ThermalSpec, gpu: GPUProfile) -> float:
+    """_integrate's end temperature where no governor caps it, in closed form: T_hi = T_lo * prod(a) +
+    sum_j steady_j * (1 - a_j) * prod_{k > j} a_k, with a_j = exp(-h_j / (R_j C))."""
+    if hi <= lo:
+        return temp0
+    r = spec.r0(gpu) * path.r_mult[lo:hi]
+    steady = spec.inlet_c + r * path.power[lo:hi]
+    a = np.exp(-np.diff(path.edges[lo:hi + 1]) / (r * spec.capacity(gpu)))
+    after = np.concatenate([np.cumprod(a[::-1])[::-1][1:], [1.0]])  # prod of a over the later substeps
+    return float(temp0 * np.prod(a) + np.sum(steady * (1.0 - a) * after))
+
+
 def temperature_c(t: np.ndarray, power: np.ndarray, busy: np.ndarray, gpu: GPUProfile, spec: ThermalSpec,
                   throttles: Sequence[Throttle] = ()) -> np.ndarray:
     """GPU temperature at each scrape, C, from the window powers through the one-lump thermal model.
@@ -348,11 +360,11 @@ def _pre_heat(path: _Path, lo: int, a: int, temp0: float, hold: float, mult: flo
 
     def reached(lead: float, peak: float) -> float:
         ramp(lead, peak)
-        return _integrate(path, lo, a, temp0, spec, gpu)
+        return _integrate_uncapped(path, lo, a, temp0, spec, gpu)
 
     if reached(span, mult) >= hold:
         low, high = 0.0, span
-        for _ in range(40):
+        for _ in range(30):
             mid = 0.5 * (low + high)
             if reached(mid, mult) >= hold:
                 high = mid
@@ -363,7 +375,7 @@ def _pre_heat(path: _Path, lo: int, a: int, temp0: float, hold: float, mult: flo
     low, high = mult, mult * 2.0
     while reached(span, high) < hold and high < 1e4:
         low, high = high, high * 2.0
-    for _ in range(40):
+    for _ in range(30):
         mid = 0.5 * (low + high)
         if reached(span, mid) >= hold:
             high = mid

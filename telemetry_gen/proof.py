@@ -3,8 +3,9 @@
 `prove` simulates the incident twice with the same seed: as written, and with its faults
 removed (the ablation; noise stays). Then, on the two databases:
 
-1. every symptom must hold with the faults and must not hold without them: otherwise the
-   briefing is either false or true for reasons other than the fault;
+1. every evidence symptom must hold with the faults and must not hold without them: otherwise the
+   briefing is either false or true for reasons other than the fault. A `context: true` symptom (a
+   fact of the situation: no crash before the patch) must hold on both runs instead;
 2. every signal's expectation must hold on the fault run;
 3. every signal must discriminate: its reference query's result changes materially when the
    faults are removed, or its likelihoods separate a true hypothesis from a distractor by at
@@ -21,6 +22,9 @@ in place of the real ones) is simulated too, with a second seed of the truth for
 
 Databases go through the build cache (`telemetry_gen.cache`), so the game reuses the worlds a
 validation built. Queries run read-only with file access disabled, each under a time limit.
+
+`prove_many` proves many (file, seed) tasks in worker processes (`servedrill validate --deep` proves
+the seed policy's sample, incidents.variants.PROOF_SEEDS); `located` adds each failure's file:line.
 """
 
 from __future__ import annotations

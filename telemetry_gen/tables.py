@@ -300,9 +300,12 @@ def _fb_used(run: SimResult, name: str, ctx: TelemetryContext, s: dict[str, np.n
     total = s["memory_total_bytes"][rows].astype(float)
     up = s["up"][rows].astype(bool)
     setup = ctx.engines.get(name)
-    if setup is None:
+    try:
+        plans = _plans(run, name, setup) if setup is not None else []
+    except (KeyError, ValueError):  # a setup the engine started but the plan cannot repeat: its own figure
+        plans = []
+    if not plans:
         return np.where(up, used, 0.0)
-    plans = _plans(run, name, setup)
     starts = np.array([p[0] for p in plans])
     idx = np.searchsorted(starts, t, side="right") - 1
     held = np.array([float(p.weight_bytes + p.kv_bytes + p.activation_peak_bytes + p.cuda_graph_bytes

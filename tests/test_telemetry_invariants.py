@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine_model.profiles import GPUProfile
-from game.debrief import FLAT_WITHIN, change_phrase, latency_shifts
+from engine_model.profiles import GPUProfile, get_gpu
+from game.debrief import FLAT_WITHIN, change_phrase, latency_lines, latency_shifts, truth_database
 from incidents.loader import find_incident, iter_library, load_incident, load_variant
 from incidents.spec import Incident, ReplicaScope, replica_index
 from telemetry_gen import gpu_state as G
@@ -118,14 +118,17 @@ def test_utilisation_before_any_rounding_is_within_each_window() -> None:
     of device time the engine counted is in some window."""
     inc = load_incident(find_incident("one-slow-replica"), 0)
     tel = build_telemetry(inc, 0)
-    ctx = T.TelemetryContext(t0=inc.window.start, gpu=next(iter(built("one-slow-replica").gpus.values())),
-                             seed=0, engines=engine_setups(fleet_spec(inc)))
+    ctx = T.TelemetryContext(t0=inc.window.start, gpu=get_gpu(inc.fleet.gpu), seed=0,
+                             engines=engine_setups(fleet_spec(inc)))
     s = tel.run.samples
     for name, hw in T.replica_hardware(tel.run, ctx).items():
         assert hw.gpu.busy.max() <= 1.0 + 1e-9 and hw.gpu.busy.min() >= 0.0
         assert np.all(hw.gpu.tensor <= hw.gpu.busy + 1e-9)
         counted = max(v for r, v in zip(s["replica"], s["busy_s_total"], strict=True) if r == name)
         assert np.sum(hw.gpu.busy[1:] * np.diff(hw.t)) == pytest.approx(counted, rel=1e-9)
+        # no leak here: the engine holds the same memory all along, and the memory plan accounts for all of it
+        assert len(np.unique(hw.fb_used_bytes)) == 1
+        assert 0.8 * hw.fb_total_bytes[0] < hw.fb_used_bytes[0] < hw.fb_total_bytes[0]
 
 
 # ---------------------------------------------------------------- temperature and clocks
@@ -309,3 +312,18 @@ def test_the_debrief_does_not_call_a_40_percent_slower_decode_flat() -> None:
     assert by["tpot_s"].after / by["tpot_s"].before > 1.25
     assert by["tpot_s"].phrase.startswith("rose")
     assert by["prefill_s"].phrase.startswith("rose") and by["prefill_s"].phrase.endswith("x")
+
+
+def test_the_debrief_measures_the_database_the_session_played() -> None:
+    b = built("ttft-tripled-after-deploy")
+    digest = ensure_database(b.incident, 0).digest
+    assert truth_database(b.incident, [{"kind": "start", "data": {"telemetry_digest": digest}}]) == b.db
+    assert truth_database(b.incident, [{"kind": "start", "data": {"telemetry_digest": None}}]) is None
+    con = duckdb.connect(str(b.db), read_only=True)
+    try:
+        lines = latency_lines(b.incident, *latency_shifts(con, b.incident))
+    finally:
+        con.close()
+    tpot = next(line for line in lines if "tpot_s" in line)
+    assert "| rose " in tpot and "flat" not in tpot
+    assert any("flat only" in line and f"{FLAT_WITHIN:.0%}" in line for line in lines)  # the threshold is stated

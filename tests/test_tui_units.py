@@ -448,7 +448,7 @@ def test_coverage_line_counts_incidents_solved_and_their_topics(tmp_path: Path) 
     assert "solved 0 of 3 incidents" in none and "of the 3 topics the library covers" in none
     # incidents, not topics: a counts once although it covers two topics
     two = coverage_line(entries, {"a": SOLVED_SCORE, "b": SOLVED_SCORE, "c": SOLVED_SCORE - 1}, "ada")
-    assert "solved 2 of 3 incidents" in two and "3 of the 3 topics" in two
+    assert "solved 2 of 3 incidents (score 70+)" in two and "3 of the 3 topics" in two
     assert "servedrill list" not in two
 
 

@@ -78,7 +78,7 @@ def coverage_line(entries: Sequence[LibraryEntry], best: dict[str, float] | None
     ids = {e.id for e in entries}
     solved = sorted(i for i in ids if best.get(i, 0.0) >= SOLVED_SCORE)
     topics = [key for key, tids in coverage.items() if any(i in solved for i in tids)]
-    return (f"{who}solved {len(solved)} of {len(entries)} incidents (a score of {SOLVED_SCORE:.0f}+) · "
+    return (f"{who}solved {len(solved)} of {len(entries)} incidents (score {SOLVED_SCORE:.0f}+) · "
             f"{len(topics)} of the {len(covered)} topics the library covers")
 
 

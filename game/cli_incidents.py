@@ -242,12 +242,16 @@ def seed_text(seeds: list[int] | tuple[int, ...]) -> str:
     return ", ".join(parts)
 
 
-def _subject_text(subject: list[Any]) -> str:
-    """["symptoms", "ttft-up"] -> 'symptom ttft-up'; ["hypotheses", "h", "world"] -> 'hypothesis h world'."""
-    if not subject:
-        return "the incident"
-    words = [str(subject[0]).removesuffix("s") if subject[0] != "hypotheses" else "hypothesis"]
-    return " ".join(words + [str(part) for part in subject[1:]])
+def check_text(check: str, subject: list[Any]) -> str:
+    """What failed, in words: 'symptom ttft-up', 'signal clock-drop expectation', 'hypothesis h world'."""
+    ident = str(subject[1]) if len(subject) > 1 else ""
+    return {
+        "claim": f"symptom {ident}",
+        "expectation": f"signal {ident} expectation",
+        "discrimination": f"signal {ident} discrimination",
+        "inspection": f"signal {ident} as a player's query",
+        "world": f"hypothesis {ident} " + ("world" if subject[-1:] == ["world"] else "separation"),
+    }.get(check, "the proof itself")
 
 
 def _print_file(result: FileResult, verbose: bool = False) -> None:
@@ -278,7 +282,7 @@ def _print_file(result: FileResult, verbose: bool = False) -> None:
     click.echo(summary + (f", failing seeds: {seed_text(bad)}" if bad else ""))
     if len(runs) > 1:
         for entry in result.by_check():
-            click.echo(f"  {entry['at'] or result.path}: {entry['check']} of {_subject_text(entry['subject'])} "
+            click.echo(f"  {entry['at'] or result.path}: {check_text(entry['check'], entry['subject'])} "
                        f"fails on {len(entry['seeds'])} of {len(runs)} seeds: {seed_text(entry['seeds'])}")
 
 

@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -837,8 +838,11 @@ def prove_many(tasks: Sequence[ProofTask], jobs: int = 1,
                 task = futures[future]
                 try:
                     run = future.result()
-                except Exception as exc:  # a worker that died (out of memory, killed)
-                    report = ProofReport(Path(task.path).stem, task.seed, error=f"the proof process failed: {exc!r}")
+                except Exception as exc:  # a worker that died (out of memory, killed) or could not start
+                    hint = " (a script calling prove_many with jobs > 1 needs `if __name__ == '__main__':`)" \
+                        if isinstance(exc, BrokenProcessPool) else ""
+                    report = ProofReport(Path(task.path).stem, task.seed,
+                                         error=f"the proof process failed: {exc!r}{hint}")
                     run = located(report, source_map(task.path))
                 yield task, run
         finally:

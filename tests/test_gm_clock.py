@@ -20,7 +20,8 @@ GAP = REOPENED - LAST_BEFORE_GAP  # nobody held the session from its last event 
 
 def _session(tmp_path: Path, *, submit: bool, late_note: bool = False) -> Path:
     """The fixture journal up to seq 13 (or the submission), held by one process until 90 s in (with events
-    after its last heartbeat) and by another from REOPENED on; with `late_note`, a note at 1700001000."""
+    after its last heartbeat) and by another from REOPENED on; with `late_note`, a note at 1700001000 and
+    an interviewer's message at 1700001050."""
     header, *events = JOURNAL.read_text(encoding="utf-8").splitlines()
     raw = json.loads(header)
     raw["incident_path"] = str(INCIDENT.resolve())
@@ -28,6 +29,8 @@ def _session(tmp_path: Path, *, submit: bool, late_note: bool = False) -> Path:
     if late_note:
         kept.append(json.dumps({"seq": 14, "time": 1700001000.0, "kind": "note",
                                 "data": {"hypothesis": "throttle", "text": "after the break"}}))
+        kept.append(json.dumps({"seq": 15, "time": 1700001050.0, "kind": "message",
+                                "data": {"from": "Grace", "text": "Welcome back.", "gm": "iv-late"}}))
     path = tmp_path / f"{raw['session_id']}.jsonl"
     path.write_text("\n".join([json.dumps(raw), *kept]) + "\n", encoding="utf-8")
     held = [[1700000014.5, 1700000090.0, True], [REOPENED, 1700001100.0, False]]
@@ -49,6 +52,14 @@ def test_watch_counts_only_the_time_the_session_was_held(tmp_path: Path) -> None
     assert snap["queries"][0]["elapsed_s"] == round(1700000029.0 - START, 3)
     [note] = [n for n in snap["board"]["notes"] if n["text"] == "after the break"]
     assert note["elapsed_s"] == round(1700001000.0 - START - GAP, 3)
+    # and so is an update delivered after it, in the interviewer's feed and in the candidate's
+    assert snap["updates"][-1]["text"] == "Welcome back."
+    assert snap["updates"][-1]["elapsed_s"] == round(1700001050.0 - START - GAP, 3)
+    session = Session.resume(path)
+    try:
+        assert round(session.updates[-1].elapsed_s, 3) == round(1700001050.0 - START - GAP, 3)
+    finally:
+        session.close()
 
 
 def test_a_submitted_round_is_timed_up_to_the_submission_on_the_held_clock(tmp_path: Path) -> None:

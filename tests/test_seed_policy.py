@@ -115,7 +115,7 @@ def test_text_reports_every_seed_and_where_it_fails(proofs: list[ProofTask]) -> 
     at = f"{SLOW}:{_claim_line(SLOW)}:5"
     assert any(ln.startswith(f"{at}: seed 6: symptom prefill-slow-on-part does not hold") for ln in lines)
     assert f"{SLOW}: deep check on 8 seeds (0-7): 7 ok, failing seeds: 6" in lines
-    assert f"  {at}: claim of symptom prefill-slow-on-part fails on 1 of 8 seeds: 6" in lines
+    assert f"  {at}: symptom prefill-slow-on-part fails on 1 of 8 seeds: 6" in lines
 
 
 def test_seed_and_seeds_choose_what_is_proved(proofs: list[ProofTask]) -> None:

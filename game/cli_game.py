@@ -13,13 +13,12 @@ import os
 import random
 import sys
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from game.cli import CommandError, GuardedCommand, command_error, emit
+from game.cli import CommandError, GuardedCommand, emit
 from game.hypotheses import shown_hypotheses
 from game.session import Event, SessionWarning
 
@@ -28,16 +27,6 @@ T = TypeVar("T")
 STRATEGY_CHOICES = ("expert", "lucky", "random", "shotgun")
 DEAL_SEEDS = 10_000
 """`play --random` deals a seed below this: short enough to read out as "incident X seed N"."""
-
-
-def guarded(as_json: bool, body: Callable[[], T]) -> T:
-    """`body()`, its failure raised as the CommandError that reports it. Commands of the servedrill group
-    need not call this (the group does the same for every command); it is for code that runs a piece of a
-    command elsewhere and wants the same one-line report."""
-    try:
-        return body()
-    except (KeyboardInterrupt, Exception) as exc:
-        raise command_error(exc, as_json=as_json) from exc
 
 
 def _incident(ref: str, seed: int) -> tuple[Any, Path]:

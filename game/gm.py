@@ -38,7 +38,6 @@ from game.session import (
     INVESTIGATING,
     MESSAGE,
     NOTE,
-    PIN,
     QUERY,
     RANK,
     START,
@@ -47,6 +46,7 @@ from game.session import (
     Header,
     Session,
     SessionError,
+    active_pins,
     file_digest,
     fsync_dir,
     inbox_path,
@@ -357,7 +357,7 @@ class Watch:
                       "history": history,
                       "pins": [dict(e.data, seq=e.seq, elapsed_s=rel(e.time),
                                     label=shown(str(e.data.get("hypothesis")))["label"])
-                               for e in events if e.kind == PIN],
+                               for e in active_pins(events)],
                       "notes": [dict(e.data, seq=e.seq, elapsed_s=rel(e.time),
                                      label=shown(str(e.data.get("hypothesis")))["label"])
                                 for e in events if e.kind == NOTE]},

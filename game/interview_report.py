@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from game.session import HINT, INJECT, MESSAGE, NOTE, PIN, QUERY, RANK, SUBMIT
+from game.session import HINT, INJECT, MESSAGE, NOTE, PIN, QUERY, RANK, SUBMIT, UNPIN
 from game.templates import render
 from game.text import md_text
 
@@ -68,6 +68,8 @@ def build_report(watch: Any) -> dict[str, Any]:
                 detail += f" (truth at {p_truth:.0f}%)"
         elif e.kind == PIN:
             detail = f"Pinned Q{d['query']} as {d['stance']} {names.get(d['hypothesis'], '?')}"
+        elif e.kind == UNPIN:
+            detail = f"Unpinned Q{d['query']} ({d['stance']}) from {names.get(d['hypothesis'], '?')}"
         elif e.kind == NOTE:
             detail = f"Note on {names.get(d['hypothesis'], '?')}: {' '.join(d['text'].split())}"
         elif e.kind == HINT:

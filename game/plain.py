@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # imported where used: the TUI imports run_player_query from 
 PROMPT = "servedrill> "
 SHOWN_ROWS = 40
 
-COMMANDS = ("schema", "hypotheses", "rank", "pin", "note", "queries", "hint", "briefing", "updates", "submit",
+COMMANDS = ("schema", "hypotheses", "rank", "pin", "unpin", "note", "queries", "hint", "briefing", "updates", "submit",
             "help", "quit", "exit")
 
 SQL_STARTS = ("select", "with", "from", "describe", "desc", "show", "summarize", "explain", "values", "table",
@@ -69,6 +69,7 @@ def help_text(board: Sequence[Any] = ()) -> str:
         ("", "is its label, its title in quotes, or the start of one title:"),
         ("", f'rank "{prefix}"=70 {second}=30'),
         (f"pin Q1 {first} supports", f"pin query Q1 as evidence that supports (or refutes) hypothesis {first}"),
+        (f"unpin Q1 {first} supports", "take that pin off again (it no longer counts)"),
         (f"note {first} some text", "write a note on a hypothesis"),
         ("queries", "list your queries"),
         ("hint", "take the next hint (costs points)"),
@@ -294,6 +295,7 @@ class PlainGame:
             "hypotheses": lambda _: self._show_hypotheses(),
             "rank": self._rank,
             "pin": self._pin,
+            "unpin": self._unpin,
             "note": self._note,
             "queries": lambda _: self._queries(),
             "hint": lambda _: self._hint(),
@@ -367,6 +369,14 @@ class PlainGame:
             raise SessionError("usage: pin Q3 A supports|refutes")
         event = self.session.pin(parse_query_ref(words[0]), words[1], words[2].lower())
         self.say(f"pinned Q{event.data['query']} as {event.data['stance']} "
+                 f"{self.session.label_of(event.data['hypothesis'])}")
+
+    def _unpin(self, rest: str) -> None:
+        words = split_words(rest)
+        if len(words) != 3:
+            raise SessionError("usage: unpin Q3 A supports|refutes")
+        event = self.session.unpin(parse_query_ref(words[0]), words[1], words[2].lower())
+        self.say(f"unpinned Q{event.data['query']} ({event.data['stance']}) from "
                  f"{self.session.label_of(event.data['hypothesis'])}")
 
     def _note(self, rest: str) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from game.session import PIN, QUERY, RANK, SUBMIT, Event
+from game.session import QUERY, RANK, SUBMIT, Event, active_pins
 from incidents.spec import Incident
 
 CONCLUSION_POINTS = 55.0
@@ -223,9 +223,7 @@ def score(incident: Incident, events: Iterable[Event | dict[str, Any]],
     pins: list[dict[str, Any]] = []
     right_hyps: set[str] = set()
     wrong = 0
-    for e in evs:
-        if e.kind != PIN:
-            continue
+    for e in active_pins(evs):  # a withdrawn pin counts neither way; a repeated one counts once
         q, hyp, stance = int(e.data.get("query", 0)), str(e.data.get("hypothesis")), str(e.data.get("stance"))
         ev = evidence.get(q)
         verdict = pin_verdict(hyp, stance, ev.ruled_out if ev else (), truth_set)

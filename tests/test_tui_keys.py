@@ -185,20 +185,9 @@ def test_board_home_end_and_unpin(tui_env: Path) -> None:
             assert board.cursor_row == 0
             assert board.evidence["throttle"].supports == [1]  # the hand-written pin, on the top row
 
-            # until the session can take a pin off, u says so on the board (not in a toast)
-            session = app.play.session
-            if not hasattr(session, "unpin"):
-                await pilot.press("u")
-                assert "Session.unpin" in board.flashed
-                removed: list[tuple[int, str, str | None]] = []
-                # the contract the TUI expects of game/session.py: unpin(query, hypothesis id, stance)
-                session.unpin = lambda query, hypothesis, stance=None: removed.append((query, hypothesis, stance))
-                await pilot.press("u")
-                await until(pilot, lambda: removed, what="the unpin")
-                assert removed == [(1, "throttle", "supports")]
-            else:
-                await pilot.press("u")
-                await until(pilot, lambda: not board.evidence["throttle"].supports, what="the unpin")
+            await pilot.press("u")  # the only pin on this row goes at once
+            await until(pilot, lambda: not board.evidence["throttle"].supports, what="the unpin")
+            assert [e.kind for e in app.play.session.events][-1] == "unpin"
             assert "Unpinned Q1" in board.flashed
 
     run_async(go())

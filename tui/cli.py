@@ -49,7 +49,7 @@ def play(ctx: click.Context, incident: str | None, seed: int | None, random_deal
     if plain:
         ctx.invoke(_GAME_PLAY, incident=incident, seed=seed, random_deal=random_deal, player=player, plain=True)
         return
-    from game.cli_game import deal, guarded, incident_path
+    from game.cli_game import deal, incident_path
 
     def pick() -> tuple[str | None, int]:
         if random_deal:
@@ -60,7 +60,7 @@ def play(ctx: click.Context, incident: str | None, seed: int | None, random_deal
         chosen = 0 if seed is None else seed
         return (str(incident_path(incident, chosen)) if incident else None), chosen
 
-    ref, chosen = guarded(False, pick)
+    ref, chosen = pick()  # an unknown or broken incident fails here, as one line (the group guards it)
     from tui.app import run
 
     run(ref, seed=chosen, player=player, ask_player=ask_player)
@@ -76,13 +76,9 @@ def resume(ctx: click.Context, session_id: str | None, plain: bool, as_json: boo
     if session_id is None or plain:
         ctx.invoke(_GAME_RESUME, session_id=session_id, plain=plain, as_json=as_json)
         return
-    from game.session import SessionError, find_session
+    from game.session import find_session
 
-    try:
-        path = find_session(session_id)
-    except SessionError as exc:
-        fail(str(exc), as_json=as_json)
-        return
+    path = find_session(session_id)  # an unknown id fails as one line (the group guards it)
     from tui.app import resume as resume_tui
 
     resume_tui(path)
@@ -154,9 +150,9 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
     if random_deal and files:
         fail("--random deals from the library; it does not combine with --incidents")
     if incident and not files:
-        from game.cli_game import guarded, incident_path
+        from game.cli_game import incident_path
 
-        guarded(False, lambda: incident_path(incident, 0 if seed is None else seed))  # fail now, not per tab
+        incident_path(incident, 0 if seed is None else seed)  # fail now, not per tab
     elif incident and not Path(incident).is_file() and incident not in {p.stem for p in files}:
         from tui.library import read_entry
 

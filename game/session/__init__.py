@@ -82,6 +82,7 @@ from game.session.records import (
     SUBMITTED,
     TRANSCRIPT_FORMAT,
     UNFINISHED,
+    UNPIN,
     Event,
     Header,
     Kind,
@@ -101,6 +102,7 @@ from game.session.rules import (
     MAX_NOTE_CHARS,
     ROWS_KEPT,
     Rules,
+    active_pins,
     query_event_data,
 )
 from game.session.transcripts import MAX_TRANSCRIPT_BYTES, Transcript, load_transcript
@@ -111,9 +113,9 @@ __all__ = [
     "KEPT_CELL_CHARS", "KINDS", "MAX_DRAFT_EDITOR_CHARS", "MAX_GM_TEXT_CHARS", "MAX_NOTE_CHARS",
     "MAX_TRANSCRIPT_BYTES", "MESSAGE", "MIN_GAP_S", "NOTE", "PIN", "QUERY", "RANK", "ROWS_KEPT",
     "SESSION_FORMAT", "SESSION_ID_RE", "STANCES", "START", "STATES", "SUBMIT", "SUBMITTED",
-    "TRANSCRIPT_FORMAT", "UNFINISHED", "Event", "Header", "Kind", "Rules", "Session", "SessionError",
+    "TRANSCRIPT_FORMAT", "UNFINISHED", "UNPIN", "Event", "Header", "Kind", "Rules", "Session", "SessionError",
     "SessionSummary", "SessionWarning", "State", "Transcript", "TranscriptError", "Update",
-    "check_session_id", "data_dir", "draft_path", "file_digest", "find_session", "fsync_dir", "gm_event",
+    "active_pins", "check_session_id", "data_dir", "draft_path", "file_digest", "find_session", "fsync_dir", "gm_event",
     "held_clock", "held_gaps", "inbox_path", "list_sessions", "list_unfinished", "load_transcript",
     "locate_incident", "open_incident", "query_event_data", "read_held", "read_inbox", "session_in_use",
     "sessions_dir", "summarize", "transcripts_dir",

@@ -40,6 +40,7 @@ from game.session.records import (
     RANK,
     START,
     SUBMIT,
+    UNPIN,
     Event,
     Header,
     Kind,
@@ -311,6 +312,11 @@ class Session:
     def pin(self, query_index: int, hypothesis: str, stance: str) -> Event:
         """Pin query Q`query_index` (1-based) to a hypothesis as evidence that supports or refutes it."""
         return self._record(PIN, {"query": query_index, "hypothesis": hypothesis, "stance": stance})
+
+    def unpin(self, query_index: int, hypothesis: str, stance: str) -> Event:
+        """Withdraw the pin of Q`query_index` to `hypothesis` with `stance`; it no longer counts. Raises
+        SessionError when no such pin is in force."""
+        return self._record(UNPIN, {"query": query_index, "hypothesis": hypothesis, "stance": stance})
 
     def rank(self, ranking: Sequence[tuple[str, float]] | Mapping[str, float]) -> Event:
         """Set the board: hypothesis ids (or aliases), best first, with confidences in percent that

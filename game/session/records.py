@@ -42,13 +42,14 @@ class Kind(StrEnum):
     DEBRIEF_VIEWED = "debrief_viewed"
     INJECT = "inject"
     MESSAGE = "message"
+    UNPIN = "unpin"
 
 
 # The module-level names other modules have always imported; StrEnum members compare equal to the strings.
 BRIEFING, INVESTIGATING, SUBMITTED, DEBRIEFED = State
 STATES = tuple(State)
 UNFINISHED = (State.BRIEFING, State.INVESTIGATING, State.SUBMITTED)
-START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED, INJECT, MESSAGE = Kind
+START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED, INJECT, MESSAGE, UNPIN = Kind
 KINDS = tuple(Kind)
 STANCES = ("supports", "refutes")
 

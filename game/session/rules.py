@@ -32,8 +32,8 @@ CONFIDENCE_TOLERANCE = 0.5
 MAX_NOTE_CHARS = 4000
 MAX_GM_TEXT_CHARS = 4000
 
-_VERBS = {Kind.QUERY: "run a query", Kind.PIN: "pin evidence", Kind.RANK: "rank hypotheses",
-          Kind.NOTE: "write a note", Kind.HINT: "take a hint", Kind.SUBMIT: "submit"}
+_VERBS = {Kind.QUERY: "run a query", Kind.PIN: "pin evidence", Kind.UNPIN: "unpin evidence",
+          Kind.RANK: "rank hypotheses", Kind.NOTE: "write a note", Kind.HINT: "take a hint", Kind.SUBMIT: "submit"}
 _WHY_NOT = {State.BRIEFING: "the investigation has not started", State.INVESTIGATING: "the investigation is still open",
             State.SUBMITTED: "the diagnosis was already submitted", State.DEBRIEFED: "the session is over"}
 
@@ -80,6 +80,8 @@ class Rules:
                 return check_query(data, self.next_query(), gap_ok=replaying)
             case Kind.PIN:
                 return self._check_pin(data)
+            case Kind.UNPIN:
+                return self._check_unpin(data)
             case Kind.RANK:
                 return {**data, "ranking": self._check_ranking(data.get("ranking"))}
             case Kind.SUBMIT:
@@ -118,7 +120,7 @@ class Rules:
             case Kind.INJECT:
                 self.delivered.append(data["index"])
                 self.delivered_injects.append(self.incident.injects[data["index"]])
-            case _:  # QUERY, PIN, NOTE, MESSAGE and the interviewer's hints are recorded only
+            case _:  # QUERY, PIN, UNPIN, NOTE, MESSAGE and the interviewer's hints are recorded only
                 pass
 
     def replay(self, event: Event) -> Event:
@@ -219,6 +221,14 @@ class Rules:
         if stance not in STANCES:
             raise SessionError(f"stance must be 'supports' or 'refutes', got {stance!r}")
         return {"query": index, "hypothesis": self.canonical(data.get("hypothesis")), "stance": stance}
+
+    def _check_unpin(self, data: dict[str, Any]) -> dict[str, Any]:
+        index, hypothesis, stance = data.get("query"), self.canonical(data.get("hypothesis")), data.get("stance")
+        if stance not in STANCES:
+            raise SessionError(f"stance must be 'supports' or 'refutes', got {stance!r}")
+        if not any(pin_key(e) == (index, hypothesis, stance) for e in active_pins(self.events)):
+            raise SessionError(f"Q{index} is not pinned as {stance} that hypothesis")
+        return {"query": index, "hypothesis": hypothesis, "stance": stance}
 
     def _check_ranking(self, rows: Any) -> list[dict[str, Any]]:
         if not isinstance(rows, list) or not rows:
@@ -346,3 +356,21 @@ def kept_rows(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
             break
         kept.append(cells)
     return kept
+
+
+def pin_key(event: Event) -> tuple[Any, Any, Any]:
+    """(query index, hypothesis id, stance) of a pin or unpin event."""
+    return event.data.get("query"), event.data.get("hypothesis"), event.data.get("stance")
+
+
+def active_pins(events: Iterable[Event]) -> list[Event]:
+    """The pin events still in force, in pin order: a pin counts once however often it was made, and an
+    `unpin` of the same (query, hypothesis, stance) withdraws it (a later pin puts it back). Scoring, the
+    interviewer's view and the screens all read pins through this."""
+    live: dict[tuple[Any, Any, Any], Event] = {}
+    for e in events:
+        if e.kind == Kind.PIN:
+            live.setdefault(pin_key(e), e)
+        elif e.kind == Kind.UNPIN:
+            live.pop(pin_key(e), None)
+    return sorted(live.values(), key=lambda e: e.seq)

@@ -429,12 +429,10 @@ class GMScreen(Screen[None]):
         if self.snap is not None and self.snap["session"]["state"] == "investigating":
             session = self.snap["session"]  # the clock moves between looks
             if session["started"] is not None:
-                from game.session import held_gaps, read_held
+                from game.session import held_clock, read_held
 
                 # the game clock as the candidate sees it: only while a process held the session
-                now = self.clock()
-                gaps = held_gaps(read_held(self.path), [], session["started"], now)
-                session["elapsed_s"] = max(0.0, now - session["started"] - gaps)
+                session["elapsed_s"] = max(0.0, held_clock(read_held(self.path), [], session["started"], self.clock()))
             self.query_one("#gm-status", Static).update(status_text(self.snap))
 
     def render_snapshot(self, snap: dict[str, Any]) -> None:

@@ -37,9 +37,9 @@ def ranking_table(board: Board) -> Table:
 
 def pins_text(events: Iterable[Any]) -> str:
     """What the dialog says about pins: how many there are, and that they count both ways."""
-    pins = {(e.data.get("query"), e.data.get("hypothesis"), e.data.get("stance"))
-            for e in events if e.kind == "pin"}
-    n = len(pins)
+    from game.session import active_pins
+
+    n = len(active_pins(events))
     have = (f"You pinned {n} result{'s' if n != 1 else ''}." if n
             else "You pinned no results (on the board, s or x pins the result on screen to a hypothesis).")
     return (f"{have} Pins count: a pin earns points when its query's result really points that way "

@@ -159,8 +159,15 @@ class Frontend:
         self.run_charged = 0
         if per_token <= 0.0 or tokens <= 0.0 or j >= n:
             return self.free_at if self.free_at > end else end
+        # _charge(n - j, work, start + (j + 1) * d, end), inlined: this runs at every step end
+        work = tokens / n * per_token * self.factor
         d = (end - start) / n
-        self._charge(n - j, tokens / n * per_token * self.factor, start + (j + 1) * d, end)
+        first_end = start + (j + 1) * d
+        total = (n - j) * work
+        self.busy_s_total += total
+        f = (self.free_at if self.free_at > first_end else first_end) + total
+        last = end + work
+        self.free_at = f if f > last else last
         return self.free_at
 
     def clear(self) -> list[Sequence]:

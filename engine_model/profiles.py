@@ -11,6 +11,7 @@ vendor sheets quote 2:4-sparse numbers twice as large, a known pitfall (serving-
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 GIB = 1 << 30
@@ -322,11 +323,10 @@ GPU_ALIASES: dict[str, tuple[str, ...]] = {
 
 def _normalise(name: str) -> str:
     """Lower case, '_' and spaces as '-', runs of '-' collapsed: 'NVIDIA H100 80GB' -> 'nvidia-h100-80gb'."""
-    out = "-".join(name.strip().lower().replace("_", " ").replace("-", " ").split())
-    return out
+    return "-".join(name.strip().lower().replace("_", " ").replace("-", " ").split())
 
 
-def _index(canonical: dict[str, object], aliases: dict[str, tuple[str, ...]]) -> dict[str, str]:
+def _index(names: Iterable[str], aliases: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
     """normalised name or alias -> canonical name; a repository id also answers without its org/ part."""
     out: dict[str, str] = {}
     for name, alts in aliases.items():
@@ -334,13 +334,13 @@ def _index(canonical: dict[str, object], aliases: dict[str, tuple[str, ...]]) ->
             out.setdefault(_normalise(alt), name)
             if "/" in alt:
                 out.setdefault(_normalise(alt.split("/", 1)[1]), name)
-    for name in canonical:  # canonical names win over any alias
+    for name in names:  # canonical names win over any alias
         out[_normalise(name)] = name
     return out
 
 
-_MODEL_INDEX = _index(dict(MODELS), MODEL_ALIASES)
-_GPU_INDEX = _index(dict(GPUS), GPU_ALIASES)
+_MODEL_INDEX = _index(MODELS, MODEL_ALIASES)
+_GPU_INDEX = _index(GPUS, GPU_ALIASES)
 
 
 @dataclass(frozen=True)
@@ -359,8 +359,8 @@ class Match:
         return f"{self.name} ({self.how} match for {self.query!r})"
 
 
-def _resolve(query: str, canonical: dict[str, object], index: dict[str, str], kind: str) -> Match:
-    if query in canonical:
+def _resolve(query: str, names: Collection[str], index: Mapping[str, str], kind: str) -> Match:
+    if query in names:
         return Match(query, query, "exact")
     key = _normalise(query)
     found = index.get(key)
@@ -372,9 +372,8 @@ def _resolve(query: str, canonical: dict[str, object], index: dict[str, str], ki
         close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.6)
         hint = ""
         if close:
-            names = sorted({index[c] for c in close})
-            hint = f"; did you mean {' or '.join(names)}?"
-        raise KeyError(f"unknown {kind} {query!r}; known: {', '.join(canonical)}{hint}")
+            hint = f"; did you mean {' or '.join(sorted({index[c] for c in close}))}?"
+        raise KeyError(f"unknown {kind} {query!r}; known: {', '.join(names)}{hint}")
     how = "case-insensitive" if _normalise(found) == key else "alias"
     return Match(found, query, how)
 
@@ -382,13 +381,13 @@ def _resolve(query: str, canonical: dict[str, object], index: dict[str, str], ki
 def resolve_gpu(name: str) -> Match:
     """Which GPU profile `name` denotes: canonical names in any case, nvidia-smi spellings and short names
     (h100, A100-SXM4-80GB, "NVIDIA H200"). KeyError lists the known names and close matches."""
-    return _resolve(name, dict(GPUS), _GPU_INDEX, "GPU")
+    return _resolve(name, GPUS, _GPU_INDEX, "GPU")
 
 
 def resolve_model(name: str) -> Match:
     """Which model profile `name` denotes: canonical names in any case, Hugging Face ids
     (meta-llama/Llama-3.1-8B-Instruct) and short names (Llama-3-8B). KeyError lists the known names."""
-    return _resolve(name, dict(MODELS), _MODEL_INDEX, "model")
+    return _resolve(name, MODELS, _MODEL_INDEX, "model")
 
 
 def get_gpu(name: str) -> GPUProfile:

@@ -17,9 +17,10 @@ import pandas as pd
 TABLE_COMMENTS: dict[str, str] = {
     "requests": "Request log: one row per request, written when it finished or failed (ordered by arrival).",
     "metrics": "Prometheus samples in long format: vLLM engine series (vllm:*) and dcgm-exporter GPU series "
-               "(DCGM_*), one scrape per interval per replica. Counters (*_total, *_sum, *_count) are cumulative.",
+               "(DCGM_*), one scrape per interval per replica, and the replica's host node (node_*, node-exporter names). "
+               "Counters (*_total, *_sum, *_count, ECC/CRC/replay counts) are cumulative.",
     "events": "Change log: deploys, config changes with old and new values, restarts, crashes, router changes.",
-    "logs": "Engine and serving-process log lines (vLLM, PyTorch, launcher).",
+    "logs": "Engine and serving-process log lines (vLLM, PyTorch, launcher), and the kernel's GPU Xid lines.",
     "evals": "Offline evaluation runs per model version and task.",
     "probes": "Determinism probes: fixed prompts replayed with temperature 0 through the fleet.",
 }
@@ -55,9 +56,14 @@ COLUMN_COMMENTS: dict[str, dict[str, str]] = {
     "metrics": {
         "ts": "scrape time (UTC)",
         "replica": "engine replica (one GPU group) the series belongs to",
-        "name": "metric name as exported (vllm:* or DCGM_FI_*); units per name: *_seconds* in seconds, "
+        "name": "metric name as exported (vllm:*, DCGM_FI_* or node_*); units per name: *_seconds* in seconds, "
                 "*_perc a 0..1 fraction, DCGM_FI_DEV_SM_CLOCK MHz, *_UTIL percent, *_POWER_USAGE W, "
-                "*_TEMP C, FB_* MiB, DCGM_FI_PROF_* 0..1 ratios",
+                "*_TEMP C, FB_* MiB, DCGM_FI_PROF_* 0..1 ratios. DCGM_FI_DEV_CLOCKS_EVENT_REASONS is a bit mask "
+                "of why clocks are below boost: 1 idle, 4 power cap, 8 hardware slowdown, 32 software thermal "
+                "slowdown, 64 hardware thermal slowdown. DCGM_FI_DEV_XID_ERRORS is the last Xid code (0 none). "
+                "ECC_SBE/DBE_VOL_TOTAL, *_REMAPPED_ROWS, NVLINK_CRC_*/REPLAY and PCIE_REPLAY are error counts. "
+                "node_cpu_seconds_total{mode} CPU-seconds summed over the node's CPUs (per mode: user, system, "
+                "iowait, idle), node_load1 runnable tasks, node_pressure_cpu_waiting_seconds_total seconds",
         "value": "sample value",
     },
     "events": {
@@ -73,7 +79,7 @@ COLUMN_COMMENTS: dict[str, dict[str, str]] = {
         "ts": "log time (UTC)",
         "replica": "replica whose process printed it",
         "level": "INFO, WARNING or ERROR",
-        "component": "source file that logged it",
+        "component": "source file that logged it (kernel for the GPU driver's NVRM Xid lines)",
         "message": "log message",
     },
     "evals": {

@@ -820,31 +820,51 @@ def prove_task(task: ProofTask, inspect: Inspect | None = None,
     return located(report, where)
 
 
+POOL_RESTARTS = 2
+"""Times `prove_many` starts a fresh pool for the tasks a dead worker process took down with it."""
+
+
+def _failed_run(task: ProofTask, exc: BaseException) -> dict[str, Any]:
+    hint = " (a script calling prove_many with jobs > 1 needs `if __name__ == '__main__':`)" \
+        if isinstance(exc, BrokenProcessPool) else ""
+    report = ProofReport(Path(task.path).stem, task.seed, error=f"the proof process failed: {exc!r}{hint}",
+                         worlds_checked=task.worlds)
+    return located(report, source_map(task.path))
+
+
 def prove_many(tasks: Sequence[ProofTask], jobs: int = 1,
                inspect: Inspect | None = None) -> Iterator[tuple[ProofTask, dict[str, Any]]]:
     """Prove every task, `jobs` at a time in worker processes (1: one after the other in this process),
     yielding (task, run) as each finishes. The build cache is shared: workers never build the same
-    database twice, and a later run reuses what this one built."""
+    database twice, and a later run reuses what this one built.
+
+    A worker that dies (killed, out of memory) breaks its pool and every task still in it; those tasks
+    go to a fresh pool, up to POOL_RESTARTS times, so one crash does not fail a whole library run."""
     if jobs <= 1 or len(tasks) <= 1:
         for task in tasks:
             yield task, prove_task(task, inspect)
         return
     # spawn, not fork: the parent may hold DuckDB connections and threads a fork would copy mid-use
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
-        futures = {pool.submit(prove_task, task, inspect): task for task in tasks}
-        try:
-            for future in as_completed(futures):
-                task = futures[future]
-                try:
-                    run = future.result()
-                except Exception as exc:  # a worker that died (out of memory, killed) or could not start
-                    hint = " (a script calling prove_many with jobs > 1 needs `if __name__ == '__main__':`)" \
-                        if isinstance(exc, BrokenProcessPool) else ""
-                    report = ProofReport(Path(task.path).stem, task.seed,
-                                         error=f"the proof process failed: {exc!r}{hint}")
-                    run = located(report, source_map(task.path))
-                yield task, run
-        finally:
-            for future in futures:
-                future.cancel()
+    pending, restarts = list(tasks), 0
+    while pending:
+        again: list[ProofTask] = []
+        with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context) as pool:
+            futures = {pool.submit(prove_task, task, inspect): task for task in pending}
+            try:
+                for future in as_completed(futures):
+                    task = futures[future]
+                    try:
+                        run = future.result()
+                    except BrokenProcessPool as exc:
+                        if restarts < POOL_RESTARTS:
+                            again.append(task)
+                            continue
+                        run = _failed_run(task, exc)
+                    except Exception as exc:
+                        run = _failed_run(task, exc)
+                    yield task, run
+            finally:
+                for future in futures:
+                    future.cancel()
+        pending, restarts = again, restarts + 1

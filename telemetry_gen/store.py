@@ -17,7 +17,8 @@ import pandas as pd
 TABLE_COMMENTS: dict[str, str] = {
     "requests": "Request log: one row per request, written when it finished or failed (ordered by arrival).",
     "metrics": "Prometheus samples in long format: vLLM engine series (vllm:*) and dcgm-exporter GPU series "
-               "(DCGM_*), one scrape per interval per replica, and the replica's host node (node_*, node-exporter names). "
+               "(DCGM_*), one scrape per interval per replica, and the replica's host node "
+               "(node_*, node-exporter names). "
                "Counters (*_total, *_sum, *_count, ECC/CRC/replay counts) are cumulative.",
     "events": "Change log: deploys, config changes with old and new values, restarts, crashes, router changes.",
     "logs": "Engine and serving-process log lines (vLLM, PyTorch, launcher), and the kernel's GPU Xid lines.",

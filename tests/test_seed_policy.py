@@ -156,3 +156,26 @@ def test_parallel_proof_of_two_seeds_in_worker_processes(_cache: Path) -> None:
     assert all(r["worlds"] == [] and r["worlds_checked"] is False for r in runs)
     # two seeds draw two different traffics
     assert runs[0]["claims"][0]["with_faults"]["observed"] != runs[1]["claims"][0]["with_faults"]["observed"]
+
+
+def _die_once(incident: object, database: Path) -> list[str]:
+    """An inspect hook whose first call (across processes) kills its worker, as an OOM kill would."""
+    import os
+
+    marker = Path(os.environ["SERVEDRILL_TEST_DIE_ONCE"])
+    try:
+        marker.touch(exist_ok=False)
+    except FileExistsError:
+        return []
+    os._exit(1)
+
+
+def test_a_dead_worker_does_not_fail_the_rest_of_the_run(
+    _cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SERVEDRILL_TEST_DIE_ONCE", str(tmp_path / "died"))
+    tasks = [ProofTask(str(SLOW), seed, worlds=False) for seed in (0, 1, 2)]
+    runs = dict(proof.prove_many(tasks, 2, inspect=_die_once))
+    assert (tmp_path / "died").exists()  # a worker did die
+    assert sorted(t.seed for t in runs) == [0, 1, 2]
+    assert all(run["ok"] for run in runs.values()), [run["problems"] for run in runs.values()]

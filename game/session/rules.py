@@ -373,4 +373,4 @@ def active_pins(events: Iterable[Event]) -> list[Event]:
             live.setdefault(pin_key(e), e)
         elif e.kind == Kind.UNPIN:
             live.pop(pin_key(e), None)
-    return sorted(live.values(), key=lambda e: e.seq)
+    return list(live.values())  # insertion order is pin order: a re-pin after an unpin is appended

@@ -65,16 +65,20 @@ def test_an_interruptible_query_stops_at_its_time_limit(gw: Gateway) -> None:
     assert gw.timeout_s <= result.duration_s < 2 * gw.timeout_s
 
 
-def test_cancel_reaches_the_worker(gw: Gateway) -> None:
-    out = {}
-    runner = threading.Thread(target=lambda: out.setdefault("r", gw.run("SELECT sum(i) FROM range(100000000000) t(i)")))
-    runner.start()
-    while not gw.busy:
-        time.sleep(0.005)
-    assert gw.cancel()
-    runner.join()
-    assert out["r"].error_kind == "cancelled"
-    assert out["r"].duration_s < gw.timeout_s
+def test_cancel_reaches_the_worker(db: Path) -> None:
+    # a long time limit of its own: on a loaded machine the worker may take seconds to start the query,
+    # and a 2 s limit would then race the cancel; without a working cancel this query runs into the limit
+    with Gateway(db, timeout_s=60.0) as gw:
+        out = {}
+        sql = "SELECT sum(i) FROM range(100000000000) t(i)"
+        runner = threading.Thread(target=lambda: out.setdefault("r", gw.run(sql)))
+        runner.start()
+        while not gw.busy:
+            time.sleep(0.005)
+        assert gw.cancel()
+        runner.join()
+        assert out["r"].error_kind == "cancelled"
+        assert out["r"].duration_s < gw.timeout_s
 
 
 def test_results_match_the_in_process_gateway(db: Path, gw: Gateway) -> None:

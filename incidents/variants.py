@@ -25,7 +25,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -67,7 +67,7 @@ def catch_probability(count: int, share: float = PROOF_CATCH_SHARE) -> float:
     return 1.0 - (1.0 - share) ** max(0, count)
 FLOAT_DIGITS = 4
 """Significant digits kept by a continuous float draw (a range of floats without a step)."""
-_SPEC_KEYS = ("choice", "range", "step", "replica")
+_SPEC_KEYS = ("choice", "range", "step", "replica", "other_than")
 
 VariableKind = Literal["choice", "range", "replica"]
 
@@ -102,6 +102,7 @@ class Variable:
     step: float | None = None
     integer: bool = False
     replicas: int = 0
+    other_than: tuple[str, ...] = ()
 
     def values(self) -> list[Any] | None:
         """Every value a draw can give, in order; None for a continuous float range."""
@@ -115,6 +116,13 @@ class Variable:
         if self.step is None:
             return None
         return [_stepped(self.lo, self.step, k) for k in range(_steps(self.lo, self.hi, self.step) + 1)]
+
+    def draw_other_than(self, rng: np.random.Generator, taken: list[Any]) -> tuple[Any, bool]:
+        """(one value uniformly over `values()` but those in `taken`, True), or (None, False) when none is left."""
+        left = [v for v in self.values() or [] if v not in taken]
+        if not left:
+            return None, False
+        return left[int(rng.integers(len(left)))], True
 
     def draw(self, rng: np.random.Generator) -> Any:
         """One value, uniformly over `values()` (or over [lo, hi] for a continuous range)."""
@@ -212,7 +220,56 @@ def declared_variables(raw: Mapping[str, Any]) -> tuple[dict[str, Variable], set
         problems += found
         if variable is not None:
             out[name] = variable
+    problems += _check_other_than(out, names)
+    for name in [n for n, v in out.items() if any(o not in out for o in v.other_than)]:
+        del out[name]  # it depends on a broken declaration, reported where that is declared
     return out, names, problems
+
+
+def _check_other_than(variables: dict[str, Variable], names: set[str]) -> list[Problem]:
+    """Unknown names and cycles among `other_than` references; a variable in a cycle is dropped."""
+    problems: list[Problem] = []
+    for name, v in list(variables.items()):
+        for other in v.other_than:
+            if other not in names:
+                hint = _did_you_mean(other, sorted(names)) or "variables: " + ", ".join(sorted(names))
+                problems.append(Problem(("variables", name, "other_than"), f"variables.{name}.other_than: unknown "
+                                        f"variable '{other}'", hint))
+                variables.pop(name, None)
+            elif other == name:
+                problems.append(Problem(("variables", name, "other_than"), f"variables.{name} cannot differ from "
+                                        "itself"))
+                variables.pop(name, None)
+    try:
+        draw_order(variables)
+    except ValueError as exc:
+        problems.append(Problem(("variables",), str(exc), "other_than references must not go round in a circle",
+                                on_key=True))
+        for name in str(exc).split(": ", 1)[1].split(" -> "):
+            variables.pop(name, None)
+    return problems
+
+
+def draw_order(variables: Mapping[str, Variable]) -> list[str]:
+    """Declaration order, but every variable after those it must differ from; ValueError names a cycle."""
+    done: list[str] = []
+    visiting: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in done or name not in variables:
+            return
+        if name in visiting:
+            cycle = [*visiting[visiting.index(name):], name]
+            raise ValueError("variables refer to each other in a circle: " + " -> ".join(cycle))
+        visiting.append(name)
+        for other in variables[name].other_than:
+            visit(other)
+        visiting.pop()
+        done.append(name)
+
+    for name in variables:
+        visit(name)
+    return done
 
 
 def _declaration(name: str, spec: Any, loc: Loc, raw: Mapping[str, Any]) -> tuple[Variable | None, list[Problem]]:
@@ -232,9 +289,29 @@ def _declaration(name: str, spec: Any, loc: Loc, raw: Mapping[str, Any]) -> tupl
         return None, problems
     if "step" in spec and kinds[0] != "range":
         problems.append(Problem((*loc, "step"), f"variables.{name}: step belongs to a range", on_key=True))
+    other_than = spec.get("other_than", ())
+    other_than = (other_than,) if isinstance(other_than, str) else other_than
+    if not isinstance(other_than, list | tuple) or not all(isinstance(o, str) for o in other_than):
+        problems.append(Problem((*loc, "other_than"), f"variables.{name}.other_than: expected a variable name or a "
+                                "list of names"))
+    elif other_than and kinds[0] == "range" and spec["range"] is not None and spec.get("step") is None and not all(
+            isinstance(b, int) for b in _as_list(spec["range"])):
+        problems.append(Problem((*loc, "other_than"), f"variables.{name}.other_than: a continuous float range "
+                                "cannot leave values out", "give the range a step"))
     if problems:
         return None, problems
-    kind = kinds[0]
+    variable, found = _declared_kind(name, spec, loc, raw, kinds[0])
+    if variable is not None and other_than:
+        variable = replace(variable, other_than=tuple(other_than))
+    return variable, found
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _declared_kind(name: str, spec: Mapping[str, Any], loc: Loc, raw: Mapping[str, Any], kind: str
+                   ) -> tuple[Variable | None, list[Problem]]:
     if kind == "choice":
         choices = spec["choice"]
         if not isinstance(choices, list) or not choices:
@@ -279,8 +356,21 @@ def _rng(incident_id: str, seed: int, name: str) -> np.random.Generator:
 
 
 def draw(variables: Mapping[str, Variable], incident_id: str, seed: int) -> dict[str, Any]:
-    """The value of every variable for `seed`; a pure function of (incident_id, seed, name, declaration)."""
-    return {name: v.draw(_rng(incident_id, int(seed), name)) for name, v in variables.items()}
+    """The value of every variable for `seed`; a pure function of (incident_id, seed, name, declaration).
+
+    A variable with `other_than` is drawn after those it names, uniformly over its values but theirs
+    ("a different replica from $x"); one with no value left is missing from the result (see `resolve`)."""
+    values: dict[str, Any] = {}
+    for name in draw_order(variables):
+        v = variables[name]
+        rng = _rng(incident_id, int(seed), name)
+        if not v.other_than:
+            values[name] = v.draw(rng)
+            continue
+        value, ok = v.draw_other_than(rng, [values[o] for o in v.other_than if o in values])
+        if ok:
+            values[name] = value
+    return {name: values[name] for name in variables if name in values}
 
 
 def _t0(raw: Mapping[str, Any]) -> datetime | None:
@@ -456,6 +546,11 @@ def resolve(raw: Mapping[str, Any], seed: int) -> Resolution:
     variables, declared, problems = declared_variables(raw)
     incident_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
     values = draw(variables, incident_id, seed)
+    for name in variables:
+        if name not in values:
+            others = ", ".join(variables[name].other_than)
+            problems.append(Problem(("variables", name, "other_than"), f"variables.{name}: no value is left once "
+                                    f"those of {others} are taken", "give it more values than it must avoid"))
     sub = _Substituter(values, declared, _t0(raw))
     data: dict[str, Any] = {}
     for key, value in raw.items():

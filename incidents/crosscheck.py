@@ -345,7 +345,8 @@ def _check_models(fleet: dict[str, Any], faults: list[Any]) -> list[Issue]:
 
 
 def _check_fault(i: int, f: dict[str, Any], n_replicas: int | None, duration: float | None,
-                 where: tuple[str | int, ...] = ("faults",), has_fallback: bool = True) -> list[Issue]:
+                 where: tuple[str | int, ...] = ("faults",), fleet: dict[str, Any] | None = None) -> list[Issue]:
+    fleet = fleet or {}
     loc: tuple[str | int, ...] = (*where, i)
     issues: list[Issue] = []
     kind = f.get("kind")
@@ -353,11 +354,8 @@ def _check_fault(i: int, f: dict[str, Any], n_replicas: int | None, duration: fl
         hint = did_you_mean(kind, REGISTRY) or "kinds: " + ", ".join(REGISTRY)
         issues.append(Issue((*loc, "kind"), f"unknown fault kind '{kind}'", hint))
     elif isinstance(kind, str):
-        for p in REGISTRY[kind].check(f):
+        for p in [*REGISTRY[kind].check(f), *REGISTRY[kind].check_fleet(f, fleet)]:
             issues.append(Issue((*loc, *p.loc), p.message, p.hint, p.on_key))
-        if kind == "fallback_routing" and not has_fallback:
-            issues.append(Issue((*loc, "kind"), "fallback_routing spills to the fleet's fallback pool, and this fleet "
-                                "has none", "add fleet.router.fallback (model, gpu, replicas, queue_threshold)"))
     issues += _check_steps(f, duration, loc)
     issues += _check_time(f.get("at_s"), duration, (*loc, "at_s"), "at_s")
     until = _num(f.get("until_s"))
@@ -465,9 +463,8 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     faults = _list(data.get("faults"))
     issues += _check_models(fleet, faults)
     issues += _check_workload_times(_dict(data.get("workload")), duration)
-    has_fallback = bool(_dict(_dict(fleet.get("router")).get("fallback")))
     for i, raw in enumerate(faults):
-        issues += _check_fault(i, _dict(raw), n_replicas, duration, has_fallback=has_fallback)
+        issues += _check_fault(i, _dict(raw), n_replicas, duration, fleet=fleet)
     issues += _check_noise(_list(data.get("noise")), n_replicas, duration)
     issues += _check_symptoms(_list(data.get("symptoms")), duration)
     hyps = data.get("hypotheses")
@@ -480,8 +477,7 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
                             "describe the symptom here, not the cause"))
     for h_index, raw in enumerate(_list(hyps)):
         for i, fault in enumerate(_list(_dict(raw).get("world"))):
-            issues += _check_fault(i, _dict(fault), n_replicas, duration, ("hypotheses", h_index, "world"),
-                                   has_fallback)
+            issues += _check_fault(i, _dict(fault), n_replicas, duration, ("hypotheses", h_index, "world"), fleet)
     signals = data.get("signals")
     issues += _check_signals(_list(signals), isinstance(signals, list), hyp_ids, alias_of, n_replicas, duration)
     return issues

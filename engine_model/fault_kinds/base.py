@@ -144,6 +144,11 @@ class FaultKind:
                                          "gradual kinds: " + ", ".join(gradual_kinds()), on_key=True))
         return issues
 
+    def check_fleet(self, fault: Mapping[str, Any], fleet: Mapping[str, Any]) -> list[ParamIssue]:
+        """Problems of this fault on this fleet (raw incident data): a kind that cannot act on it (expert
+        imbalance on a dense model) would validate and change nothing."""
+        return []
+
     def check_params(self, params: Mapping[str, Any]) -> list[ParamIssue]:
         """Unknown names (with a "did you mean"), wrong types, values out of range or not among the choices."""
         import difflib

@@ -84,7 +84,7 @@ class ConfigChange(Redeploy):
         """Engine knobs, plus version, stagger_s and restart_s; without any engine knob it changes nothing."""
         issues = check_knobs(params, ("params",), extra=_OWN)
         issues += super().check_params({k: v for k, v in params.items() if k in _OWN})
-        if not any(k in ENGINE_KNOBS for k in params):
+        if not issues and not any(k in ENGINE_KNOBS for k in params):
             issues.append(ParamIssue(("params",), "config_change needs params: {engine knob: new value}"))
         return issues
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine_model.fault_kinds.base import FaultHost, FaultKind, Param, register
+from engine_model.fault_kinds.base import FaultHost, FaultKind, Param, ParamIssue, register
 from engine_model.results import EngineEvent
 
 if TYPE_CHECKING:
@@ -21,6 +22,13 @@ class FallbackRouting(FaultKind):
     params: ClassVar[dict[str, Param]] = {
         "queue_threshold": Param("waiting requests above which traffic spills", type="int", default=8, minimum=0),
     }
+
+    def check_fleet(self, fault: Mapping[str, Any], fleet: Mapping[str, Any]) -> list[ParamIssue]:
+        router = fleet.get("router")
+        if not (isinstance(router, Mapping) and router.get("fallback")):
+            return [ParamIssue(("kind",), "fallback_routing spills to the fleet's fallback pool, and this fleet has "
+                               "none", "add fleet.router.fallback (model, gpu, replicas, queue_threshold)")]
+        return []
 
     def apply(self, host: FaultHost, fault: Fault, start: bool) -> None:
         old = host.router.fallback_threshold

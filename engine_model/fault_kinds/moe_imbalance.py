@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine_model.fault_kinds.base import FaultHost, FaultKind, Param, register
+from engine_model.fault_kinds.base import FaultHost, FaultKind, Param, ParamIssue, register
+from engine_model.profiles import MODELS
 
 if TYPE_CHECKING:
     from engine_model.faults import Fault
@@ -16,6 +18,13 @@ class MoeImbalance(FaultKind):
     description = "MoE router sends tokens to a few hot experts"
     gradual = True
     params: ClassVar[dict[str, Param]] = {"skew": Param("hot-expert load / mean - 1", default=2.0, minimum=0.0)}
+
+    def check_fleet(self, fault: Mapping[str, Any], fleet: Mapping[str, Any]) -> list[ParamIssue]:
+        model = MODELS.get(str(fleet.get("model")))
+        if model is not None and not model.is_moe:
+            return [ParamIssue(("kind",), f"moe_imbalance needs a mixture-of-experts model; {model.name} is dense",
+                               "MoE models: " + ", ".join(m.name for m in MODELS.values() if m.is_moe))]
+        return []
 
     def apply(self, host: FaultHost, fault: Fault, start: bool) -> None:
         for rep in host.targets(fault):

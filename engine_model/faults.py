@@ -2,80 +2,41 @@
 
 A fault never writes telemetry. It only changes what the engine model computes with;
 every symptom has to emerge from the simulation.
+
+What each kind takes and does lives in the fault registry, engine_model.fault_kinds (one module per
+kind); this module holds the Fault record the simulation runs with, and the registry's tables in the
+shape the rest of the project reads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-# kind -> (description, parameters with their meaning). The incident validator reads this table.
+from engine_model.fault_kinds import REGISTRY
+
+# kind -> (description, parameters with their meaning), from the registry. The incident validator and
+# the debrief read this table.
 FAULT_KINDS: dict[str, tuple[str, dict[str, str]]] = {
-    "config_change": ("redeploy with engine knobs changed", {"<knob>": "new value of any EngineConfig knob"}),
-    "gpu_throttle": ("SM clock throttled (thermal or power cap)", {
-        "clock_factor": "clock / nominal at intensity 1",
-        "cause": "thermal (default: its cooling failed, the GPU runs hot and slows itself down) or power "
-                 "(a lowered power limit caps it); only the GPU's telemetry shows which"}),
-    "hbm_degradation": ("HBM bandwidth degraded", {"bw_factor": "bandwidth / nominal at intensity 1"}),
-    "link_degradation": ("interconnect (NVLink/PCIe) degraded", {"link_factor": "bandwidth / nominal at intensity 1"}),
-    "host_contention": ("host CPU contention slows scheduling and launches", {"overhead_factor": "host overhead x"}),
-    "memory_leak": ("GPU memory leaks outside the KV pool", {
-        "bytes_per_s": "steady leak rate at intensity 1 (default 1 MiB/s unless bytes_per_request is given)",
-        "bytes_per_request": "bytes leaked per completed prefill at intensity 1 (grows with traffic)"}),
-    "replica_crash": ("the engine process dies", {"restart_s": "seconds until it serves again"}),
-    "model_rollout": (
-        "a new model version (possibly quantized)",
-        {
-            "version": "model version label",
-            "weight_dtype": "bf16|fp8|int4",
-            "kv_cache_dtype": "auto|fp8",
-            "output_scale": "mean output length multiplier",
-            "eval_deltas": "task -> score change (quality is not simulated per token)",
-        },
-    ),
-    "batch_invariance_off": ("batch-invariant kernels disabled", {}),
-    "seeds_unpinned": ("per-request sampling seeds no longer honoured", {}),
-    "spec_acceptance_drop": ("speculative acceptance rate falls", {"acceptance_rate": "new rate at intensity 1"}),
-    "moe_imbalance": ("MoE router sends tokens to a few hot experts", {"skew": "hot-expert load / mean - 1"}),
-    "router_policy": (
-        "the router's load-balancing policy changes",
-        {"policy": "round_robin|least_outstanding|affinity"},
-    ),
-    "fallback_routing": (
-        "overflow traffic goes to a fallback model",
-        {"queue_threshold": "waiting requests above which traffic spills", "model": "fallback model name"},
-    ),
-    "router_skew": (
-        "a load-balancing bug sends extra traffic to the scoped replicas",
-        {"share": "fraction of all arrivals the scoped replicas get together, at intensity 1 (e.g. 0.5 for 2 of 6)"},
-    ),
-    "gateway_latency": (
-        "the API gateway in front of the engines adds latency (requests reach the router later)",
-        {"delay_s": "mean seconds added per request at intensity 1",
-         "jitter": "relative spread of the added delay (log-normal sigma, default 0.3)"},
-    ),
-    "traffic_surge": (
-        "more arrivals than usual",
-        {"factor": "arrival-rate multiplier at intensity 1 (> 1)",
-         "app": "only this app's traffic grows (default: every app)"},
-    ),
-    "workload_shift": (
-        "clients changed what they send: longer or shorter prompts and answers",
-        {"app": "only this app's requests change (default: every app)",
-         "prompt_scale": "multiplier on prompt tokens (beyond the shared system prompt) at intensity 1",
-         "output_scale": "multiplier on output tokens at intensity 1"},
-    ),
-    "eval_harness_change": (
-        "the offline eval harness changed: every version in service is re-scored, unrelated to the model",
-        {"eval_deltas": "task -> score change at intensity 1"},
-    ),
+    name: (kind.description, {p: spec.description for p, spec in kind.params.items()})
+    for name, kind in REGISTRY.items()
 }
 
 # Kinds that act before the engines: on the requests clients send (telemetry_gen.runner changes the
 # workload) or on the offline evaluations. The simulation ignores them.
-WORKLOAD_FAULTS: frozenset[str] = frozenset(
-    {"gateway_latency", "traffic_surge", "workload_shift", "eval_harness_change"}
-)
+WORKLOAD_FAULTS: frozenset[str] = frozenset(name for name, kind in REGISTRY.items() if kind.acts_on == "workload")
+
+RAMP_STEPS = 8
+"""A ramp is this many equal steps: fine enough that each step moves the effect by an eighth, coarse enough
+that each costs one fault event (and one interrupt of the scoped replicas' running steps)."""
+
+
+def ramp(start_s: float, ramp_s: float, intensity: float, n: int = RAMP_STEPS
+         ) -> tuple[float, tuple[tuple[float, float], ...]]:
+    """A linear rise from 0 at start_s to `intensity` at start_s + ramp_s as n equal steps, the first at start_s:
+    (intensity at start_s, the later (time, intensity) steps)."""
+    steps = tuple((start_s + ramp_s * k / n, intensity * (k + 1) / n) for k in range(1, n))
+    return intensity / n, steps
 
 
 @dataclass(frozen=True)
@@ -84,6 +45,8 @@ class Fault:
 
     `replicas` None means every replica. `intensity` in 0..1 scales the fault's
     effect linearly between no change (0) and the stated parameters (1).
+    `steps`: (time, intensity) pairs, in time order after `start_s`, at which a gradual fault's
+    intensity changes (a ramp is a series of steps); empty for a fault that holds one intensity.
     """
 
     kind: str
@@ -92,12 +55,15 @@ class Fault:
     replicas: tuple[int, ...] | None = None
     intensity: float = 1.0
     params: dict[str, Any] = field(default_factory=dict)
+    steps: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS:
+        if self.kind not in REGISTRY:
             raise ValueError(f"unknown fault kind {self.kind!r}")
-        if not 0.0 <= self.intensity <= 1.0:
+        if not all(0.0 <= x <= 1.0 for x in (self.intensity, *(i for _, i in self.steps))):
             raise ValueError("intensity must be within 0..1")
+        if self.steps and not REGISTRY[self.kind].gradual:
+            raise ValueError(f"{self.kind} cannot change gradually")
 
     def applies_to(self, replica: int) -> bool:
         return self.replicas is None or replica in self.replicas
@@ -105,3 +71,11 @@ class Fault:
     def scaled(self, nominal: float, faulty: float) -> float:
         """Interpolate a factor between its nominal value and the fault's value by intensity."""
         return nominal + (faulty - nominal) * self.intensity
+
+    def is_null(self) -> bool:
+        """Whether the fault has no effect at all: intensity 0 throughout."""
+        return self.intensity == 0.0 and all(i == 0.0 for _, i in self.steps)
+
+    def at_step(self, k: int) -> Fault:
+        """The fault as it is from its k-th step on (k >= 1): the same fault with that step's intensity."""
+        return replace(self, intensity=self.steps[k - 1][1])

@@ -41,11 +41,29 @@ class Router:
         self.skew_to: frozenset[int] = frozenset()
         self.skew_share = -1.0
         self._skew_rr = [0, 0]  # round-robin positions within the two groups
+        # session affinity (fault sticky_sessions): "" is off, else what a pin follows: "tenant" or "session".
+        # A client whose coin is below sticky_honoured keeps the replica of its first request (pins: client ->
+        # replica index) while that is routable; with sticky_share >= 0, a new pin goes to the sticky_hot
+        # replicas for that share of the clients (a fixed per-client coin) and to the others for the rest.
+        self.sticky_key = ""
+        self.sticky_honoured = 1.0
+        self.sticky_hot: frozenset[int] = frozenset()
+        self.sticky_share = -1.0
+        self.pins: dict[str, int] = {}
 
     def set_skew(self, replicas: tuple[int, ...], share: float) -> None:
         """Send `share` of all arrivals to `replicas` (indices) and the rest to the others; share < 0 ends it."""
         self.skew_to = frozenset(replicas) if share >= 0.0 else frozenset()
         self.skew_share = share if share >= 0.0 else -1.0
+
+    def set_sticky(self, key: str, honoured: float, hot: tuple[int, ...], share: float) -> None:
+        """Pin clients by `key` ("tenant" or "session"; "" ends it and forgets every pin). `honoured`: the
+        fraction of clients pinned; `share` >= 0 sends that fraction of new pins to the `hot` replicas."""
+        self.sticky_key = key
+        self.sticky_honoured = honoured
+        self.sticky_hot = frozenset(hot)
+        self.sticky_share = share
+        self.pins = {}
 
     def _routable(self, r: Replica) -> bool:
         # a crashed replica keeps receiving traffic until the health check notices
@@ -53,7 +71,10 @@ class Router:
 
     def choose(self, req: Request) -> tuple[Replica | None, str]:
         """Return (replica, route) with route "primary" or "fallback"; (None, ...) if nothing can serve."""
-        pick = self._pick_primary(req) if self.skew_share < 0.0 else self._pick_skewed(req)
+        if self.sticky_key:
+            pick = self._pick_sticky(req)
+        else:
+            pick = self._pick_primary(req) if self.skew_share < 0.0 else self._pick_skewed(req)
         if (
             self.fallback
             and self.fallback_threshold is not None
@@ -139,3 +160,24 @@ class Router:
             if load < best_load:
                 best, best_load = r, load
         return best
+
+    def _pick_sticky(self, req: Request) -> Replica | None:
+        """A pinned client's replica while it is routable; else a new pin (by the share's coin and the normal
+        policy within the chosen group); a client whose pin is not honoured goes by the normal policy."""
+        client = req.tenant if self.sticky_key == "tenant" else f"s{req.session_key or req.request_id}"
+        if self.sticky_honoured < 1.0 and _hash64("sticky", client) / 18446744073709551616.0 >= self.sticky_honoured:
+            return self._pick_primary(req) if self.skew_share < 0.0 else self._pick_skewed(req)
+        idx = self.pins.get(client)
+        if idx is not None and self._routable(self.primary[idx]):
+            return self.primary[idx]
+        pick: Replica | None = None
+        if self.sticky_share >= 0.0:
+            coin = _hash64("sticky_share", client) / 18446744073709551616.0  # / 2**64
+            inside = coin < self.sticky_share
+            group = [r for r in self.primary if (r.index in self.sticky_hot) == inside]
+            pick = self._pick_within(req, group, 1 if inside else 0)
+        if pick is None:
+            pick = self._pick_primary(req) if self.skew_share < 0.0 else self._pick_skewed(req)
+        if pick is not None:
+            self.pins[client] = pick.index
+        return pick

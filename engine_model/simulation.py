@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any
 
-from engine_model.config import ENGINE_KNOBS, EngineConfig
+from engine_model.config import EngineConfig
+from engine_model.fault_kinds import REGISTRY
 from engine_model.faults import Fault
 from engine_model.profiles import get_gpu, get_model
 from engine_model.replica import Deploy, Outcome, Replica
@@ -101,6 +102,8 @@ class Simulation:
         self.now = 0.0
         self.n_events = 0
         self._actions: list[tuple[Replica, Fault, bool]] = []
+        # replica index -> seconds its restart takes once drained, when the deploy draining it says so
+        self._restart_after_drain: dict[int, float] = {}
 
     @staticmethod
     def _make_pool(pool: PoolSpec, role: str, offset: int) -> list[Replica]:
@@ -136,6 +139,8 @@ class Simulation:
         wall0 = time.perf_counter()
         for i, fault in enumerate(self.faults):
             self._push(fault.start_s, _FAULT, i)
+            for k, (t_step, _) in enumerate(fault.steps, 1):  # a gradual fault's later intensities
+                self._push(t_step, _FAULT, i, k)
             if fault.end_s is not None:
                 self._push(fault.end_s, _FAULT_END, i)
         self._push(0.0, _SAMPLE)
@@ -220,7 +225,7 @@ class Simulation:
             if kind == _SAMPLE:
                 self._sample(t)
             elif kind == _FAULT:
-                self._apply_fault(self.faults[a], start=True)
+                self._apply_fault(self.faults[a] if b == 0 else self.faults[a].at_step(b), start=True)
             elif kind == _FAULT_END:
                 self._apply_fault(self.faults[a], start=False)
             elif kind == _RESTART:
@@ -243,7 +248,7 @@ class Simulation:
                 if rep.state == "draining" and b == rep.drain_token:
                     self._record_all(rep.crash(t, reason="drain_timeout"))
                     rep.noticed_down = True
-                    self._push(t + self.fleet.restart_s, _RESTART, rep.index)
+                    self._push(t + self._restart_after_drain.pop(rep.index, self.fleet.restart_s), _RESTART, rep.index)
         rows = self._req_rows
         for j, name in enumerate(REQUEST_FIELDS):  # column by column: no transposed copy of all rows
             self.req_cols[name].extend(map(itemgetter(j), rows))
@@ -307,7 +312,7 @@ class Simulation:
         """A request's client timed out: the replica aborts it, and replans its batch without it."""
         self._record(rep.abort(seq, self.now))
         if rep.busy:
-            self._interrupt(rep)
+            self.interrupt(rep)
         else:
             self._kick(rep)  # a draining replica may now be empty
 
@@ -329,7 +334,7 @@ class Simulation:
 
     def _shutdown_for_restart(self, rep: Replica) -> None:
         rep.go_down(self.now, "shutdown")
-        self._push(self.now + self.fleet.restart_s, _RESTART, rep.index)
+        self._push(self.now + self._restart_after_drain.pop(rep.index, self.fleet.restart_s), _RESTART, rep.index)
 
     def _sample(self, t: float) -> None:
         cols = self.samples
@@ -341,88 +346,31 @@ class Simulation:
         if nxt <= self.duration_s + 1e-9:
             self._push(nxt, _SAMPLE)
 
-    # ----- faults ---------------------------------------------------------------------------
-    def _targets(self, fault: Fault) -> list[Replica]:
+    # ----- faults: the registry's kinds (engine_model.fault_kinds) act through these -----------
+    def _apply_fault(self, fault: Fault, *, start: bool) -> None:
+        if fault.is_null():
+            return  # intensity 0 means no effect, for every kind
+        REGISTRY[fault.kind].apply(self, fault, start)
+
+    def targets(self, fault: Fault) -> list[Replica]:
+        """The primary replicas a fault hits."""
         return [r for r in self.primary if fault.applies_to(r.index)]
 
-    def _apply_fault(self, fault: Fault, *, start: bool) -> None:
-        kind, p, now = fault.kind, fault.params, self.now
-        targets = self._targets(fault)
-        if kind in ("gpu_throttle", "hbm_degradation", "link_degradation", "host_contention"):
-            attr, param, default = {
-                "gpu_throttle": ("clock_factor", "clock_factor", 0.5),
-                "hbm_degradation": ("hbm_bw_factor", "bw_factor", 0.5),
-                "link_degradation": ("link_factor", "link_factor", 0.1),
-                "host_contention": ("host_overhead_factor", "overhead_factor", 3.0),
-            }[kind]
-            value = fault.scaled(1.0, float(p.get(param, default))) if start else 1.0
-            for rep in targets:
-                rep.set_hardware(now, **{attr: value})
-                self._interrupt(rep)
-        elif kind == "memory_leak":
-            # a steady leak (bytes/s) unless the fault gives only a per-request one (bytes per prefill)
-            per_s = float(p.get("bytes_per_s", 0.0 if "bytes_per_request" in p else 2**20))
-            per_request = float(p.get("bytes_per_request", 0.0))
-            for rep in targets:
-                rep.leak_bytes_per_s = per_s * fault.intensity if start else 0.0
-                rep.leak_bytes_per_request = per_request * fault.intensity if start else 0.0
-                rep.leak_since = now
-                rep.leak_requests = 0
-        elif kind == "replica_crash":
-            if not start:
-                return
-            for rep in targets:
-                if rep.state == "down":
-                    continue
-                self._record_all(rep.crash(now, reason=str(p.get("reason", "xid")), xid=int(p.get("xid", 79))))
-                self._push(now + self.fleet.health_check_s, _HEALTH, rep.index)
-                self._push(now + float(p.get("restart_s", self.fleet.restart_s)), _RESTART, rep.index)
-        elif kind in ("config_change", "model_rollout", "batch_invariance_off", "seeds_unpinned"):
-            for k, rep in enumerate(targets):
-                self._redeploy(rep, fault, start, now + k * self.fleet.deploy_stagger_s)
-        elif kind == "spec_acceptance_drop":
-            for rep in targets:
-                if start:
-                    rep.base_acceptance = rep.config.spec_acceptance_rate
-                    rate = fault.scaled(rep.config.spec_acceptance_rate, float(p.get("acceptance_rate", 0.3)))
-                else:
-                    rate = rep.base_acceptance
-                rep.set_spec_acceptance(rate)
-                rep.log(now, "spec_acceptance", rate=rate)
-                self._interrupt(rep)
-        elif kind == "moe_imbalance":
-            for rep in targets:
-                rep.set_expert_skew(float(p.get("skew", 2.0)) * fault.intensity if start else 0.0)
-                self._interrupt(rep)
-        elif kind == "router_policy":
-            old = self.router.policy
-            self.router.policy = str(p.get("policy", "round_robin")) if start else self.fleet.router_policy
-            detail = {"old": old, "new": self.router.policy}
-            self.router_events.append(EngineEvent(now, "router", "router_policy", detail))
-        elif kind == "router_skew":
-            # a load-balancing bug: the scoped replicas together get `share` of the arrivals (their natural
-            # share k/n at intensity 0), the others the rest, each group balanced by the normal policy
-            scoped = tuple(r.index for r in targets)
-            n = len(self.primary)
-            if start and 0 < len(scoped) < n and fault.intensity > 0.0:
-                share = fault.scaled(len(scoped) / n, float(p.get("share", 0.5)))
-                self.router.set_skew(scoped, min(1.0, max(0.0, share)))
-            else:
-                self.router.set_skew((), -1.0)
-        elif kind == "fallback_routing":
-            old_t = self.router.fallback_threshold
-            new = int(p.get("queue_threshold", 8)) if start else self.fleet.fallback_threshold
-            self.router.fallback_threshold = new
-            self.router_events.append(
-                EngineEvent(now, "router", "fallback_policy", {"old": old_t, "new": self.router.fallback_threshold})
-            )
-
-    def _interrupt(self, rep: Replica) -> None:
+    def interrupt(self, rep: Replica) -> None:
+        """Cut `rep`'s running step short so the next one is timed with what the fault changed."""
         if rep.interrupt(self.now) is not None:
             self._seq += 1
             self._timed_at[rep.index] = self._seq
 
-    def _redeploy(self, rep: Replica, fault: Fault, start: bool, at: float) -> None:
+    def crash(self, rep: Replica, xid: int, restart_s: float | None) -> None:
+        """`rep`'s engine process dies now with GPU Xid `xid`; it serves again after `restart_s` (default: the
+        fleet's) and the router notices at its next health check."""
+        now = self.now
+        self._record_all(rep.crash(now, reason="xid", xid=xid))
+        self._push(now + self.fleet.health_check_s, _HEALTH, rep.index)
+        self._push(now + (self.fleet.restart_s if restart_s is None else restart_s), _RESTART, rep.index)
+
+    def redeploy(self, rep: Replica, fault: Fault, start: bool, at: float) -> None:
         """Schedule a rolling restart of `rep` into the fault's config (or back to the original at its end)."""
         self._actions.append((rep, fault, start))
         self._push(at, _DEPLOY, len(self._actions) - 1)
@@ -433,27 +381,14 @@ class Simulation:
         if not start:
             pool = self.fleet.primary
             return Deploy(pool.config, pool.model_version, get_model(pool.model), 1.0)
-        p = fault.params
-        cfg, version, model, scale = base.config, base.model_version, base.model, base.output_scale
-        if fault.kind == "config_change":
-            cfg = cfg.with_changes(**{k: v for k, v in p.items() if k in ENGINE_KNOBS})
-            version = str(p.get("version", version))
-        elif fault.kind == "model_rollout":
-            changes = {k: p[k] for k in ("weight_dtype", "kv_cache_dtype") if k in p}
-            cfg = cfg.with_changes(**changes)
-            version = str(p.get("version", version + "-next"))
-            if "model" in p:
-                model = get_model(str(p["model"]))
-            scale = 1.0 + (float(p.get("output_scale", 1.0)) - 1.0) * fault.intensity
-        elif fault.kind == "batch_invariance_off":
-            cfg = cfg.with_changes(batch_invariant=False)
-        elif fault.kind == "seeds_unpinned":
-            cfg = cfg.with_changes(seed_pinned=False)
-        return Deploy(cfg, version, model, scale)
+        return REGISTRY[fault.kind].deploy(base, fault)
 
     def _start_deploy(self, idx: int) -> None:
         rep, fault, start = self._actions[idx]
         if rep.begin_drain(self.now, self._deploy_for(rep, fault, start)):
+            restart = REGISTRY[fault.kind].restart_s(fault)
+            if restart is not None:
+                self._restart_after_drain[rep.index] = restart
             self._push(self.now + self.fleet.drain_timeout_s, _DRAIN_DEADLINE, rep.index, rep.drain_token)
             self._kick(rep)
 

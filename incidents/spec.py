@@ -1,4 +1,4 @@
-"""The incident format: pydantic models for one incident file, plus cross-reference rules.
+"""The incident format: pydantic models for one incident file.
 
 An incident is plain data. Times are simulated seconds from t=0 (the wall-clock instant
 `window.start`, UTC); token counts are tokens; rates are per second. Every model forbids
@@ -6,27 +6,28 @@ unknown keys so a typo is an error rather than a silently ignored field.
 
 Two layers of checking:
 - the models check structure and field-local rules (types, ranges, required partners);
-- `cross_check` checks what spans sections (ids, engine knobs, fault kinds, tables and
-  columns, times against the run length, replica references). It works on raw YAML data as
-  well as on dumped models, so the loader can report it even when the structure is broken.
+- `cross_check` (incidents.crosscheck) checks what spans sections (ids, engine knobs, fault kinds
+  and their parameters, tables and columns, times against the run length, replica references).
+  It works on raw YAML data as well as on dumped models, so the loader can report it even when
+  the structure is broken.
+
+The format is split by job: this module holds the incident and its sections (fleet, workload,
+claims, hypotheses, signals); incidents.fault_spec the faults and noise; incidents.spec_common the
+shared base pieces; incidents.telemetry_columns the queryable tables; incidents.crosscheck the
+cross-reference rules. Every public name of those is importable from here too.
 
 Regenerate `incidents/schema.json` after changing a model: `python -m incidents.spec`.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
     ConfigDict,
     Discriminator,
     Field,
@@ -36,164 +37,64 @@ from pydantic import (
     model_validator,
 )
 
-from engine_model.config import ENGINE_KNOBS, KV_DTYPES, WEIGHT_DTYPES, EngineConfig
-from engine_model.faults import FAULT_KINDS
+from incidents.crosscheck import (
+    Issue,
+    authoring_issues,
+    cross_check,
+    did_you_mean,
+    format_loc,
+    known_models_and_gpus,
+    replica_index,
+)
+from incidents.fault_spec import (
+    NOISE_KINDS,
+    ConfigChangeNoise,
+    DeployEvent,
+    FaultSpec,
+    FractionScope,
+    NoiseEvent,
+    ReplicaRestart,
+    ReplicaScope,
+    Scope,
+    Step,
+    TrafficBurstNoise,
+)
+from incidents.spec_common import (
+    DEFAULT_LIKELIHOOD,
+    ID_RE,
+    MIN_HYPOTHESES,
+    MIN_SIGNALS,
+    REPLICA_NAME_RE,
+    SLUG_RE,
+    ReplicaRef,
+    Seconds,
+    WindowPair,
+    _knob_properties,
+    _str_enum,
+    _Strict,
+)
+from incidents.telemetry_columns import (
+    COLUMN_TYPES,
+    NUMERIC_AGGREGATES,
+    NUMERIC_TYPES,
+    TABLE_COLUMNS,
+    TIME_AGGREGATES,
+    TWO_SIDED,
+    Aggregate,
+    Compare,
+)
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema.json"
 
-SLUG_RE = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
-ID_RE = r"^[a-z0-9][a-z0-9_-]*$"
-REPLICA_NAME_RE = re.compile(r"^vllm-(\d+)$")
-
-MIN_HYPOTHESES = 4
-MIN_SIGNALS = 3
-DEFAULT_LIKELIHOOD = 0.5
-"""Likelihood a signal gets for a hypothesis it does not list: uninformative between 0 and 1."""
-
-# Telemetry tables the player can query, with their columns. Must match telemetry_gen's output.
-TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "requests": (
-        "request_id",
-        "ts",
-        "app",
-        "tenant",
-        "replica",
-        "model",
-        "model_version",
-        "route",
-        "gateway_s",
-        "queue_s",
-        "prefill_s",
-        "decode_s",
-        "ttft_s",
-        "tpot_s",
-        "e2e_s",
-        "prompt_tokens",
-        "cached_tokens",
-        "output_tokens",
-        "num_preemptions",
-        "status",
-        "finish_reason",
-        "temperature",
-        "seed",
-        "output_hash",
-    ),
-    "metrics": ("ts", "replica", "name", "value"),
-    "events": ("ts", "replica", "kind", "component", "detail", "old_value", "new_value"),
-    "logs": ("ts", "replica", "level", "component", "message"),
-    "evals": ("ts", "model_version", "task", "score", "n", "ci_low", "ci_high"),
-    "probes": ("ts", "replica", "probe_id", "prompt_id", "batch_size", "output_hash", "logprob_drift"),
-    # a view over DuckDB's own column list, made by telemetry_gen.store
-    "catalog": ("table", "column", "type", "description", "table_description"),
-}
-
-# DuckDB type of each column name (one name means one type in every table). Used only to bind
-# authors' SQL against empty tables, so a mismatch here can at worst hide a type error.
-COLUMN_TYPES: dict[str, str] = {
-    "request_id": "BIGINT",
-    "ts": "TIMESTAMP",
-    "app": "VARCHAR",
-    "tenant": "VARCHAR",
-    "replica": "VARCHAR",
-    "model": "VARCHAR",
-    "model_version": "VARCHAR",
-    "route": "VARCHAR",
-    "gateway_s": "DOUBLE",
-    "queue_s": "DOUBLE",
-    "prefill_s": "DOUBLE",
-    "decode_s": "DOUBLE",
-    "ttft_s": "DOUBLE",
-    "tpot_s": "DOUBLE",
-    "e2e_s": "DOUBLE",
-    "prompt_tokens": "BIGINT",
-    "cached_tokens": "BIGINT",
-    "output_tokens": "BIGINT",
-    "num_preemptions": "BIGINT",
-    "status": "VARCHAR",
-    "finish_reason": "VARCHAR",
-    "temperature": "DOUBLE",
-    "seed": "BIGINT",
-    "output_hash": "VARCHAR",
-    "name": "VARCHAR",
-    "value": "DOUBLE",
-    "kind": "VARCHAR",
-    "component": "VARCHAR",
-    "detail": "VARCHAR",
-    "old_value": "VARCHAR",
-    "new_value": "VARCHAR",
-    "level": "VARCHAR",
-    "message": "VARCHAR",
-    "task": "VARCHAR",
-    "score": "DOUBLE",
-    "n": "BIGINT",
-    "ci_low": "DOUBLE",
-    "ci_high": "DOUBLE",
-    "probe_id": "BIGINT",
-    "prompt_id": "VARCHAR",
-    "batch_size": "BIGINT",
-    "logprob_drift": "DOUBLE",
-    "table": "VARCHAR",
-    "column": "VARCHAR",
-    "type": "VARCHAR",
-    "description": "VARCHAR",
-    "table_description": "VARCHAR",
-}
-
-Aggregate = Literal[
-    "mean", "p50", "p90", "p95", "p99", "max", "min", "sum", "count", "rate", "increase", "distinct", "first", "last"
-]
-NUMERIC_AGGREGATES: frozenset[str] = frozenset({"mean", "p50", "p90", "p95", "p99", "max", "min", "sum", "increase"})
-"""Aggregates that compute on the column's values, so the column must hold numbers."""
-TIME_AGGREGATES: frozenset[str] = frozenset({"first", "last"})
-"""Aggregates that give the time of the side's first or last row (seconds after t=0), read off `ts`."""
-NUMERIC_TYPES: frozenset[str] = frozenset({"DOUBLE", "BIGINT"})
-Compare = Literal["ratio_at_least", "ratio_at_most", "difference_at_least", "difference_at_most", "at_least", "at_most"]
-TWO_SIDED: frozenset[str] = frozenset({"ratio_at_least", "ratio_at_most", "difference_at_least", "difference_at_most"})
 RouterPolicy = Literal["round_robin", "least_outstanding", "affinity"]
-ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "least_outstanding", "affinity")
-NOISE_KINDS: tuple[str, ...] = ("deploy_event", "traffic_burst", "config_change", "replica_restart")
 
-ReplicaRef = Annotated[
-    int | str,
-    Field(description='Replica index (0-based) or its name "vllm-<index>".'),
-]
-Seconds = Annotated[float, Field(ge=0, description="Simulated seconds from t=0.")]
-
-
-def _str_enum(values: Iterable[str]) -> dict[str, Any]:
-    return {"enum": list(values)}
-
-
-def _type_name(annotation: object) -> str:
-    """A dataclass field's type as written ("int"): the annotation string, or the class itself when
-    engine_model is compiled (mypyc resolves annotations)."""
-    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
-
-
-def _knob_properties() -> dict[str, Any]:
-    """JSON schema of an {engine knob: value} mapping, typed per knob for editor completion."""
-    json_types = {"bool": "boolean", "int": "integer", "float": "number", "str": "string"}
-    props = {f.name: {"type": json_types.get(_type_name(f.type), "string")} for f in fields(EngineConfig)}
-    return {"properties": props, "additionalProperties": False}
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _window_pair(value: tuple[float, float]) -> tuple[float, float]:
-    start, end = value
-    if start < 0:
-        raise ValueError("a window starts at or after 0 s")
-    if end <= start:
-        raise ValueError(f"a window [start_s, end_s] needs end_s > start_s, got [{start:g}, {end:g}]")
-    return value
-
-
-WindowPair = Annotated[
-    tuple[float, float],
-    AfterValidator(_window_pair),
-    Field(description="[start_s, end_s): simulated seconds from t=0, start inclusive, end exclusive."),
+__all__ = [
+    "COLUMN_TYPES", "DEFAULT_LIKELIHOOD", "ID_RE", "MIN_HYPOTHESES", "MIN_SIGNALS", "NOISE_KINDS",
+    "NUMERIC_AGGREGATES", "NUMERIC_TYPES", "REPLICA_NAME_RE", "SCHEMA_PATH", "SLUG_RE", "TABLE_COLUMNS",
+    "TIME_AGGREGATES", "TWO_SIDED", "Aggregate", "Compare", "ConfigChangeNoise", "DeployEvent", "FaultSpec",
+    "FractionScope", "Incident", "Issue", "NoiseEvent", "ReplicaRef", "ReplicaRestart", "ReplicaScope", "Scope",
+    "Seconds", "Step", "TrafficBurstNoise", "WindowPair", "authoring_issues", "cross_check", "did_you_mean",
+    "format_loc", "incident_json_schema", "known_models_and_gpus", "replica_index", "schema_text", "write_schema",
 ]
 
 
@@ -341,99 +242,6 @@ class Workload(_Strict):
         Discriminator(_apps_tag),
     ] = Field("standard", description='"standard" for the built-in app mix, or a list of apps.')
 
-
-def _scope_tag(value: Any) -> str | None:
-    if isinstance(value, str):
-        return "scope_all"
-    if isinstance(value, ReplicaScope):
-        return "scope_replicas"
-    if isinstance(value, FractionScope):
-        return "scope_fraction"
-    if isinstance(value, Mapping):
-        if "replicas" in value:
-            return "scope_replicas"
-        if "fraction" in value:
-            return "scope_fraction"
-    return None
-
-
-class ReplicaScope(_Strict):
-    replicas: list[ReplicaRef] = Field(min_length=1, description="Replica indices or names.")
-
-
-class FractionScope(_Strict):
-    fraction: float = Field(gt=0, le=1, description="Fraction of replicas, the lowest indices first.")
-
-
-Scope = Annotated[
-    Annotated[Literal["all"], Tag("scope_all")]
-    | Annotated[ReplicaScope, Tag("scope_replicas")]
-    | Annotated[FractionScope, Tag("scope_fraction")],
-    Discriminator(
-        _scope_tag,
-        custom_error_type="scope_form",
-        custom_error_message='scope must be "all", {replicas: [...]} or {fraction: 0..1}',
-    ),
-]
-
-
-class FaultSpec(_Strict):
-    """A fault injected into the simulation: engine_model.faults.Fault in file form."""
-
-    kind: str = Field(
-        description="Fault kind (engine_model.faults.FAULT_KINDS).", json_schema_extra=_str_enum(FAULT_KINDS)
-    )
-    at_s: Seconds
-    until_s: float | None = Field(None, description="Seconds when the fault ends; absent means never.")
-    scope: Scope = Field("all", description="Which replicas the fault hits.")
-    intensity: float = Field(1.0, ge=0, le=1, description="0 = no effect, 1 = the stated params.")
-    params: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Kind-specific parameters; for config_change, engine knobs and their new values.",
-    )
-
-
-class DeployEvent(_Strict):
-    """A deploy of some service that shows up in the events table and changes nothing."""
-
-    kind: Literal["deploy_event"]
-    at_s: Seconds
-    service: str = Field(min_length=1, description="Service that was deployed.")
-    version: str = Field(min_length=1, description="Version label deployed.")
-    replica: ReplicaRef | None = None
-
-
-class TrafficBurstNoise(_Strict):
-    """A harmless traffic burst the fleet absorbs."""
-
-    kind: Literal["traffic_burst"]
-    at_s: Seconds
-    duration_s: float = Field(gt=0, description="Seconds the burst lasts.")
-    factor: float = Field(gt=0, description="Arrival-rate multiplier.")
-
-
-class ConfigChangeNoise(_Strict):
-    """A config change with no material effect (the knobs must be engine knobs)."""
-
-    kind: Literal["config_change"]
-    at_s: Seconds
-    params: dict[str, bool | int | float | str] = Field(
-        min_length=1, description="Engine knobs and their new values.", json_schema_extra=_knob_properties()
-    )
-    scope: Scope = Field("all", description="Which replicas change.")
-
-
-class ReplicaRestart(_Strict):
-    """A routine restart of one replica."""
-
-    kind: Literal["replica_restart"]
-    at_s: Seconds
-    replica: ReplicaRef
-
-
-NoiseEvent = Annotated[
-    DeployEvent | TrafficBurstNoise | ConfigChangeNoise | ReplicaRestart, Field(discriminator="kind")
-]
 
 
 class Metric(_Strict):
@@ -594,6 +402,9 @@ class VariableSpec(_Strict):
     )
     step: float | None = Field(None, gt=0, description="Range only: draw lo + k * step up to hi.")
     replica: Literal[True] | None = Field(None, description="true: any replica index of the fleet.")
+    other_than: str | list[str] | None = Field(
+        None, description="Choice, replica or stepped range: draw a value none of these variables drew (e.g. a "
+        "different replica from another replica variable). Drawn after them.")
 
     @model_validator(mode="after")
     def _one_kind(self) -> VariableSpec:
@@ -679,492 +490,6 @@ class Incident(_Strict):
 
     def replica_names(self) -> list[str]:
         return [f"vllm-{i}" for i in range(self.fleet.replicas)]
-
-
-# ---------------------------------------------------------------- cross references
-
-
-@dataclass(frozen=True)
-class Issue:
-    """A cross-reference problem at `loc` (keys and list indices into the incident data).
-
-    `on_key` means the mapping key at loc is wrong (point at the key, not its value).
-    """
-
-    loc: tuple[str | int, ...]
-    message: str
-    hint: str | None = None
-    on_key: bool = False
-
-    def __str__(self) -> str:
-        where = format_loc(self.loc)
-        text = f"{where}: {self.message}" if where else self.message
-        return f"{text} (hint: {self.hint})" if self.hint else text
-
-
-def format_loc(loc: Iterable[str | int]) -> str:
-    """('faults', 0, 'kind') -> 'faults[0].kind'."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
-    """A 'did you mean ...?' hint for a misspelt name, or None when nothing is close."""
-    close = difflib.get_close_matches(str(word), list(choices), n=3, cutoff=0.6)
-    if not close:
-        return None
-    return "did you mean " + " or ".join(repr(c) for c in close) + "?"
-
-
-def replica_index(ref: Any) -> int | None:
-    """Index of a replica reference (int index or "vllm-N" name); None if it is neither."""
-    if isinstance(ref, bool):
-        return None
-    if isinstance(ref, int):
-        return ref
-    if isinstance(ref, str):
-        match = REPLICA_NAME_RE.match(ref)
-        if match:
-            return int(match.group(1))
-    return None
-
-
-def known_models_and_gpus() -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """(model names, GPU names) from engine_model.profiles, or None while that module is absent."""
-    try:
-        from engine_model import profiles
-    except ImportError:
-        return None
-    return tuple(getattr(profiles, "MODELS", ())), tuple(getattr(profiles, "GPUS", ()))
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-_KNOB_TYPES: dict[str, str] = {f.name: _type_name(f.type) for f in fields(EngineConfig)}
-
-
-def _knob_type_ok(knob: str, value: Any) -> bool:
-    expected = _KNOB_TYPES[knob]
-    if expected == "bool":
-        return isinstance(value, bool)
-    if expected == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if expected == "float":
-        return _num(value) is not None
-    return isinstance(value, str)
-
-
-def _check_knobs(knobs: dict[str, Any], loc: tuple[str | int, ...], validate: bool) -> list[Issue]:
-    issues: list[Issue] = []
-    good: dict[str, Any] = {}
-    for knob, value in knobs.items():
-        if knob not in ENGINE_KNOBS:
-            hint = did_you_mean(knob, ENGINE_KNOBS) or "engine knobs are the fields of EngineConfig"
-            issues.append(Issue((*loc, knob), f"unknown engine knob '{knob}'", hint, on_key=True))
-        elif not _knob_type_ok(knob, value):
-            issues.append(Issue((*loc, knob), f"engine knob '{knob}' takes a {_KNOB_TYPES[knob]}, got {value!r}"))
-        else:
-            good[knob] = value
-    if validate and not issues:
-        try:
-            EngineConfig().with_changes(**good).validate()
-        except ValueError as exc:
-            issues.append(Issue(loc, f"invalid engine configuration: {exc}"))
-    return issues
-
-
-def _check_replica_ref(ref: Any, n_replicas: int | None, loc: tuple[str | int, ...]) -> list[Issue]:
-    if isinstance(ref, bool) or not isinstance(ref, int | str):
-        return []  # wrong type: the models report it
-    index = replica_index(ref)
-    if index is None:
-        return [Issue(loc, f"{ref!r} is not a replica: use an index or a name like 'vllm-0'")]
-    if n_replicas is not None and not 0 <= index < n_replicas:
-        last = f"vllm-{n_replicas - 1}"
-        return [Issue(loc, f"replica {ref!r} does not exist: the fleet has vllm-0 .. {last}")]
-    return []
-
-
-def _check_time(value: Any, duration: float | None, loc: tuple[str | int, ...], what: str) -> list[Issue]:
-    t = _num(value)
-    if t is None or duration is None:
-        return []
-    if not 0 <= t <= duration:
-        return [Issue(loc, f"{what} {value} s is outside the run [0, {duration:g}] s")]
-    return []
-
-
-def _check_window(value: Any, duration: float | None, loc: tuple[str | int, ...]) -> list[Issue]:
-    pair = _list(value)
-    if len(pair) != 2 or duration is None:
-        return []
-    end = _num(pair[1])
-    if end is not None and end > duration:
-        return [Issue(loc, f"window [{pair[0]}, {pair[1]}] ends after the run ({duration:g} s)")]
-    return []
-
-
-def _check_table_column(
-    table: Any, columns: list[Any], loc: tuple[str | int, ...], column_loc: tuple[str | int, ...] | None = None
-) -> list[Issue]:
-    """column_loc: loc of a single `column` field, else columns are a list at loc + ('columns', i)."""
-    if not isinstance(table, str):
-        return []
-    if table not in TABLE_COLUMNS:
-        hint = did_you_mean(table, TABLE_COLUMNS) or "tables: " + ", ".join(TABLE_COLUMNS)
-        return [Issue((*loc, "table"), f"unknown table '{table}'", hint)]
-    issues = []
-    known = TABLE_COLUMNS[table]
-    for i, column in enumerate(columns):
-        if isinstance(column, str) and column not in known:
-            where = column_loc if column_loc is not None else (*loc, "columns", i)
-            hint = did_you_mean(column, known) or f"{table} has: " + ", ".join(known)
-            issues.append(Issue(where, f"table '{table}' has no column '{column}'", hint))
-    return issues
-
-
-def _check_hypotheses(hyps: list[Any], present: bool) -> tuple[list[Issue], set[str], dict[str, str]]:
-    issues: list[Issue] = []
-    ids: set[str] = set()
-    alias_of: dict[str, str] = {}
-    seen: dict[str, tuple[str | int, ...]] = {}
-    any_true = False
-    for i, raw in enumerate(hyps):
-        h = _dict(raw)
-        hid = h.get("id")
-        any_true = any_true or h.get("true") is True
-        if isinstance(hid, str):
-            if hid in seen:
-                issues.append(
-                    Issue(("hypotheses", i, "id"), f"hypothesis id '{hid}' is already used at {format_loc(seen[hid])}")
-                )
-            else:
-                seen[hid] = ("hypotheses", i, "id")
-            ids.add(hid)
-    for i, raw in enumerate(hyps):
-        h = _dict(raw)
-        for j, alias in enumerate(_list(h.get("aliases"))):
-            if not isinstance(alias, str):
-                continue
-            loc = ("hypotheses", i, "aliases", j)
-            if alias in seen:
-                issues.append(
-                    Issue(
-                        loc,
-                        f"alias '{alias}' collides with {format_loc(seen[alias])}",
-                        "ids and aliases must be unique across all hypotheses",
-                    )
-                )
-            else:
-                seen[alias] = loc
-                if isinstance(h.get("id"), str):
-                    alias_of[alias] = h["id"]
-    if not present:
-        return issues, ids, alias_of
-    with_aliases = [i for i, raw in enumerate(hyps) if _list(_dict(raw).get("aliases"))]
-    if with_aliases and len(with_aliases) < len(hyps):
-        first_without = next(i for i in range(len(hyps)) if i not in with_aliases)
-        issues.append(Issue(("hypotheses", first_without), "some hypotheses have aliases and this one has none",
-                            "give every hypothesis aliases or none: aliases on some only point at them",
-                            on_key=True))
-    for i, raw in enumerate(hyps):
-        h = _dict(raw)
-        world = h.get("world")
-        if h.get("true") is True and world is not None:
-            issues.append(Issue(("hypotheses", i, "world"), "a true hypothesis's world is the incident's own faults",
-                                "remove `world` here; put the faults under the top-level `faults`", on_key=True))
-        elif h.get("true") is not True and world is None:
-            issues.append(Issue(("hypotheses", i), f"hypothesis '{h.get('id')}' has no world",
-                                "add `world:` with the faults that would make it true (see docs/authoring.md)",
-                                on_key=True))
-        elif h.get("true") is not True and isinstance(world, list) and not world:
-            issues.append(Issue(("hypotheses", i, "world"), "an empty world is the fault-free run, which must not "
-                                "show the symptom", "list the faults that would make this hypothesis true"))
-    if len(hyps) < MIN_HYPOTHESES:
-        issues.append(
-            Issue(
-                ("hypotheses",),
-                f"{len(hyps)} hypotheses; an incident needs at least "
-                f"{MIN_HYPOTHESES} (the true cause and plausible distractors)",
-                on_key=True,
-            )
-        )
-    if hyps and not any_true:
-        issues.append(Issue(("hypotheses",), "no hypothesis has `true: true`; mark the real cause", on_key=True))
-    return issues, ids, alias_of
-
-
-def _check_signals(
-    signals: list[Any],
-    present: bool,
-    hyp_ids: set[str],
-    alias_of: dict[str, str],
-    n_replicas: int | None,
-    duration: float | None,
-) -> list[Issue]:
-    issues: list[Issue] = []
-    if present and len(signals) < MIN_SIGNALS:
-        issues.append(
-            Issue(("signals",), f"{len(signals)} signals; an incident needs at least {MIN_SIGNALS}", on_key=True)
-        )
-    seen: dict[str, int] = {}
-    for i, raw in enumerate(signals):
-        s = _dict(raw)
-        sid = s.get("id")
-        if isinstance(sid, str):
-            if sid in seen:
-                issues.append(Issue(("signals", i, "id"), f"signal id '{sid}' is already used by signals[{seen[sid]}]"))
-            seen.setdefault(sid, i)
-        for key in _dict(s.get("likelihoods")):
-            if key in hyp_ids:
-                continue
-            loc = ("signals", i, "likelihoods", key)
-            if key in alias_of:
-                issues.append(
-                    Issue(
-                        loc,
-                        f"'{key}' is an alias; likelihoods are keyed by hypothesis id",
-                        f"use '{alias_of[key]}'",
-                        on_key=True,
-                    )
-                )
-            else:
-                issues.append(
-                    Issue(loc, f"likelihood for unknown hypothesis '{key}'", did_you_mean(key, hyp_ids), on_key=True)
-                )
-        for j, raw_reveal in enumerate(_list(s.get("reveals"))):
-            reveal = _dict(raw_reveal)
-            loc = ("signals", i, "reveals", j)
-            issues += _check_table_column(reveal.get("table"), _list(reveal.get("columns")), loc)
-            issues += _check_replica_ref(reveal.get("replica"), n_replicas, (*loc, "replica"))
-            issues += _check_window(reveal.get("window"), duration, (*loc, "window"))
-    return issues
-
-
-def _check_symptoms(symptoms: list[Any], duration: float | None) -> list[Issue]:
-    issues: list[Issue] = []
-    seen: dict[str, int] = {}
-    for i, raw in enumerate(symptoms):
-        s = _dict(raw)
-        sid = s.get("id")
-        if isinstance(sid, str):
-            if sid in seen:
-                issues.append(
-                    Issue(("symptoms", i, "id"), f"symptom id '{sid}' is already used by symptoms[{seen[sid]}]")
-                )
-            seen.setdefault(sid, i)
-        metric = _dict(s.get("metric"))
-        issues += _check_table_column(
-            metric.get("table"),
-            [metric.get("column")],
-            ("symptoms", i, "metric"),
-            column_loc=("symptoms", i, "metric", "column"),
-        )
-        issues += _check_aggregate_column(s.get("aggregate"), metric, ("symptoms", i, "metric", "column"))
-        for side in ("a", "b"):
-            window = _dict(s.get(side)).get("window")
-            issues += _check_window(window, duration, ("symptoms", i, side, "window"))
-    return issues
-
-
-def _check_aggregate_column(aggregate: Any, metric: dict[str, Any], loc: tuple[str | int, ...]) -> list[Issue]:
-    """An aggregate that cannot be computed on the column: it would only fail under `--deep`."""
-    table, column = metric.get("table"), metric.get("column")
-    if not isinstance(table, str) or table not in TABLE_COLUMNS or column not in TABLE_COLUMNS[table]:
-        return []  # the table/column check reports it
-    if aggregate in TIME_AGGREGATES and column != "ts":
-        return [Issue(loc, f"aggregate '{aggregate}' is the time of the {aggregate} row, read off ts; "
-                      f"'{column}' is not a time", "write `column: ts` and select the rows with `where`")]
-    kind = COLUMN_TYPES.get(str(column))
-    if aggregate in NUMERIC_AGGREGATES and kind not in NUMERIC_TYPES:
-        return [Issue(loc, f"aggregate '{aggregate}' needs a numeric column; {table}.{column} is {kind}",
-                      "count rows with `count`, different values with `distinct`, times with `first`/`last`")]
-    return []
-
-
-def authoring_issues(data: Mapping[str, Any]) -> list[Issue]:
-    """What makes an incident unfit for the library though it loads and plays: checked by `servedrill
-    validate` (incidents.loader.check_incident_file), not by load_incident, so a drill fixture with no
-    claims still plays.
-
-    An incident must state at least one symptom, and at least one that is evidence (not `context`):
-    `--deep` proves only what the symptoms claim, so without one the fault is never shown to matter.
-    """
-    symptoms = data.get("symptoms")
-    if not isinstance(symptoms, list) or not symptoms:
-        return [Issue(("symptoms",), "none given; --deep proves only what the symptoms claim, so nothing would "
-                      "show that the fault produces what the page says",
-                      "add the page's headline as a claim (servedrill new ID --family F writes examples)",
-                      on_key="symptoms" in data)]
-    if all(_dict(s).get("context") is True for s in symptoms):
-        return [Issue(("symptoms",), "every symptom is `context: true`: none is shown to depend on the faults",
-                      "state at least one effect of the fault as an evidence claim (without `context`)",
-                      on_key=True)]
-    return []
-
-
-def _check_models(fleet: dict[str, Any], faults: list[Any]) -> list[Issue]:
-    known = known_models_and_gpus()
-    if known is None:
-        return []
-    models, gpus = known
-    issues: list[Issue] = []
-    places: list[tuple[Any, Any, tuple[str | int, ...]]] = [(fleet.get("model"), fleet.get("gpu"), ("fleet",))]
-    fallback = _dict(_dict(fleet.get("router")).get("fallback"))
-    if fallback:
-        places.append((fallback.get("model"), fallback.get("gpu"), ("fleet", "router", "fallback")))
-    for i, raw in enumerate(faults):
-        f = _dict(raw)
-        if f.get("kind") == "fallback_routing":
-            places.append((_dict(f.get("params")).get("model"), None, ("faults", i, "params")))
-    for model, gpu, loc in places:
-        if models and isinstance(model, str) and model not in models:
-            hint = did_you_mean(model, models) or "models: " + ", ".join(models)
-            issues.append(Issue((*loc, "model"), f"unknown model '{model}'", hint))
-        if gpus and isinstance(gpu, str) and gpu not in gpus:
-            hint = did_you_mean(gpu, gpus) or "GPUs: " + ", ".join(gpus)
-            issues.append(Issue((*loc, "gpu"), f"unknown GPU '{gpu}'", hint))
-    return issues
-
-
-def _check_fault(i: int, f: dict[str, Any], n_replicas: int | None, duration: float | None,
-                 where: tuple[str | int, ...] = ("faults",)) -> list[Issue]:
-    loc: tuple[str | int, ...] = (*where, i)
-    issues: list[Issue] = []
-    kind = f.get("kind")
-    params = _dict(f.get("params"))
-    if isinstance(kind, str) and kind not in FAULT_KINDS:
-        hint = did_you_mean(kind, FAULT_KINDS) or "kinds: " + ", ".join(FAULT_KINDS)
-        issues.append(Issue((*loc, "kind"), f"unknown fault kind '{kind}'", hint))
-    elif kind == "config_change":
-        if not params:
-            issues.append(Issue((*loc, "params"), "config_change needs params: {engine knob: new value}"))
-        issues += _check_knobs(params, (*loc, "params"), validate=True)
-    elif isinstance(kind, str):
-        documented = FAULT_KINDS[kind][1]
-        for name, value in params.items():
-            if name not in documented:
-                hint = did_you_mean(name, documented) or (
-                    f"{kind} takes: " + ", ".join(documented) if documented else f"{kind} takes no params"
-                )
-                issues.append(Issue((*loc, "params", name), f"{kind} has no parameter '{name}'", hint, on_key=True))
-            elif name == "weight_dtype" and value not in WEIGHT_DTYPES:
-                issues.append(Issue((*loc, "params", name), f"weight_dtype must be one of {', '.join(WEIGHT_DTYPES)}"))
-            elif name == "kv_cache_dtype" and value not in KV_DTYPES:
-                issues.append(Issue((*loc, "params", name), f"kv_cache_dtype must be one of {', '.join(KV_DTYPES)}"))
-            elif name == "policy" and value not in ROUTER_POLICIES:
-                issues.append(
-                    Issue(
-                        (*loc, "params", name),
-                        f"policy must be one of {', '.join(ROUTER_POLICIES)}",
-                        did_you_mean(str(value), ROUTER_POLICIES),
-                    )
-                )
-    issues += _check_time(f.get("at_s"), duration, (*loc, "at_s"), "at_s")
-    until = _num(f.get("until_s"))
-    at = _num(f.get("at_s"))
-    if until is not None:
-        if at is not None and until <= at:
-            issues.append(Issue((*loc, "until_s"), f"until_s {f['until_s']} s is not after at_s {f['at_s']} s"))
-        else:
-            issues += _check_time(f.get("until_s"), duration, (*loc, "until_s"), "until_s")
-    issues += _check_scope(f.get("scope"), n_replicas, (*loc, "scope"))
-    return issues
-
-
-def _check_scope(scope: Any, n_replicas: int | None, loc: tuple[str | int, ...]) -> list[Issue]:
-    issues: list[Issue] = []
-    for j, ref in enumerate(_list(_dict(scope).get("replicas"))):
-        issues += _check_replica_ref(ref, n_replicas, (*loc, "replicas", j))
-    return issues
-
-
-def _check_noise(noise: list[Any], n_replicas: int | None, duration: float | None) -> list[Issue]:
-    issues: list[Issue] = []
-    for i, raw in enumerate(noise):
-        event = _dict(raw)
-        loc: tuple[str | int, ...] = ("noise", i)
-        issues += _check_time(event.get("at_s"), duration, (*loc, "at_s"), "at_s")
-        kind = event.get("kind")
-        if kind == "config_change":
-            issues += _check_knobs(_dict(event.get("params")), (*loc, "params"), validate=True)
-            issues += _check_scope(event.get("scope"), n_replicas, (*loc, "scope"))
-        elif kind in ("replica_restart", "deploy_event"):
-            issues += _check_replica_ref(event.get("replica"), n_replicas, (*loc, "replica"))
-    return issues
-
-
-def _check_workload_times(workload: dict[str, Any], duration: float | None) -> list[Issue]:
-    issues: list[Issue] = []
-    for section in ("bursts", "ramps"):
-        for i, raw in enumerate(_list(workload.get(section))):
-            issues += _check_time(_dict(raw).get("start_s"), duration, ("workload", section, i, "start_s"), "start_s")
-    return issues
-
-
-def cross_check(data: Mapping[str, Any]) -> list[Issue]:
-    """Problems that span sections of an incident, in file order of sections.
-
-    Works on raw YAML data (partly invalid structure is skipped, not reported: the models
-    report it) and on `Incident.model_dump()` output alike.
-    """
-    fleet = _dict(data.get("fleet"))
-    window = _dict(data.get("window"))
-    duration = _num(window.get("duration_s"))
-    duration = duration if duration is not None and duration > 0 else None
-    n_replicas = fleet.get("replicas") if _num(fleet.get("replicas")) is not None else None
-    n_replicas = n_replicas if isinstance(n_replicas, int) and n_replicas >= 1 else None
-
-    issues: list[Issue] = []
-    engine = _dict(fleet.get("engine"))
-    issues += _check_knobs(engine, ("fleet", "engine"), validate=True)
-    for knob, field_name in (
-        ("tensor_parallel_size", "tensor_parallel"),
-        ("pipeline_parallel_size", "pipeline_parallel"),
-    ):
-        if knob in engine and engine[knob] != fleet.get(field_name, 1):
-            issues.append(
-                Issue(
-                    ("fleet", "engine", knob),
-                    f"{knob}={engine[knob]} disagrees with fleet.{field_name}={fleet.get(field_name, 1)}",
-                    f"set fleet.{field_name} only",
-                )
-            )
-    faults = _list(data.get("faults"))
-    issues += _check_models(fleet, faults)
-    issues += _check_workload_times(_dict(data.get("workload")), duration)
-    for i, raw in enumerate(faults):
-        issues += _check_fault(i, _dict(raw), n_replicas, duration)
-    issues += _check_noise(_list(data.get("noise")), n_replicas, duration)
-    issues += _check_symptoms(_list(data.get("symptoms")), duration)
-    hyps = data.get("hypotheses")
-    hyp_issues, hyp_ids, alias_of = _check_hypotheses(_list(hyps), isinstance(hyps, list))
-    issues += hyp_issues
-    from incidents.leaks import leaks
-
-    for loc, word in leaks(data):
-        issues.append(Issue(loc, f"'{word}' names the true cause in text the player sees before the debrief",
-                            "describe the symptom here, not the cause"))
-    for h_index, raw in enumerate(_list(hyps)):
-        for i, fault in enumerate(_list(_dict(raw).get("world"))):
-            issues += _check_fault(i, _dict(fault), n_replicas, duration, ("hypotheses", h_index, "world"))
-    signals = data.get("signals")
-    issues += _check_signals(_list(signals), isinstance(signals, list), hyp_ids, alias_of, n_replicas, duration)
-    return issues
 
 
 # ---------------------------------------------------------------- JSON schema

@@ -103,15 +103,28 @@ def _scope(scope: Any, n: int) -> tuple[int, ...] | None:
     return tuple(range(max(1, math.ceil(scope.fraction * n))))
 
 
+def live_faults(inc: Incident, *, ablate: bool = False) -> list[FaultSpec]:
+    """The incident's faults that have an effect: none when ablated, and never one at intensity 0 throughout
+    (intensity 0 means no effect, for every kind)."""
+    if ablate:
+        return []
+    out = []
+    for fs in inc.faults:
+        first, steps = fs.schedule()
+        if first > 0.0 or any(i > 0.0 for _, i in steps):
+            out.append(fs)
+    return out
+
+
 def engine_faults(inc: Incident, *, ablate: bool = False) -> list[Fault]:
     """The incident's faults (unless ablated) plus noise that acts on the engines."""
     n = inc.fleet.replicas
     out: list[Fault] = []
-    if not ablate:
-        for fs in inc.faults:
-            if fs.kind in WORKLOAD_FAULTS:
-                continue  # acted on the requests or the evaluations already
-            out.append(Fault(fs.kind, fs.at_s, fs.until_s, _scope(fs.scope, n), fs.intensity, dict(fs.params)))
+    for fs in live_faults(inc, ablate=ablate):
+        if fs.kind in WORKLOAD_FAULTS:
+            continue  # acted on the requests or the evaluations already
+        first, steps = fs.schedule()
+        out.append(Fault(fs.kind, fs.at_s, fs.until_s, _scope(fs.scope, n), first, dict(fs.params), steps))
     for noise in inc.noise:
         if noise.kind == "config_change":
             out.append(Fault("config_change", noise.at_s, None, _scope(noise.scope, n), 1.0, dict(noise.params)))
@@ -186,7 +199,7 @@ def eval_suites(inc: Incident, ablate: bool) -> list[T.EvalSuite]:
     earlier runs' sampling noise stays as it was)."""
     base = base_scores(inc.fleet.model)
     suites = [T.EvalSuite(inc.fleet.model_version, base, n=1000, at_s=-86_400.0)]
-    faults = [] if ablate else inc.faults
+    faults = live_faults(inc, ablate=ablate)
     for fs in faults:
         if fs.kind != "model_rollout":
             continue
@@ -342,7 +355,7 @@ def client_requests(inc: Incident, seed: int, *, ablate: bool = False) -> list[R
     """What the clients send, as it reaches the router: the workload plus any surge, shifted and routed
     through the gateway by the workload-side faults (none when ablated), unsorted."""
     spec = workload_spec(inc)
-    faults = [] if ablate else [fs for fs in inc.faults if fs.kind in WORKLOAD_FAULTS]
+    faults = [fs for fs in live_faults(inc, ablate=ablate) if fs.kind in WORKLOAD_FAULTS]
     parts = [generate_requests(spec, seed), *surge_requests(spec, seed, faults)]
     for reqs in parts:
         shift_workload(reqs, faults, spec)
@@ -380,7 +393,7 @@ def throttle_causes(inc: Incident, *, ablate: bool = False) -> dict[str, str]:
     GPU's temperature, power and clock-event reasons show."""
     out: dict[str, str] = {}
     names = replica_names(fleet_spec(inc).primary)
-    for fs in [] if ablate else inc.faults:
+    for fs in live_faults(inc, ablate=ablate):
         if fs.kind != "gpu_throttle":
             continue
         cause = str(fs.params.get("cause", "thermal"))

@@ -1,0 +1,484 @@
+"""Cross-reference rules of the incident format: what spans sections of an incident.
+
+`cross_check` checks ids, engine knobs, fault kinds and their parameters (through the fault registry,
+engine_model.fault_kinds), tables and columns, times against the run length and replica references. It
+works on raw YAML data as well as on dumped models, so the loader can report it even when the structure
+is broken. `authoring_issues` is what `servedrill validate` adds for library incidents.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine_model.fault_kinds import REGISTRY
+from engine_model.fault_kinds.config_change import check_knobs
+from incidents.spec_common import MIN_HYPOTHESES, MIN_SIGNALS, REPLICA_NAME_RE
+from incidents.telemetry_columns import COLUMN_TYPES, NUMERIC_AGGREGATES, NUMERIC_TYPES, TABLE_COLUMNS, TIME_AGGREGATES
+
+
+@dataclass(frozen=True)
+class Issue:
+    """A cross-reference problem at `loc` (keys and list indices into the incident data).
+
+    `on_key` means the mapping key at loc is wrong (point at the key, not its value).
+    """
+
+    loc: tuple[str | int, ...]
+    message: str
+    hint: str | None = None
+    on_key: bool = False
+
+    def __str__(self) -> str:
+        where = format_loc(self.loc)
+        text = f"{where}: {self.message}" if where else self.message
+        return f"{text} (hint: {self.hint})" if self.hint else text
+
+
+def format_loc(loc: Iterable[str | int]) -> str:
+    """('faults', 0, 'kind') -> 'faults[0].kind'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """A 'did you mean ...?' hint for a misspelt name, or None when nothing is close."""
+    close = difflib.get_close_matches(str(word), list(choices), n=3, cutoff=0.6)
+    if not close:
+        return None
+    return "did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def replica_index(ref: Any) -> int | None:
+    """Index of a replica reference (int index or "vllm-N" name); None if it is neither."""
+    if isinstance(ref, bool):
+        return None
+    if isinstance(ref, int):
+        return ref
+    if isinstance(ref, str):
+        match = REPLICA_NAME_RE.match(ref)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def known_models_and_gpus() -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(model names, GPU names) from engine_model.profiles, or None while that module is absent."""
+    try:
+        from engine_model import profiles
+    except ImportError:
+        return None
+    return tuple(getattr(profiles, "MODELS", ())), tuple(getattr(profiles, "GPUS", ()))
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _check_knobs(knobs: dict[str, Any], loc: tuple[str | int, ...]) -> list[Issue]:
+    """Engine knobs (fleet.engine, config_change noise): the registry's config_change check."""
+    return [Issue((*loc, *p.loc), p.message, p.hint, p.on_key) for p in check_knobs(knobs)]
+
+
+def _check_replica_ref(ref: Any, n_replicas: int | None, loc: tuple[str | int, ...]) -> list[Issue]:
+    if isinstance(ref, bool) or not isinstance(ref, int | str):
+        return []  # wrong type: the models report it
+    index = replica_index(ref)
+    if index is None:
+        return [Issue(loc, f"{ref!r} is not a replica: use an index or a name like 'vllm-0'")]
+    if n_replicas is not None and not 0 <= index < n_replicas:
+        last = f"vllm-{n_replicas - 1}"
+        return [Issue(loc, f"replica {ref!r} does not exist: the fleet has vllm-0 .. {last}")]
+    return []
+
+
+def _check_time(value: Any, duration: float | None, loc: tuple[str | int, ...], what: str) -> list[Issue]:
+    t = _num(value)
+    if t is None or duration is None:
+        return []
+    if not 0 <= t <= duration:
+        return [Issue(loc, f"{what} {value} s is outside the run [0, {duration:g}] s")]
+    return []
+
+
+def _check_window(value: Any, duration: float | None, loc: tuple[str | int, ...]) -> list[Issue]:
+    pair = _list(value)
+    if len(pair) != 2 or duration is None:
+        return []
+    end = _num(pair[1])
+    if end is not None and end > duration:
+        return [Issue(loc, f"window [{pair[0]}, {pair[1]}] ends after the run ({duration:g} s)")]
+    return []
+
+
+def _check_table_column(
+    table: Any, columns: list[Any], loc: tuple[str | int, ...], column_loc: tuple[str | int, ...] | None = None
+) -> list[Issue]:
+    """column_loc: loc of a single `column` field, else columns are a list at loc + ('columns', i)."""
+    if not isinstance(table, str):
+        return []
+    if table not in TABLE_COLUMNS:
+        hint = did_you_mean(table, TABLE_COLUMNS) or "tables: " + ", ".join(TABLE_COLUMNS)
+        return [Issue((*loc, "table"), f"unknown table '{table}'", hint)]
+    issues = []
+    known = TABLE_COLUMNS[table]
+    for i, column in enumerate(columns):
+        if isinstance(column, str) and column not in known:
+            where = column_loc if column_loc is not None else (*loc, "columns", i)
+            hint = did_you_mean(column, known) or f"{table} has: " + ", ".join(known)
+            issues.append(Issue(where, f"table '{table}' has no column '{column}'", hint))
+    return issues
+
+
+def _check_hypotheses(hyps: list[Any], present: bool) -> tuple[list[Issue], set[str], dict[str, str]]:
+    issues: list[Issue] = []
+    ids: set[str] = set()
+    alias_of: dict[str, str] = {}
+    seen: dict[str, tuple[str | int, ...]] = {}
+    any_true = False
+    for i, raw in enumerate(hyps):
+        h = _dict(raw)
+        hid = h.get("id")
+        any_true = any_true or h.get("true") is True
+        if isinstance(hid, str):
+            if hid in seen:
+                issues.append(
+                    Issue(("hypotheses", i, "id"), f"hypothesis id '{hid}' is already used at {format_loc(seen[hid])}")
+                )
+            else:
+                seen[hid] = ("hypotheses", i, "id")
+            ids.add(hid)
+    for i, raw in enumerate(hyps):
+        h = _dict(raw)
+        for j, alias in enumerate(_list(h.get("aliases"))):
+            if not isinstance(alias, str):
+                continue
+            loc = ("hypotheses", i, "aliases", j)
+            if alias in seen:
+                issues.append(
+                    Issue(
+                        loc,
+                        f"alias '{alias}' collides with {format_loc(seen[alias])}",
+                        "ids and aliases must be unique across all hypotheses",
+                    )
+                )
+            else:
+                seen[alias] = loc
+                if isinstance(h.get("id"), str):
+                    alias_of[alias] = h["id"]
+    if not present:
+        return issues, ids, alias_of
+    with_aliases = [i for i, raw in enumerate(hyps) if _list(_dict(raw).get("aliases"))]
+    if with_aliases and len(with_aliases) < len(hyps):
+        first_without = next(i for i in range(len(hyps)) if i not in with_aliases)
+        issues.append(Issue(("hypotheses", first_without), "some hypotheses have aliases and this one has none",
+                            "give every hypothesis aliases or none: aliases on some only point at them",
+                            on_key=True))
+    for i, raw in enumerate(hyps):
+        h = _dict(raw)
+        world = h.get("world")
+        if h.get("true") is True and world is not None:
+            issues.append(Issue(("hypotheses", i, "world"), "a true hypothesis's world is the incident's own faults",
+                                "remove `world` here; put the faults under the top-level `faults`", on_key=True))
+        elif h.get("true") is not True and world is None:
+            issues.append(Issue(("hypotheses", i), f"hypothesis '{h.get('id')}' has no world",
+                                "add `world:` with the faults that would make it true (see docs/authoring.md)",
+                                on_key=True))
+        elif h.get("true") is not True and isinstance(world, list) and not world:
+            issues.append(Issue(("hypotheses", i, "world"), "an empty world is the fault-free run, which must not "
+                                "show the symptom", "list the faults that would make this hypothesis true"))
+    if len(hyps) < MIN_HYPOTHESES:
+        issues.append(
+            Issue(
+                ("hypotheses",),
+                f"{len(hyps)} hypotheses; an incident needs at least "
+                f"{MIN_HYPOTHESES} (the true cause and plausible distractors)",
+                on_key=True,
+            )
+        )
+    if hyps and not any_true:
+        issues.append(Issue(("hypotheses",), "no hypothesis has `true: true`; mark the real cause", on_key=True))
+    return issues, ids, alias_of
+
+
+def _check_signals(
+    signals: list[Any],
+    present: bool,
+    hyp_ids: set[str],
+    alias_of: dict[str, str],
+    n_replicas: int | None,
+    duration: float | None,
+) -> list[Issue]:
+    issues: list[Issue] = []
+    if present and len(signals) < MIN_SIGNALS:
+        issues.append(
+            Issue(("signals",), f"{len(signals)} signals; an incident needs at least {MIN_SIGNALS}", on_key=True)
+        )
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(signals):
+        s = _dict(raw)
+        sid = s.get("id")
+        if isinstance(sid, str):
+            if sid in seen:
+                issues.append(Issue(("signals", i, "id"), f"signal id '{sid}' is already used by signals[{seen[sid]}]"))
+            seen.setdefault(sid, i)
+        for key in _dict(s.get("likelihoods")):
+            if key in hyp_ids:
+                continue
+            loc = ("signals", i, "likelihoods", key)
+            if key in alias_of:
+                issues.append(
+                    Issue(
+                        loc,
+                        f"'{key}' is an alias; likelihoods are keyed by hypothesis id",
+                        f"use '{alias_of[key]}'",
+                        on_key=True,
+                    )
+                )
+            else:
+                issues.append(
+                    Issue(loc, f"likelihood for unknown hypothesis '{key}'", did_you_mean(key, hyp_ids), on_key=True)
+                )
+        for j, raw_reveal in enumerate(_list(s.get("reveals"))):
+            reveal = _dict(raw_reveal)
+            loc = ("signals", i, "reveals", j)
+            issues += _check_table_column(reveal.get("table"), _list(reveal.get("columns")), loc)
+            issues += _check_replica_ref(reveal.get("replica"), n_replicas, (*loc, "replica"))
+            issues += _check_window(reveal.get("window"), duration, (*loc, "window"))
+    return issues
+
+
+def _check_symptoms(symptoms: list[Any], duration: float | None) -> list[Issue]:
+    issues: list[Issue] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(symptoms):
+        s = _dict(raw)
+        sid = s.get("id")
+        if isinstance(sid, str):
+            if sid in seen:
+                issues.append(
+                    Issue(("symptoms", i, "id"), f"symptom id '{sid}' is already used by symptoms[{seen[sid]}]")
+                )
+            seen.setdefault(sid, i)
+        metric = _dict(s.get("metric"))
+        issues += _check_table_column(
+            metric.get("table"),
+            [metric.get("column")],
+            ("symptoms", i, "metric"),
+            column_loc=("symptoms", i, "metric", "column"),
+        )
+        issues += _check_aggregate_column(s.get("aggregate"), metric, ("symptoms", i, "metric", "column"))
+        for side in ("a", "b"):
+            window = _dict(s.get(side)).get("window")
+            issues += _check_window(window, duration, ("symptoms", i, side, "window"))
+    return issues
+
+
+def _check_aggregate_column(aggregate: Any, metric: dict[str, Any], loc: tuple[str | int, ...]) -> list[Issue]:
+    """An aggregate that cannot be computed on the column: it would only fail under `--deep`."""
+    table, column = metric.get("table"), metric.get("column")
+    if not isinstance(table, str) or table not in TABLE_COLUMNS or column not in TABLE_COLUMNS[table]:
+        return []  # the table/column check reports it
+    if aggregate in TIME_AGGREGATES and column != "ts":
+        return [Issue(loc, f"aggregate '{aggregate}' is the time of the {aggregate} row, read off ts; "
+                      f"'{column}' is not a time", "write `column: ts` and select the rows with `where`")]
+    kind = COLUMN_TYPES.get(str(column))
+    if aggregate in NUMERIC_AGGREGATES and kind not in NUMERIC_TYPES:
+        return [Issue(loc, f"aggregate '{aggregate}' needs a numeric column; {table}.{column} is {kind}",
+                      "count rows with `count`, different values with `distinct`, times with `first`/`last`")]
+    return []
+
+
+def authoring_issues(data: Mapping[str, Any]) -> list[Issue]:
+    """What makes an incident unfit for the library though it loads and plays: checked by `servedrill
+    validate` (incidents.loader.check_incident_file), not by load_incident, so a drill fixture with no
+    claims still plays.
+
+    An incident must state at least one symptom, and at least one that is evidence (not `context`):
+    `--deep` proves only what the symptoms claim, so without one the fault is never shown to matter.
+    """
+    symptoms = data.get("symptoms")
+    if not isinstance(symptoms, list) or not symptoms:
+        return [Issue(("symptoms",), "none given; --deep proves only what the symptoms claim, so nothing would "
+                      "show that the fault produces what the page says",
+                      "add the page's headline as a claim (servedrill new ID --family F writes examples)",
+                      on_key="symptoms" in data)]
+    if all(_dict(s).get("context") is True for s in symptoms):
+        return [Issue(("symptoms",), "every symptom is `context: true`: none is shown to depend on the faults",
+                      "state at least one effect of the fault as an evidence claim (without `context`)",
+                      on_key=True)]
+    return []
+
+
+def _check_models(fleet: dict[str, Any], faults: list[Any]) -> list[Issue]:
+    known = known_models_and_gpus()
+    if known is None:
+        return []
+    models, gpus = known
+    issues: list[Issue] = []
+    places: list[tuple[Any, Any, tuple[str | int, ...]]] = [(fleet.get("model"), fleet.get("gpu"), ("fleet",))]
+    fallback = _dict(_dict(fleet.get("router")).get("fallback"))
+    if fallback:
+        places.append((fallback.get("model"), fallback.get("gpu"), ("fleet", "router", "fallback")))
+    for model, gpu, loc in places:
+        if models and isinstance(model, str) and model not in models:
+            hint = did_you_mean(model, models) or "models: " + ", ".join(models)
+            issues.append(Issue((*loc, "model"), f"unknown model '{model}'", hint))
+        if gpus and isinstance(gpu, str) and gpu not in gpus:
+            hint = did_you_mean(gpu, gpus) or "GPUs: " + ", ".join(gpus)
+            issues.append(Issue((*loc, "gpu"), f"unknown GPU '{gpu}'", hint))
+    return issues
+
+
+def _check_fault(i: int, f: dict[str, Any], n_replicas: int | None, duration: float | None,
+                 where: tuple[str | int, ...] = ("faults",), fleet: dict[str, Any] | None = None) -> list[Issue]:
+    fleet = fleet or {}
+    loc: tuple[str | int, ...] = (*where, i)
+    issues: list[Issue] = []
+    kind = f.get("kind")
+    if isinstance(kind, str) and kind not in REGISTRY:
+        hint = did_you_mean(kind, REGISTRY) or "kinds: " + ", ".join(REGISTRY)
+        issues.append(Issue((*loc, "kind"), f"unknown fault kind '{kind}'", hint))
+    elif isinstance(kind, str):
+        for p in [*REGISTRY[kind].check(f), *REGISTRY[kind].check_fleet(f, fleet)]:
+            issues.append(Issue((*loc, *p.loc), p.message, p.hint, p.on_key))
+    issues += _check_steps(f, duration, loc)
+    issues += _check_time(f.get("at_s"), duration, (*loc, "at_s"), "at_s")
+    until = _num(f.get("until_s"))
+    at = _num(f.get("at_s"))
+    if until is not None:
+        if at is not None and until <= at:
+            issues.append(Issue((*loc, "until_s"), f"until_s {f['until_s']} s is not after at_s {f['at_s']} s"))
+        else:
+            issues += _check_time(f.get("until_s"), duration, (*loc, "until_s"), "until_s")
+    issues += _check_scope(f.get("scope"), n_replicas, (*loc, "scope"))
+    return issues
+
+
+def _check_steps(f: dict[str, Any], duration: float | None, loc: tuple[str | int, ...]) -> list[Issue]:
+    """A gradual fault's steps: strictly later than at_s and each other, before until_s, not with ramp_s."""
+    steps = _list(f.get("steps"))
+    issues: list[Issue] = []
+    if steps and f.get("ramp_s") is not None:
+        issues.append(Issue((*loc, "steps"), "give either ramp_s or steps, not both", on_key=True))
+    at, until = _num(f.get("at_s")), _num(f.get("until_s"))
+    last = at
+    for j, raw in enumerate(steps):
+        t = _num(_dict(raw).get("at_s"))
+        if t is None:
+            continue
+        where = (*loc, "steps", j, "at_s")
+        if last is not None and t <= last:
+            issues.append(Issue(where, f"step at {t:g} s is not after {last:g} s", "steps are in time order, after "
+                                "the fault's at_s"))
+        elif until is not None and t >= until:
+            issues.append(Issue(where, f"step at {t:g} s is not before until_s {until:g} s"))
+        else:
+            issues += _check_time(t, duration, where, "at_s")
+        last = t
+    ramp = _num(f.get("ramp_s"))
+    if ramp is not None and at is not None and until is not None and at + ramp > until:
+        issues.append(Issue((*loc, "ramp_s"), f"the ramp ends at {at + ramp:g} s, after until_s {until:g} s"))
+    return issues
+
+
+def _check_scope(scope: Any, n_replicas: int | None, loc: tuple[str | int, ...]) -> list[Issue]:
+    issues: list[Issue] = []
+    for j, ref in enumerate(_list(_dict(scope).get("replicas"))):
+        issues += _check_replica_ref(ref, n_replicas, (*loc, "replicas", j))
+    return issues
+
+
+def _check_noise(noise: list[Any], n_replicas: int | None, duration: float | None) -> list[Issue]:
+    issues: list[Issue] = []
+    for i, raw in enumerate(noise):
+        event = _dict(raw)
+        loc: tuple[str | int, ...] = ("noise", i)
+        issues += _check_time(event.get("at_s"), duration, (*loc, "at_s"), "at_s")
+        kind = event.get("kind")
+        if kind == "config_change":
+            issues += _check_knobs(_dict(event.get("params")), (*loc, "params"))
+            issues += _check_scope(event.get("scope"), n_replicas, (*loc, "scope"))
+        elif kind in ("replica_restart", "deploy_event"):
+            issues += _check_replica_ref(event.get("replica"), n_replicas, (*loc, "replica"))
+    return issues
+
+
+def _check_workload_times(workload: dict[str, Any], duration: float | None) -> list[Issue]:
+    issues: list[Issue] = []
+    for i, raw in enumerate(_list(workload.get("apps"))):
+        # the engine model serves one completion per request: n > 1 would validate and change nothing
+        n = _dict(raw).get("n", 1)
+        if n != 1:
+            issues.append(Issue(("workload", "apps", i, "n"), f"n: {n} is not simulated: every request gets one "
+                                "completion", "remove n (or write n: 1)"))
+    for section in ("bursts", "ramps"):
+        for i, raw in enumerate(_list(workload.get(section))):
+            issues += _check_time(_dict(raw).get("start_s"), duration, ("workload", section, i, "start_s"), "start_s")
+    return issues
+
+
+def cross_check(data: Mapping[str, Any]) -> list[Issue]:
+    """Problems that span sections of an incident, in file order of sections.
+
+    Works on raw YAML data (partly invalid structure is skipped, not reported: the models
+    report it) and on `Incident.model_dump()` output alike.
+    """
+    fleet = _dict(data.get("fleet"))
+    window = _dict(data.get("window"))
+    duration = _num(window.get("duration_s"))
+    duration = duration if duration is not None and duration > 0 else None
+    n_replicas = fleet.get("replicas") if _num(fleet.get("replicas")) is not None else None
+    n_replicas = n_replicas if isinstance(n_replicas, int) and n_replicas >= 1 else None
+
+    issues: list[Issue] = []
+    engine = _dict(fleet.get("engine"))
+    issues += _check_knobs(engine, ("fleet", "engine"))
+    for knob, field_name in (
+        ("tensor_parallel_size", "tensor_parallel"),
+        ("pipeline_parallel_size", "pipeline_parallel"),
+    ):
+        if knob in engine and engine[knob] != fleet.get(field_name, 1):
+            issues.append(
+                Issue(
+                    ("fleet", "engine", knob),
+                    f"{knob}={engine[knob]} disagrees with fleet.{field_name}={fleet.get(field_name, 1)}",
+                    f"set fleet.{field_name} only",
+                )
+            )
+    faults = _list(data.get("faults"))
+    issues += _check_models(fleet, faults)
+    issues += _check_workload_times(_dict(data.get("workload")), duration)
+    for i, raw in enumerate(faults):
+        issues += _check_fault(i, _dict(raw), n_replicas, duration, fleet=fleet)
+    issues += _check_noise(_list(data.get("noise")), n_replicas, duration)
+    issues += _check_symptoms(_list(data.get("symptoms")), duration)
+    hyps = data.get("hypotheses")
+    hyp_issues, hyp_ids, alias_of = _check_hypotheses(_list(hyps), isinstance(hyps, list))
+    issues += hyp_issues
+    from incidents.leaks import leaks
+
+    for loc, word in leaks(data):
+        issues.append(Issue(loc, f"'{word}' names the true cause in text the player sees before the debrief",
+                            "describe the symptom here, not the cause"))
+    for h_index, raw in enumerate(_list(hyps)):
+        for i, fault in enumerate(_list(_dict(raw).get("world"))):
+            issues += _check_fault(i, _dict(fault), n_replicas, duration, ("hypotheses", h_index, "world"), fleet)
+    signals = data.get("signals")
+    issues += _check_signals(_list(signals), isinstance(signals, list), hyp_ids, alias_of, n_replicas, duration)
+    return issues
+

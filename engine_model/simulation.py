@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any
 
+from engine_model.clients import ClosedLoops
 from engine_model.config import ENGINE_KNOBS, EngineConfig
 from engine_model.faults import Fault
 from engine_model.frontend import FrontendConfig
@@ -109,6 +110,8 @@ class Simulation:
         self.now = 0.0
         self.n_events = 0
         self._actions: list[tuple[Replica, Fault, bool]] = []
+        # closed-loop clients: their held requests (arrival_s inf) are sent when an earlier one ends
+        self.loops = ClosedLoops(requests)
 
     @staticmethod
     def _make_pool(pool: PoolSpec, role: str, offset: int) -> list[Replica]:
@@ -167,8 +170,20 @@ class Simulation:
 
         timed_at, deadlines = self._timed_at, self._deadlines
         inf = math.inf
-        t_arr = arrival_time(i)
+        t_list = arrival_time(i)
+        loops = self.loops
+        has_loops = bool(loops)
         while True:
+            # the next arrival: the request list's, or a closed-loop client's released request (its send
+            # must fall inside the window, like the list's)
+            t_arr = t_list
+            if has_loops:
+                t_late = loops.next_time()
+                while t_late < inf and t_late - loops.heap[0][2].gateway_s >= duration:
+                    loops.pop()
+                    t_late = loops.next_time()
+                if t_late < t_arr:
+                    t_arr = t_late
             t_ev = heap[0][0] if heap else inf
             # the earliest pending step end (ties: the one timed first), and the earliest end of an
             # intake on an idle replica (a busy one picks its requests up at its next step boundary)
@@ -218,9 +233,12 @@ class Simulation:
                 continue
             if t_arr <= t_ev and t_arr <= t_step and t_arr <= t_hand:
                 self.now = t_arr
-                self._arrival(reqs[i])
-                i += 1
-                t_arr = arrival_time(i)
+                if t_arr == t_list:
+                    self._arrival(reqs[i])
+                    i += 1
+                    t_list = arrival_time(i)
+                else:
+                    self._arrival(loops.pop())
                 continue
             if hander is not None and t_hand <= t_step and t_hand <= t_ev:
                 if t_hand > horizon:
@@ -491,6 +509,8 @@ class Simulation:
         # one tuple per request in REQUEST_FIELDS order, turned into columns once at the end of run()
         # (23 column appends per request cost more)
         seq, req = out.seq, out.seq.req
+        if req.loop >= 0:
+            self.loops.ended(req, out.finish_s)  # its client sends its next request
         self._req_rows.append((
             req.request_id,
             req.arrival_s,

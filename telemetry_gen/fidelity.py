@@ -6,13 +6,13 @@ the published figures. `run_fidelity` simulates every point and reports model vs
 and the median |relative error| per metric over the points that publish it.
 
 How the load is driven:
-* batch and rate points go through `engine_model.simulation.Simulation` with a one-replica fleet (so any
-  stage the simulation adds in front of the engine is included);
-* concurrency points need a client that sends its next request when the last one finishes, which the
-  Simulation has no hook for; `_closed_loop` drives one `Replica` directly instead (enqueue, plan, time,
-  finish), each client sending its next request when its last one finished as the client saw it (the
-  replica's API server streams the last token after the step that produced it). Requests only complete
-  at step ends, so no step has to be cut short; the replica's API-server stage is included.
+* every point goes through `engine_model.simulation.Simulation` with a one-replica fleet (so any stage the
+  simulation adds in front of the engine, such as the API server, is included);
+* batch points and rate "inf" send every request at t=0 (one burst, as `vllm bench serve` does), rate
+  points at seeded Poisson times;
+* concurrency points are a closed loop (engine_model.clients): `concurrency` clients start at t=0 and each
+  sends its next request when its last one finished as the client saw it (after the API server streamed
+  the last token), as `vllm bench serve --max-concurrency` does.
 
 Metrics (milliseconds, tokens/s), computed the same way for the model run and the published figures:
 ttft_ms (mean time to first token from the client's send), tpot_ms (mean over requests of
@@ -36,8 +36,6 @@ from typing import Any
 import yaml
 
 from engine_model.config import EngineConfig
-from engine_model.profiles import get_gpu, get_model
-from engine_model.replica import Replica
 from engine_model.request import Request
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation
 
@@ -114,17 +112,21 @@ def load_points(path: Path = POINTS_PATH) -> list[FidelityPoint]:
 
 # ---- requests and runs ------------------------------------------------------------------------------
 def make_requests(point: FidelityPoint) -> list[Request]:
-    """The point's requests, all of its fixed lengths, sent at t=0 (batch, rate inf) or at Poisson times
-    (seeded); no shared prefixes (random and ShareGPT prompts do not repeat)."""
+    """The point's requests, all of its fixed lengths, sent at t=0 (batch, rate inf), at Poisson times
+    (seeded), or by a closed loop of `concurrency` clients (the first ones at t=0, the others held:
+    arrival inf, loop 0); no shared prefixes (random and ShareGPT prompts do not repeat)."""
     rng = random.Random(point.seed)
     t = 0.0
     reqs: list[Request] = []
     for i in range(point.num_prompts):
         if point.load == "rate" and math.isfinite(point.rate) and i > 0:
             t += rng.expovariate(point.rate)
+        closed = point.load == "concurrency"
         reqs.append(Request(
-            request_id=i, arrival_s=t, prompt_tokens=point.input_tokens, output_tokens=point.output_tokens,
+            request_id=i, arrival_s=math.inf if closed and i >= point.concurrency else t,
+            prompt_tokens=point.input_tokens, output_tokens=point.output_tokens,
             max_tokens=point.output_tokens, cache_prompt=False, timeout_s=_NO_TIMEOUT_S,
+            loop=0 if closed else -1,
         ))
     return reqs
 
@@ -142,7 +144,9 @@ class RunFigures:
 
 def _simulate(point: FidelityPoint, reqs: list[Request]) -> RunFigures:
     pool = PoolSpec(point.model, point.gpu, 1, point.engine_config())
-    window = (reqs[-1].arrival_s if reqs else 0.0) + 1.0
+    sends = [r.arrival_s for r in reqs if math.isfinite(r.arrival_s)]
+    # a closed loop sends until its requests run out: its window must not end first
+    window = _NO_TIMEOUT_S if point.load == "concurrency" else max(sends, default=0.0) + 1.0
     run = Simulation(FleetSpec(primary=pool), reqs, [], window, sample_interval_s=window).run()
     r = run.requests
     ok = [i for i, s in enumerate(r["status"]) if s == "ok"]
@@ -157,55 +161,9 @@ def _simulate(point: FidelityPoint, reqs: list[Request]) -> RunFigures:
     )
 
 
-def _closed_loop(point: FidelityPoint, reqs: list[Request]) -> RunFigures:
-    """`point.concurrency` clients, each sending its next request when its last one finished."""
-    rep = Replica("fidelity-0", 0, get_model(point.model), get_gpu(point.gpu), point.engine_config(),
-                  model_version="v1")
-    queue = list(reversed(reqs))
-    sent: dict[int, float] = {}
-    fig = RunFigures([], [], [], [], 0)
-
-    def send(now: float) -> None:
-        req = queue.pop()
-        req.arrival_s = now
-        sent[req.request_id] = now
-        rep.enqueue(req, now)
-
-    for _ in range(min(point.concurrency, len(queue))):
-        send(0.0)
-    now = 0.0
-    while True:
-        res = rep.start_step(now)
-        if res is None:
-            # nothing the engine can run yet: wait for the API server to hand over its next request
-            nxt = rep.handover_at()
-            if nxt > now:
-                now = nxt
-                continue
-            break
-        if isinstance(res, list):
-            raise RuntimeError(f"{point.name}: the replica ran out of memory")
-        now = rep.plan_end
-        for out in rep.finish_step(now):
-            seq = out.seq
-            fig.sent_s.append(sent[seq.req.request_id])
-            fig.first_token_s.append(seq.first_token_s)
-            fig.finish_s.append(out.finish_s)
-            fig.output_tokens.append(seq.generated)
-            if queue:
-                # the client sends its next request when it has seen this one finish (after the API
-                # server streamed the last token, which may be after the step ended)
-                send(max(now, out.finish_s))
-    if len(fig.finish_s) != len(reqs):
-        raise RuntimeError(f"{point.name}: {len(reqs) - len(fig.finish_s)} requests did not complete")
-    return RunFigures(fig.sent_s, fig.first_token_s, fig.finish_s, fig.output_tokens,
-                      point.input_tokens * len(reqs))
-
-
 def run_point(point: FidelityPoint) -> RunFigures:
     """Simulate one point's benchmark."""
-    reqs = make_requests(point)
-    return _closed_loop(point, reqs) if point.load == "concurrency" else _simulate(point, reqs)
+    return _simulate(point, make_requests(point))
 
 
 # ---- metrics ----------------------------------------------------------------------------------------

@@ -84,7 +84,11 @@ class Simulation:
                  *, sample_interval_s: float = 10.0, drain_s: float = 600.0,
                  progress: Callable[[float], None] | None = None) -> None:
         self.fleet = fleet
-        self.requests = requests
+        # closed-loop clients: their held requests (arrival_s inf) leave the list and are sent when an
+        # earlier request of their pool ends
+        self.loops = ClosedLoops(requests)
+        self.requests = [r for r in requests if not (r.loop >= 0 and math.isinf(r.arrival_s))] if self.loops \
+            else requests
         self.faults = faults
         self.duration_s = duration_s
         self.sample_interval_s = sample_interval_s
@@ -110,8 +114,6 @@ class Simulation:
         self.now = 0.0
         self.n_events = 0
         self._actions: list[tuple[Replica, Fault, bool]] = []
-        # closed-loop clients: their held requests (arrival_s inf) are sent when an earlier one ends
-        self.loops = ClosedLoops(requests)
 
     @staticmethod
     def _make_pool(pool: PoolSpec, role: str, offset: int) -> list[Replica]:

@@ -30,6 +30,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     Tag,
     ValidationInfo,
     field_validator,
@@ -299,13 +300,80 @@ class LengthDist(_Strict):
         return self
 
 
+MAX_LOOP_CLIENTS = 100_000
+MAX_SHAPE_REQUESTS = 2_000_000  # requests of one closed loop or burst (a long incident's whole traffic)
+
+
+class ClosedLoopArrival(_Strict):
+    """A closed loop: `clients` clients start at start_s together; each sends its next request
+    think_time_s after its last one ended (answered, failed or timed out), until `requests` are sent or the
+    window ends. At most `clients` requests of the app are ever in flight (load tests, a pool of users)."""
+
+    kind: Literal["closed_loop"]
+    clients: int = Field(ge=1, le=MAX_LOOP_CLIENTS, description="Concurrent clients (requests in flight at most).")
+    requests: int = Field(ge=1, le=MAX_SHAPE_REQUESTS, description="Requests the clients send in all.")
+    think_time_s: float = Field(0.0, ge=0, le=3600, description="Seconds a client waits after a response ends.")
+    start_s: Seconds = 0.0
+
+
+class BurstArrival(_Strict):
+    """`requests` requests sent at the one instant at_s (a batch job dumping its queue, a retry storm)."""
+
+    kind: Literal["burst"]
+    at_s: Seconds
+    requests: int = Field(ge=1, le=MAX_SHAPE_REQUESTS, description="Requests sent at at_s.")
+
+
+def _trace_path(value: str) -> str:
+    path = Path(value)
+    if path.is_absolute() or value.startswith(("/", "\\", "~")):
+        raise ValueError("a trace path is relative to the incident file's folder, not absolute")
+    if ".." in path.parts or "\\" in value:
+        raise ValueError("a trace path must stay inside the incident file's folder (no '..')")
+    if path.suffix.lower() not in (".jsonl", ".csv"):
+        raise ValueError(f"a trace is a .jsonl or .csv file, not {path.suffix or 'a file without suffix'}")
+    return value
+
+
+class ReplayArrival(_Strict):
+    """Replay a recorded request trace: each row's arrival time and prompt and output tokens (see
+    docs/authoring.md, "Workload shapes", for the file format)."""
+
+    kind: Literal["replay"]
+    path: Annotated[str, AfterValidator(_trace_path)] = Field(
+        min_length=1, max_length=300,
+        description="JSONL or CSV file, relative to the incident file's folder (inside it).",
+    )
+    start_s: Seconds = Field(0.0, description="Simulated second at which the trace's first request arrives.")
+    time_scale: float = Field(
+        1.0, gt=0, le=1000, description="Multiplies the trace's times: 0.5 replays it at twice the rate."
+    )
+    # the file's rows once the loader has read it (incidents.traces.TraceRows); not part of the YAML
+    _rows: Any = PrivateAttr(default=None)
+
+
+Arrival = Annotated[ClosedLoopArrival | BurstArrival | ReplayArrival, Field(discriminator="kind")]
+
+
 class App(_Strict):
     """One client application: its share of traffic, request shapes and sampling settings."""
 
     name: str = Field(pattern=ID_RE, description="App name, as in requests.app.")
-    weight: float = Field(1.0, gt=0, description="Relative share of the arrival rate.")
-    prompt: LengthDist = Field(description="Prompt length distribution (tokens).")
-    output: LengthDist = Field(description="Output length distribution (tokens).")
+    weight: float = Field(1.0, gt=0, description="Relative share of the arrival rate (open-loop apps only).")
+    prompt: LengthDist | None = Field(
+        None, description="Prompt length distribution (tokens); required unless arrival replays a trace."
+    )
+    output: LengthDist | None = Field(
+        None, description="Output length distribution (tokens); required unless arrival replays a trace."
+    )
+    arrival: Arrival | None = Field(
+        None, description="How requests are sent: absent = open loop at the workload's rate (see rate_shape); "
+        "closed_loop, burst or replay."
+    )
+    length_correlation: float = Field(
+        0.0, ge=-1, le=1, description="Correlation of prompt and output length (Gaussian copula on their normal "
+        "scores: for two lognormals, the correlation of log lengths). 0: independent."
+    )
     tenants: int = Field(1, ge=1, description="Number of tenants sending this app's traffic.")
     system_prompts: int = Field(1, ge=0, description="Distinct shared system prompts (prefix-cache reuse).")
     system_prompt_tokens: int = Field(0, ge=0, description="Tokens in each system prompt.")
@@ -321,6 +389,43 @@ class App(_Strict):
     rate_shape: Literal["daily", "flat", "batch"] = Field(
         "daily", description="daily follows the diurnal curve, flat ignores it, batch arrives in bulk."
     )
+    batch_period_s: float = Field(900.0, gt=0, le=86400, description="rate_shape batch: seconds between jobs.")
+    batch_duration_s: float = Field(
+        90.0, gt=0, le=86400, description="rate_shape batch: seconds over which one job submits its requests."
+    )
+    batch_size_sigma: float = Field(
+        0.3, ge=0, le=3, description="rate_shape batch: log-space std of job sizes (mean size: the app's rate "
+        "times batch_period_s)."
+    )
+
+    @model_validator(mode="after")
+    def _shape(self) -> App:
+        replay = isinstance(self.arrival, ReplayArrival)
+        if not replay and (self.prompt is None or self.output is None):
+            raise ValueError("an app needs `prompt` and `output` length distributions (unless it replays a trace)")
+        if replay and (self.prompt is not None or self.output is not None):
+            raise ValueError("a replayed trace brings its own lengths: drop `prompt` and `output`")
+        if replay and self.length_correlation != 0.0:
+            raise ValueError("a replayed trace brings its own lengths: drop `length_correlation`")
+        if self.batch_duration_s > self.batch_period_s:
+            raise ValueError(
+                f"batch_duration_s ({self.batch_duration_s:g}) exceeds batch_period_s ({self.batch_period_s:g})"
+            )
+        return self
+
+
+class RateChange(_Strict):
+    """One app's, or one of its tenants', open-loop arrival rate multiplied by `factor` from start_s on
+    (for duration_s seconds, or to the end of the run). Other apps and tenants keep their traffic."""
+
+    app: str = Field(pattern=ID_RE, description="App whose traffic changes.")
+    tenant: str | None = Field(
+        None, min_length=1, description='Only this tenant of the app ("<app>-t<i>" for a listed app; the '
+        "standard mix's tenant names, e.g. acme). Absent: the whole app."
+    )
+    start_s: Seconds
+    factor: float = Field(ge=0, le=1000, description="Rate multiplier (0 stops the traffic, 2 doubles it).")
+    duration_s: float | None = Field(None, gt=0, description="Seconds the change lasts; absent: to the end.")
 
 
 def _apps_tag(value: Any) -> str:
@@ -336,6 +441,9 @@ class Workload(_Strict):
     start_hour: float = Field(10.0, ge=0, lt=24, description="Local hour at t=0.")
     bursts: list[Burst] = Field(default_factory=list, description="Temporary rate multipliers.")
     ramps: list[Ramp] = Field(default_factory=list, description="Lasting rate changes reached gradually.")
+    rate_changes: list[RateChange] = Field(
+        default_factory=list, description="Rate changes of one app or one tenant at a time."
+    )
     apps: Annotated[
         Annotated[Literal["standard"], Tag("apps_standard")] | Annotated[list[App], Tag("apps_list")],
         Discriminator(_apps_tag),
@@ -1110,9 +1218,58 @@ def _check_noise(noise: list[Any], n_replicas: int | None, duration: float | Non
 
 def _check_workload_times(workload: dict[str, Any], duration: float | None) -> list[Issue]:
     issues: list[Issue] = []
-    for section in ("bursts", "ramps"):
+    for section in ("bursts", "ramps", "rate_changes"):
         for i, raw in enumerate(_list(workload.get(section))):
             issues += _check_time(_dict(raw).get("start_s"), duration, ("workload", section, i, "start_s"), "start_s")
+    for i, raw in enumerate(_list(workload.get("apps"))):
+        arrival = _dict(_dict(raw).get("arrival"))
+        key = "at_s" if arrival.get("kind") == "burst" else "start_s"
+        if key in arrival:
+            issues += _check_time(arrival.get(key), duration, ("workload", "apps", i, "arrival", key), key)
+    return issues
+
+
+# the standard app mix's apps and tenants (telemetry_gen.workload.standard_apps; a test keeps them equal)
+STANDARD_APP_TENANTS: dict[str, tuple[str, ...]] = {
+    "chat": ("acme", "globex", "initech", "umbrella", "hooli", "stark"),
+    "rag": ("acme", "globex", "initech", "wayne"),
+    "code": ("acme", "initech", "hooli"),
+    "summarize": ("globex", "wayne"),
+    "reasoning": ("acme", "stark"),
+}
+
+
+def _check_rate_changes(workload: dict[str, Any]) -> list[Issue]:
+    """Each rate change names an open-loop app of the workload and, if any, one of that app's tenants."""
+    apps = workload.get("apps", "standard")
+    if apps == "standard":
+        tenants_of: dict[str, tuple[str, ...]] = dict(STANDARD_APP_TENANTS)
+        closed: set[str] = set()
+    else:
+        tenants_of, closed = {}, set()
+        for raw in _list(apps):
+            app = _dict(raw)
+            name, n = app.get("name"), app.get("tenants", 1)
+            if not isinstance(name, str):
+                continue
+            tenants_of[name] = tuple(f"{name}-t{i}" for i in range(n if isinstance(n, int) and n > 0 else 1))
+            if app.get("arrival") is not None:
+                closed.add(name)
+    issues: list[Issue] = []
+    for i, raw in enumerate(_list(workload.get("rate_changes"))):
+        change, loc = _dict(raw), ("workload", "rate_changes", i)
+        app, tenant = change.get("app"), change.get("tenant")
+        if not isinstance(app, str):
+            continue
+        if app not in tenants_of:
+            issues.append(Issue((*loc, "app"), f"no app {app!r} in the workload",
+                                did_you_mean(app, tenants_of) or f"apps: {', '.join(tenants_of)}"))
+        elif app in closed:
+            issues.append(Issue((*loc, "app"), f"app {app!r} has a closed-loop, burst or replay arrival",
+                                "a rate change applies to open-loop apps (no `arrival`) only"))
+        elif isinstance(tenant, str) and tenant not in tenants_of[app]:
+            issues.append(Issue((*loc, "tenant"), f"app {app!r} has no tenant {tenant!r}",
+                                did_you_mean(tenant, tenants_of[app]) or f"its tenants: {', '.join(tenants_of[app])}"))
     return issues
 
 
@@ -1147,6 +1304,7 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     faults = _list(data.get("faults"))
     issues += _check_models(fleet, faults)
     issues += _check_workload_times(_dict(data.get("workload")), duration)
+    issues += _check_rate_changes(_dict(data.get("workload")))
     for i, raw in enumerate(faults):
         issues += _check_fault(i, _dict(raw), n_replicas, duration)
     issues += _check_noise(_list(data.get("noise")), n_replicas, duration)

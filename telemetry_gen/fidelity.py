@@ -8,8 +8,9 @@ and the median |relative error| per metric over the points that publish it.
 How the load is driven:
 * every point goes through `engine_model.simulation.Simulation` with a one-replica fleet (so any stage the
   simulation adds in front of the engine, such as the API server, is included);
-* batch points and rate "inf" send every request at t=0 (one burst, as `vllm bench serve` does), rate
-  points at seeded Poisson times;
+* batch points (`vllm bench latency`, offline) send every request at t=0 straight into the engine (no API
+  server: OFFLINE_FRONTEND); rate "inf" sends every request at t=0 through the API server (one burst, as
+  `vllm bench serve` does); rate points at seeded Poisson times;
 * concurrency points are a closed loop (engine_model.clients): `concurrency` clients start at t=0 and each
   sends its next request when its last one finished as the client saw it (after the API server streamed
   the last token), as `vllm bench serve --max-concurrency` does.
@@ -36,6 +37,7 @@ from typing import Any
 import yaml
 
 from engine_model.config import EngineConfig
+from engine_model.frontend import FrontendConfig
 from engine_model.request import Request
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation
 
@@ -142,8 +144,15 @@ class RunFigures:
     input_tokens: int  # total prompt tokens
 
 
+# Offline batch points (`vllm bench latency`) call LLM.generate in-process with token-id prompts: no HTTP
+# server, no tokenisation, no SSE; the whole batch is in the engine before its first step, and outputs are
+# processed in the caller while the engine core runs its next step. So they run without an API-server stage.
+OFFLINE_FRONTEND = FrontendConfig(fixed_s=0.0, per_prompt_token_s=0.0, per_output_token_s=0.0)
+
+
 def _simulate(point: FidelityPoint, reqs: list[Request]) -> RunFigures:
-    pool = PoolSpec(point.model, point.gpu, 1, point.engine_config())
+    frontend = OFFLINE_FRONTEND if point.load == "batch" else FrontendConfig()
+    pool = PoolSpec(point.model, point.gpu, 1, point.engine_config(), frontend=frontend)
     sends = [r.arrival_s for r in reqs if math.isfinite(r.arrival_s)]
     # a closed loop sends until its requests run out: its window must not end first
     window = _NO_TIMEOUT_S if point.load == "concurrency" else max(sends, default=0.0) + 1.0

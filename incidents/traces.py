@@ -16,6 +16,7 @@ sorted by time, stably). Every problem is reported as `file:line: what is wrong`
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -52,6 +53,7 @@ class TraceRows:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     source: str
+    digest: str = ""  # sha256 of the file's bytes: caches keyed on the incident must see the trace change
 
 
 class _Bad(Exception):
@@ -155,8 +157,9 @@ def read_trace(path: Path) -> TraceRows | TraceProblem:
         if size > MAX_TRACE_BYTES:
             return TraceProblem(name, 0, f"the trace is {size >> 20} MiB; at most {MAX_TRACE_BYTES >> 20} MiB",
                                 "replay a shorter stretch of it")
+        raw = path.read_bytes()
         try:
-            text = path.read_bytes().decode("utf-8-sig")
+            text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             return TraceProblem(name, 0, f"not UTF-8 text ({exc.reason})")
         rows = _rows_jsonl(text) if path.suffix.lower() == ".jsonl" else _rows_csv(text)
@@ -172,4 +175,4 @@ def read_trace(path: Path) -> TraceRows | TraceProblem:
     prompt, output = arrays[order, 1].astype(np.int64), arrays[order, 2].astype(np.int64)
     for a in (arrival, prompt, output):
         a.setflags(write=False)
-    return TraceRows(arrival, prompt, output, name)
+    return TraceRows(arrival, prompt, output, name, hashlib.sha256(raw).hexdigest())

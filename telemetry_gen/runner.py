@@ -333,7 +333,8 @@ def shift_workload(reqs: list[Request], faults: list[FaultSpec], spec: WorkloadS
             continue
         salt = _derived_seed(0, "workload_shift", k) | 1
         for r in reqs:
-            if (app is not None and r.app != app) or not _active(fs, r.arrival_s):
+            # a closed loop's requests keep their prepared lengths (most are sent after generation anyway)
+            if (app is not None and r.app != app) or r.loop >= 0 or not _active(fs, r.arrival_s):
                 continue
             if ps != 1.0:
                 user = max(1, round((r.prompt_tokens - r.prefix_tokens) * ps))

@@ -16,6 +16,7 @@ from engine_model.simulation import FleetSpec, PoolSpec, simulate
 from incidents.loader import IncidentError, check_incident_file, load_incident
 from incidents.spec import STANDARD_APP_TENANTS
 from incidents.traces import TraceProblem, TraceRows, read_trace
+from telemetry_gen.cache import incident_key
 from telemetry_gen.runner import build_telemetry, client_requests
 from telemetry_gen.workload import (
     AppSpec,
@@ -367,3 +368,11 @@ def test_trace_behind_a_link_out_of_the_folder_is_refused(tmp_path: Path) -> Non
     (folder / "traces" / "t.csv").symlink_to(outside)
     with pytest.raises(IncidentError, match="outside the incident file's folder"):
         load_incident(path)
+
+
+def test_editing_the_trace_changes_the_build_cache_key(tmp_path: Path) -> None:
+    path = _incident(tmp_path, SHAPES)
+    before = incident_key(load_incident(path), 0)
+    assert incident_key(load_incident(path), 0) == before
+    (tmp_path / "traces" / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,100,20\n10,201,30\n")
+    assert incident_key(load_incident(path), 0) != before

@@ -6,8 +6,10 @@ the published figures. `run_fidelity` simulates every point and reports model vs
 and the median |relative error| per metric over the points that publish it.
 
 How the load is driven:
-* every point goes through `engine_model.simulation.Simulation` with a one-replica fleet (so any stage the
-  simulation adds in front of the engine, such as the API server, is included);
+* every point's client is a one-app workload built from the incident format's shapes (`point_workload`:
+  telemetry_gen.workload's burst, replay and closed-loop arrivals), simulated by
+  `engine_model.simulation.Simulation` with a one-replica fleet (so any stage the simulation adds in
+  front of the engine, such as the API server, is included);
 * batch points (`vllm bench latency`, offline) send every request at t=0 straight into the engine (no API
   server: OFFLINE_FRONTEND); rate "inf" sends every request at t=0 through the API server (one burst, as
   `vllm bench serve` does); rate points at seeded Poisson times;
@@ -34,12 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from engine_model.config import EngineConfig
 from engine_model.frontend import FrontendConfig
 from engine_model.request import Request
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation
+from telemetry_gen.workload import AppSpec, LengthDist, RateCurve, ReplayTrace, WorkloadSpec, generate_requests
 
 POINTS_PATH = Path(__file__).resolve().parent / "data" / "fidelity_points.yaml"
 METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "output_throughput_tok_s", "decode_step_ms", "prefill_step_ms")
@@ -113,24 +117,36 @@ def load_points(path: Path = POINTS_PATH) -> list[FidelityPoint]:
 
 
 # ---- requests and runs ------------------------------------------------------------------------------
+def point_workload(point: FidelityPoint) -> WorkloadSpec:
+    """The point's benchmark client as a workload of one app with its fixed lengths, built from the same
+    shapes an incident uses: a burst at t=0 (batch, rate inf), a replayed trace of seeded Poisson send
+    times (exactly num_prompts requests, as `vllm bench serve --request-rate R` sends), or a closed loop
+    of `concurrency` clients. No shared prefixes: random and ShareGPT prompts do not repeat."""
+    n = point.num_prompts
+    fixed = {"prompt": LengthDist("fixed", median=point.input_tokens, max=point.input_tokens),
+             "output": LengthDist("fixed", median=point.output_tokens, max=point.output_tokens)}
+    common = {"system_prompts": 0, "max_tokens": point.output_tokens, "timeout_s": _NO_TIMEOUT_S}
+    if point.load == "concurrency":
+        app = AppSpec("bench", 1.0, **fixed, **common, arrival="closed", clients=point.concurrency, requests=n)
+        horizon = _NO_TIMEOUT_S
+    elif point.load == "rate" and math.isfinite(point.rate):
+        rng = random.Random(point.seed)
+        sends = [0.0]
+        for _ in range(n - 1):
+            sends.append(sends[-1] + rng.expovariate(point.rate))
+        trace = ReplayTrace(np.array(sends), np.full(n, point.input_tokens, dtype=np.int64),
+                            np.full(n, point.output_tokens, dtype=np.int64), source=point.name)
+        app = AppSpec("bench", 1.0, **fixed, **common, arrival="replay", replay=trace)
+        horizon = sends[-1] + 1.0
+    else:
+        app = AppSpec("bench", 1.0, **fixed, **common, arrival="burst", requests=n)
+        horizon = 1.0
+    return WorkloadSpec(duration_s=horizon, rate=RateCurve(base_rps=1.0, daily_amplitude=0.0), apps=(app,))
+
+
 def make_requests(point: FidelityPoint) -> list[Request]:
-    """The point's requests, all of its fixed lengths, sent at t=0 (batch, rate inf), at Poisson times
-    (seeded), or by a closed loop of `concurrency` clients (the first ones at t=0, the others held:
-    arrival inf, loop 0); no shared prefixes (random and ShareGPT prompts do not repeat)."""
-    rng = random.Random(point.seed)
-    t = 0.0
-    reqs: list[Request] = []
-    for i in range(point.num_prompts):
-        if point.load == "rate" and math.isfinite(point.rate) and i > 0:
-            t += rng.expovariate(point.rate)
-        closed = point.load == "concurrency"
-        reqs.append(Request(
-            request_id=i, arrival_s=math.inf if closed and i >= point.concurrency else t,
-            prompt_tokens=point.input_tokens, output_tokens=point.output_tokens,
-            max_tokens=point.output_tokens, cache_prompt=False, timeout_s=_NO_TIMEOUT_S,
-            loop=0 if closed else -1,
-        ))
-    return reqs
+    """The point's requests (request_id 0..n-1 in send order; a closed loop's held ones have arrival inf)."""
+    return generate_requests(point_workload(point), seed=point.seed)
 
 
 @dataclass(frozen=True)

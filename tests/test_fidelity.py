@@ -143,3 +143,16 @@ def test_bench_knows_the_fidelity_target() -> None:
 
     assert "fidelity" in TARGETS and "fidelity" not in DEFAULT_TARGETS
     assert TARGET_LIMITS["fidelity"]["wall_s"] == 60.0
+
+
+def test_points_use_the_incident_workload_shapes() -> None:
+    """Each load kind is the workload shape an incident would use: a burst, a replayed Poisson trace of
+    exactly num_prompts sends, or a closed loop whose later requests are held until one ends."""
+    closed = F.point_workload(_point(concurrency=3, num_prompts=12)).apps[0]
+    assert (closed.arrival, closed.clients, closed.requests) == ("closed", 3, 12)
+    reqs = F.make_requests(_point(concurrency=3, num_prompts=12))
+    assert [r.loop for r in reqs] == [0] * 12 and sum(math.isfinite(r.arrival_s) for r in reqs) == 3
+    assert F.point_workload(_point(load="batch")).apps[0].arrival == "burst"
+    rate = F.make_requests(_point(load="rate", rate=5.0, num_prompts=50, seed=1))
+    assert len(rate) == 50 and rate[0].arrival_s == 0.0 and all(r.loop == -1 for r in rate)
+    assert {(r.prompt_tokens, r.output_tokens, r.max_tokens) for r in rate} == {(200, 50, 50)}

@@ -3,10 +3,13 @@
 Every request comes from one application (`AppSpec`). Each app has its own arrival
 process, a non-homogeneous Poisson process whose intensity is its weight share of a
 fleet-wide `RateCurve` (diurnal shape x bursts x ramps, optionally modulated by slow
-random noise), or, for batch apps, scheduled jobs that each dump a block of requests.
-Lengths are resampled from real traces (Splitwise conversation/code, arXiv
-summarization; see `data/README.md`) or drawn from simple parametric laws. Everything
-is vectorised per app and deterministic from one integer seed.
+random noise, times the app's own `RateChange`s), or, for batch apps, scheduled jobs that
+each dump a block of requests. An app can instead be a closed loop of clients
+(engine_model.clients sends its requests as earlier ones end), a burst at one instant, or
+the replay of a recorded trace (`ReplayTrace`). Lengths are resampled from real traces
+(Splitwise conversation/code, arXiv summarization; see `data/README.md`) or drawn from
+simple parametric laws, independently or through a Gaussian copula (`length_correlation`).
+Everything is vectorised per app and deterministic from one integer seed.
 """
 
 from __future__ import annotations

@@ -722,7 +722,8 @@ def _generate_parts(
     for app in spec.apps:
         if app.system_prompts and app.system_prompt_tokens + 2 > max_model_len:
             raise ValueError(f"app {app.name}: system prompt does not fit max_model_len={max_model_len}")
-    grid = _time_grid(spec.duration_s, spec.rate)
+    # the rate grid (one cell a second) only serves open-loop apps; a closed loop's window may be very long
+    grid = _time_grid(spec.duration_s, spec.rate) if any(a.arrival == "open" for a in spec.apps) else np.zeros(0)
     # request hashes are the bijective mix of distinct counters, hence unique and non-zero
     hash_base = int(_mix63(np.array([seed % (1 << 63)]))[0]) & ((1 << 62) - 1)
     parts = []

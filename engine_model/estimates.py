@@ -12,7 +12,7 @@ from typing import Any
 
 from engine_model.config import EngineConfig
 from engine_model.memory import kv_bytes_per_token_per_gpu, plan_memory, weight_bytes_per_gpu
-from engine_model.profiles import GIB, get_gpu, get_model
+from engine_model.profiles import GIB, GPUS, MODELS, resolve_gpu, resolve_model
 from engine_model.step_cost import StepCostModel
 
 # Sizing keeps every replica below this fraction of its modelled throughput, leaving room for bursts and
@@ -84,9 +84,13 @@ def calc(
 ) -> dict[str, Any]:
     """Serving estimates for `model` on `gpu` with `tp` tensor-parallel ranks (one replica = tp GPUs).
 
-    context: tokens per request for capacity and per-sequence decode context [tokens]; batch: decode
-    sequences per step; rps: requests/s to size a fleet for, each with `prompt` prompt tokens and `output`
-    generated tokens. Raises KeyError for unknown model/GPU names and ValueError for invalid settings.
+    model / gpu: profile names in any case, Hugging Face ids or short names (profiles.resolve_model /
+    resolve_gpu); the result names the profile used (`model`, `gpu`) and how it matched
+    (`model_match`, `gpu_match`: exact, case-insensitive or alias). context: tokens per request for
+    capacity, decode context and the prefill figure [tokens]; batch: decode sequences per step; prompt /
+    output: one request's prompt and generated tokens, for TTFT (`ttft_prompt_tokens`), request latency and
+    sizing; rps: requests/s to size a fleet for. Raises KeyError for unknown model/GPU names and
+    ValueError for invalid settings.
     """
     if context < 1 or batch < 1 or tp < 1:
         raise ValueError("context, batch and tp must be at least 1")
@@ -98,8 +102,9 @@ def calc(
             raise ValueError(f"{name} {value} is beyond what this estimate covers (at most {top:,})")
     if rps is not None and not 0 < rps <= MAX_RPS:
         raise ValueError(f"rps must be within 0..{MAX_RPS:,}")
-    m = get_model(model)
-    g = get_gpu(gpu)
+    m_match, g_match = resolve_model(model), resolve_gpu(gpu)
+    m = MODELS[m_match.name]
+    g = GPUS[g_match.name]
     config = EngineConfig(
         tensor_parallel_size=tp,
         weight_dtype=dtype,
@@ -117,6 +122,10 @@ def calc(
     result: dict[str, Any] = {
         "model": m.name,
         "gpu": g.name,
+        "model_query": model,
+        "model_match": m_match.how,
+        "gpu_query": gpu,
+        "gpu_match": g_match.how,
         "tp": tp,
         "gpus_per_replica": tp,
         "weight_dtype": dtype,
@@ -180,7 +189,9 @@ def calc(
         compute_bound_batch_short_context=compute_bound_batch(cost, 1),
         prefill_time_s=cost.prefill_time(context),
         prefill_tokens_per_s=context / cost.prefill_time(context),
+        ttft_prompt_tokens=prompt,
         ttft_s=cost.prefill_time(prompt),
+        request_output_tokens=output,
         request_latency_s=cost.prefill_time(prompt)
         + cost.decode_run_time(math.ceil(output / tps), batch, batch * prompt, growth_per_seq=tps),
     )
@@ -232,12 +243,23 @@ def _row(label: str, text: str) -> str:
     return f"  {label:<24}{text}"
 
 
+def _match_lines(r: dict[str, Any]) -> list[str]:
+    """'profile: ...' lines for names that matched a profile other than literally."""
+    out = []
+    for kind in ("model", "gpu"):
+        how = r.get(f"{kind}_match", "exact")
+        if how != "exact":
+            out.append(f"{kind} {r[f'{kind}_query']!r} matched profile {r[kind]} ({how})")
+    return out
+
+
 def format_calc(result: dict[str, Any]) -> str:
     """Human-readable rendering of a `calc` result, every figure with its unit."""
     r = result
     title = f"{r['model']} on {r['tp']} x {r['gpu']}"
     lines = [
         f"{title} (weights {r['weight_dtype']}, KV cache {r['kv_cache_dtype']})",
+        *_match_lines(r),
         "",
         "memory (per GPU)",
         _row("device memory", _gib(r["gpu_memory_bytes"])),
@@ -297,7 +319,12 @@ def format_calc(result: dict[str, Any]) -> str:
         ),
         _row(
             "TTFT (no queue)",
-            f"{_ms(r['ttft_s'])}; request latency at batch {r['batch']}: {r['request_latency_s']:.2f} s",
+            f"{_ms(r['ttft_s'])} for a {r['ttft_prompt_tokens']:,}-token prompt (--prompt, not --context)",
+        ),
+        _row(
+            "request latency",
+            f"{r['request_latency_s']:.2f} s for {r['ttft_prompt_tokens']:,} prompt + "
+            f"{r['request_output_tokens']:,} output tokens at batch {r['batch']}",
         ),
     ]
     if "rps" in r:

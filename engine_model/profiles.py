@@ -11,6 +11,7 @@ vendor sheets quote 2:4-sparse numbers twice as large, a known pitfall (serving-
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 GIB = 1 << 30
@@ -43,16 +44,22 @@ def kv_element_bytes(kv_dtype: str) -> int:
 
 @dataclass(frozen=True)
 class Link:
-    """An interconnect. `bw_gbs` is per direction in GB/s; `latency_s` is the cost of one ring hop.
+    """An interconnect. `bw_gbs` is per direction in GB/s; `latency_s` is the cost of one hop of a
+    point-to-point transfer or an all-gather ring.
 
     `efficiency` is the fraction of `bw_gbs` a ring collective actually moves (NCCL "bus bandwidth" over
-    the link figure); it is a calibrated figure, not a datasheet one.
+    the link figure) and `allreduce_call_s` the fixed cost of one NCCL all-reduce call (launch, protocol
+    handshakes; what a 64 KiB all-reduce costs); both are calibrated figures, not datasheet ones.
+    `fast_allreduce` says whether vLLM's own one-shot all-reduce kernels (custom all-reduce, symmetric
+    memory) run over the link, which they do between NVLink/xGMI-connected GPUs of one node.
     """
 
     name: str
     bw_gbs: float
     latency_s: float
     efficiency: float = 0.75
+    allreduce_call_s: float = 40e-6
+    fast_allreduce: bool = False
 
 
 @dataclass(frozen=True)
@@ -186,28 +193,37 @@ class ModelProfile:
 
 
 # ---- interconnects -------------------------------------------------------------------------------
-# latency_s / efficiency for NVLink3/4 are fitted to Vidur's measured ring all-reduce medians
+# allreduce_call_s / efficiency for NVLink3/4 are fitted to Vidur's measured NCCL all-reduce medians
 # (microsoft/vidur data/profiling/network/{a100_dgx,h100_dgx}/all_reduce.csv, MIT; copies under
-# engine_model/data/vidur/), see tests/test_calibration.py. The others are stated approximations.
+# engine_model/data/vidur/), see tests/test_calibration.py and tests/test_step_cost_vidur.py: a fixed
+# per-call cost plus 2(n-1)/n * bytes at the achieved bandwidth, chosen to minimise the worst of the
+# 64 KiB..1 MiB band medians at 2/4/8 ranks (H100 34 us: -11/-14/+15 %; A100 42 us: -18/+1/+17 %; the
+# measured small-message cost does not grow with ranks) and the >= 4 MiB medians (<= 10 % H100, <= 17 %
+# A100). The old hop-latency ring (2(n-1) x 2-3.75 us) was 3-10x too fast for small messages. vLLM sends
+# decode-sized all-reduces through its own kernels instead (step_cost.tp_allreduce_s).
+# The others are stated approximations.
 LINKS: dict[str, Link] = {
     # A100 NVLink3: 600 GB/s bidirectional -> 300 per direction (NVIDIA datasheet; llm-analysis a100 config).
-    "nvlink3": Link("nvlink3", 300.0, 3.75e-6, efficiency=0.52),
+    "nvlink3": Link("nvlink3", 300.0, 3.75e-6, efficiency=0.60, allreduce_call_s=42e-6, fast_allreduce=True),
     # H100/H200 NVLink4: 900 GB/s bidirectional -> 450 per direction (llm-analysis h100 config).
-    "nvlink4": Link("nvlink4", 450.0, 2.0e-6, efficiency=0.66),
-    # B200 NVLink5: 1.8 TB/s bidirectional -> 900 per direction (glennklockwood.com B200 page). Latency and
-    # efficiency assumed equal to NVLink4 (no public profile in the reference set).
-    "nvlink5": Link("nvlink5", 900.0, 2.0e-6, efficiency=0.66),
+    "nvlink4": Link("nvlink4", 450.0, 2.0e-6, efficiency=0.80, allreduce_call_s=34e-6, fast_allreduce=True),
+    # B200 NVLink5: 1.8 TB/s bidirectional -> 900 per direction (glennklockwood.com B200 page). Latency,
+    # call cost and efficiency assumed equal to NVLink4 (no public profile in the reference set).
+    "nvlink5": Link("nvlink5", 900.0, 2.0e-6, efficiency=0.80, allreduce_call_s=34e-6, fast_allreduce=True),
     # PCIe Gen4 x16: 64 GB/s bidirectional -> 32 per direction (L40S datasheet, serving-facts 5.1). Hop
-    # latency approximates NCCL over the host bridge without NVLink (several microseconds).
-    "pcie4": Link("pcie4", 32.0, 8e-6, efficiency=0.75),
+    # latency approximates NCCL over the host bridge without NVLink (several microseconds); the per-call
+    # all-reduce cost is assumed no lower than NCCL's over NVLink4 (fitted 34 us; 40 us taken).
+    "pcie4": Link("pcie4", 32.0, 8e-6, efficiency=0.75, allreduce_call_s=40e-6),
     # PCIe Gen5 x16: 128 GB/s bidirectional -> 64 per direction (same source family).
-    "pcie5": Link("pcie5", 64.0, 6e-6, efficiency=0.75),
+    "pcie5": Link("pcie5", 64.0, 6e-6, efficiency=0.75, allreduce_call_s=40e-6),
     # MI300X Infinity Fabric: 7 links x 128 GB/s = 896 GB/s aggregate bidirectional -> 448 per direction
-    # (gpu.blog spec page via serving-facts 5.1); efficiency assumed like NVLink4.
-    "infinity_fabric": Link("infinity_fabric", 448.0, 3e-6, efficiency=0.6),
+    # (gpu.blog spec page via serving-facts 5.1); efficiency and call cost assumed like NVLink; vLLM's ROCm
+    # build has its own one-shot all-reduce over xGMI.
+    "infinity_fabric": Link("infinity_fabric", 448.0, 3e-6, efficiency=0.6, allreduce_call_s=40e-6,
+                            fast_allreduce=True),
     # Scale-out links for pipeline stages across nodes: 100 Gb/s = 12.5 GB/s, 400 Gb/s = 50 GB/s each way.
-    "ethernet_100g": Link("ethernet_100g", 12.5, 25e-6, efficiency=0.8),
-    "infiniband_400g": Link("infiniband_400g", 50.0, 5e-6, efficiency=0.85),
+    "ethernet_100g": Link("ethernet_100g", 12.5, 25e-6, efficiency=0.8, allreduce_call_s=100e-6),
+    "infiniband_400g": Link("infiniband_400g", 50.0, 5e-6, efficiency=0.85, allreduce_call_s=60e-6),
 }
 
 
@@ -258,20 +274,127 @@ MODELS: dict[str, ModelProfile] = {
     "Llama-2-7B": ModelProfile("Llama-2-7B", 32, 4096, 32, 32, 128, 11008, 32000, 4096),
     # Qwen3-8B config.json (serving-facts 5.2: verl test_flops_counter.py and an embedded config)
     "Qwen3-8B": ModelProfile("Qwen3-8B", 36, 4096, 32, 8, 128, 12288, 151936, 40960),
+    # qwen3-14b/config.json (inference-sim/inference-sim model_configs, copy in the shared reference):
+    # 40 layers, hidden 5120, 40 query / 8 KV heads of 128, intermediate 17408, vocab 151936, untied
+    "Qwen3-14B": ModelProfile("Qwen3-14B", 40, 5120, 40, 8, 128, 17408, 151936, 40960),
 }
 
 
+
+# ---- names people type -----------------------------------------------------------------------------
+# Lookups accept the canonical names above in any case, Hugging Face repository ids and common short
+# names. A short name that denotes a different checkpoint of the same architecture (Llama-3-8B for
+# Llama-3.1-8B: same shapes, shorter max_position) resolves to the profile with those shapes, and the
+# lookup says which profile it used. Keys are compared after _normalise.
+MODEL_ALIASES: dict[str, tuple[str, ...]] = {
+    # Hugging Face ids: meta-llama/Llama-3.1-8B(-Instruct) and the older Meta-Llama-3.1-8B spelling;
+    # Llama 3 8B has the same layer shapes (vLLM's nightly benchmarks name it "llama8B")
+    "Llama-3.1-8B": (
+        "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Meta-Llama-3.1-8B",
+        "meta-llama/Meta-Llama-3.1-8B-Instruct", "Llama-3-8B", "Llama-3-8B-Instruct", "Llama3-8B",
+        "Llama-3.1-8B-Instruct", "meta-llama/Meta-Llama-3-8B", "meta-llama/Meta-Llama-3-8B-Instruct",
+    ),
+    # Llama 3 70B and Llama 3.3 70B share Llama 3.1 70B's shapes
+    "Llama-3.1-70B": (
+        "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3.1-70B",
+        "meta-llama/Meta-Llama-3.1-70B-Instruct", "Llama-3-70B", "Llama-3-70B-Instruct", "Llama3-70B",
+        "Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3-70B", "meta-llama/Meta-Llama-3-70B-Instruct",
+        "Llama-3.3-70B", "Llama-3.3-70B-Instruct", "meta-llama/Llama-3.3-70B-Instruct",
+    ),
+    "Qwen2.5-7B": ("Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct"),
+    "Mixtral-8x7B": (
+        "mistralai/Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x7B-Instruct-v0.1", "Mixtral-8x7B-Instruct",
+        "Mixtral-8x7B-v0.1",
+    ),
+    "Llama-2-7B": ("meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-7b-chat-hf", "Llama-2-7b-hf", "Llama2-7B"),
+    "Qwen3-8B": ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B-Base"),
+    "Qwen3-14B": ("Qwen/Qwen3-14B", "Qwen/Qwen3-14B-Base"),
+}
+GPU_ALIASES: dict[str, tuple[str, ...]] = {
+    # nvidia-smi / torch.cuda.get_device_name spellings and the short names people use
+    "A100-80GB": ("A100", "A100-SXM", "A100-SXM4", "A100-SXM4-80GB", "A100-80GB-SXM", "NVIDIA A100-SXM4-80GB"),
+    "H100-SXM": ("H100", "H100-80GB", "H100-SXM5", "H100-SXM-80GB", "H100-80GB-SXM", "NVIDIA H100 80GB HBM3"),
+    "H200": ("H200-SXM", "H200-141GB", "NVIDIA H200"),
+    "B200": ("NVIDIA B200", "B200-180GB"),
+    "L40S": ("NVIDIA L40S", "L40S-48GB"),
+    "MI300X": ("AMD Instinct MI300X", "MI300X-192GB"),
+}
+
+
+def _normalise(name: str) -> str:
+    """Lower case, '_' and spaces as '-', runs of '-' collapsed: 'NVIDIA H100 80GB' -> 'nvidia-h100-80gb'."""
+    return "-".join(name.strip().lower().replace("_", " ").replace("-", " ").split())
+
+
+def _index(names: Iterable[str], aliases: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
+    """normalised name or alias -> canonical name; a repository id also answers without its org/ part."""
+    out: dict[str, str] = {}
+    for name, alts in aliases.items():
+        for alt in alts:
+            out.setdefault(_normalise(alt), name)
+            if "/" in alt:
+                out.setdefault(_normalise(alt.split("/", 1)[1]), name)
+    for name in names:  # canonical names win over any alias
+        out[_normalise(name)] = name
+    return out
+
+
+_MODEL_INDEX = _index(MODELS, MODEL_ALIASES)
+_GPU_INDEX = _index(GPUS, GPU_ALIASES)
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a name lookup found: the profile's canonical name, the name asked for, and how they matched
+    ("exact", "case-insensitive" or "alias")."""
+
+    name: str
+    query: str
+    how: str
+
+    def describe(self) -> str:
+        """One phrase for people: 'Llama-3.1-8B (alias of "Llama-3-8B")'."""
+        if self.how == "exact":
+            return self.name
+        return f"{self.name} ({self.how} match for {self.query!r})"
+
+
+def _resolve(query: str, names: Collection[str], index: Mapping[str, str], kind: str) -> Match:
+    if query in names:
+        return Match(query, query, "exact")
+    key = _normalise(query)
+    found = index.get(key)
+    if found is None and "/" in key:
+        found = index.get(key.split("/", 1)[1])
+    if found is None:
+        import difflib
+
+        close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.6)
+        hint = ""
+        if close:
+            hint = f"; did you mean {' or '.join(sorted({index[c] for c in close}))}?"
+        raise KeyError(f"unknown {kind} {query!r}; known: {', '.join(names)}{hint}")
+    how = "case-insensitive" if _normalise(found) == key else "alias"
+    return Match(found, query, how)
+
+
+def resolve_gpu(name: str) -> Match:
+    """Which GPU profile `name` denotes: canonical names in any case, nvidia-smi spellings and short names
+    (h100, A100-SXM4-80GB, "NVIDIA H200"). KeyError lists the known names and close matches."""
+    return _resolve(name, GPUS, _GPU_INDEX, "GPU")
+
+
+def resolve_model(name: str) -> Match:
+    """Which model profile `name` denotes: canonical names in any case, Hugging Face ids
+    (meta-llama/Llama-3.1-8B-Instruct) and short names (Llama-3-8B). KeyError lists the known names."""
+    return _resolve(name, MODELS, _MODEL_INDEX, "model")
+
+
 def get_gpu(name: str) -> GPUProfile:
-    """The GPU profile called `name`; KeyError lists the known names."""
-    try:
-        return GPUS[name]
-    except KeyError:
-        raise KeyError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}") from None
+    """The GPU profile `name` denotes (see resolve_gpu); KeyError lists the known names."""
+    return GPUS[resolve_gpu(name).name]
 
 
 def get_model(name: str) -> ModelProfile:
-    """The model profile called `name`; KeyError lists the known names."""
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}") from None
+    """The model profile `name` denotes (see resolve_model); KeyError lists the known names."""
+    return MODELS[resolve_model(name).name]

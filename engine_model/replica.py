@@ -1,4 +1,8 @@
-"""One engine replica: scheduler + KV cache + step timing + memory + lifecycle.
+"""One engine replica: API server + scheduler + KV cache + step timing + memory + lifecycle.
+
+A request enters through the replica's API server (`frontend.Frontend`), which takes it into the
+engine's queue once parsed and tokenised, and streams every token the engine produces back out:
+a request's first token and its finish are the times the API server sent them.
 
 Lifecycle: up -> (draining ->) down -> up. A replica goes down when it crashes (OOM,
 injected crash) or to apply a redeploy; it comes back after a restart delay with a cold
@@ -13,6 +17,7 @@ from typing import Any
 
 from engine_model.config import EngineConfig
 from engine_model.determinism import first_token_logprob, output_hash
+from engine_model.frontend import Frontend, FrontendConfig
 from engine_model.kv_cache import KVCache
 from engine_model.memory import MemoryPlan, plan_memory, step_activation_bytes
 from engine_model.profiles import GPUProfile, ModelProfile
@@ -70,6 +75,7 @@ class Replica:
         *,
         model_version: str,
         pool: str = "primary",
+        frontend: FrontendConfig | None = None,
     ) -> None:
         self.name = name
         self.index = index
@@ -89,6 +95,7 @@ class Replica:
         self.output_scale = 1.0  # a model version's output length relative to the workload's
         self.base_acceptance = config.spec_acceptance_rate
         self.drain_token = 0
+        self.frontend = Frontend(frontend if frontend is not None else FrontendConfig())
         self._build(config, model_version, model)
         # cumulative counters (never reset: they are what Prometheus would scrape, restart-aware later)
         self.prompt_tokens_total = 0
@@ -145,7 +152,8 @@ class Replica:
 
     @property
     def outstanding(self) -> int:
-        return self.sched.num_outstanding()
+        """Requests on the replica: in the API server's intake, waiting, or running in the engine."""
+        return self.sched.num_outstanding() + len(self.frontend.pending)
 
     @property
     def busy(self) -> bool:
@@ -159,16 +167,41 @@ class Replica:
 
     # ----- requests -------------------------------------------------------------------------
     def enqueue(self, req: Request, now: float) -> Sequence:
-        """Queue a request; returns its sequence (the handle `abort` takes)."""
+        """A request reaches the replica's API server at `now`; returns its sequence (the handle `abort`
+        takes). It joins the engine's queue when the API server has taken it in (`handover_at`); a
+        decode run in progress is cut to end at the step boundary after that, so the engine plans
+        with it then."""
         self._next_seq += 1
         seq = Sequence(req=req, seq_id=self._next_seq, prefill_len=req.prompt_tokens)
-        self.sched.add(seq)
+        ready = self.frontend.intake(seq, now)
+        if self.plan is not None:
+            self.interrupt(ready if ready > now else now)
         return seq
+
+    def handover_at(self) -> float:
+        """When the next request in the API server's intake reaches the engine; -1.0 if none is."""
+        return self.frontend.next_handover()
+
+    def take_ready(self, now: float) -> int:
+        """Move every request whose intake is done by `now` into the engine's queue, all at once (the
+        engine core drains its whole input queue before it schedules). Returns how many moved."""
+        ready = self.frontend.pop_ready(now)
+        sched = self.sched
+        for seq in ready:
+            seq.state = "waiting"
+            sched.add(seq)
+        return len(ready)
 
     def abort(self, seq: Sequence, now: float) -> Outcome:
         """The client of a live request gave up at `now`: drop it and report a timeout. A decode run
-        in progress is left as timed; the caller cuts it short so the next step replans without it."""
-        self.sched.abort(seq)
+        in progress is left as timed; the caller cuts it short so the next step replans without it.
+        A request still in the API server's intake is dropped when its intake ends (its CPU time is
+        spent either way: vLLM finishes tokenising it)."""
+        if seq.state == "frontend":
+            seq.epoch += 1
+            seq.state = "aborted"
+        else:
+            self.sched.abort(seq)
         return self._outcome(seq, now, "timeout")
 
     def start_step(self, now: float) -> float | list[Outcome] | None:
@@ -176,6 +209,8 @@ class Replica:
         requests when the step's memory does not fit (the replica crashed with an OOM)."""
         if self.state == "down" or self.plan is not None:
             return None
+        if self.frontend.pending:
+            self.take_ready(now)
         plan = self.sched.plan()
         if plan is None:
             return None
@@ -206,6 +241,14 @@ class Replica:
         self.plan = plan
         self.plan_start = now
         self.plan_end = now + dur
+        if plan.n_steps > 1:
+            # the API server streams the run's tokens step by step while it runs
+            self.frontend.begin_run(now, self.plan_end, plan.n_steps, decode_seqs * self.sched.tokens_per_step)
+            if self.frontend.pending:
+                # a request reaches the engine's queue mid-run: end the run at the step boundary after that
+                nxt = self.frontend.pending[0][0]
+                if nxt < self.plan_end:
+                    self.interrupt(nxt if nxt > now else now)
         return self.plan_end
 
     def _check_memory(self, plan: StepPlan, now: float) -> list[Outcome] | None:
@@ -249,6 +292,7 @@ class Replica:
         plan.n_steps = keep
         self.plan_end = self.plan_start + self.cost.decode_run_time(keep, plan.decode_seqs, plan.decode_ctx, self.hw,
                                                                     growth_per_seq=growth)
+        self.frontend.cut_run(self.plan_end, keep)
         return self.plan_end
 
     def finish_step(self, now: float) -> list[Outcome]:
@@ -266,6 +310,7 @@ class Replica:
         sched = self.sched
         tps = sched.tokens_per_step
         decode_seqs = plan.decode_seqs
+        out_tokens = 0.0  # tokens the step (or run) produced, for the API server to stream
         if plan.kind == "prefill_only":
             if sched.decoding:
                 self._stall += dur
@@ -278,21 +323,27 @@ class Replica:
             if n > 1:
                 counts[bisect.bisect_left(ITL_BUCKETS, per_step)] += (n - 1) * decode_seqs
             self.itl_sum += (dur + first_gap - per_step) * decode_seqs
-            self.generation_tokens_total += round(n * decode_seqs * tps)
+            out_tokens = n * decode_seqs * tps
+            self.generation_tokens_total += round(out_tokens)
             k = self.config.num_speculative_tokens
             if k > 0:
                 self.spec_drafts_total += n * decode_seqs
                 self.spec_draft_tokens_total += n * decode_seqs * k
                 self.spec_accepted_tokens_total += n * decode_seqs * (tps - 1.0)
         firsts, finished = sched.commit(plan, n, now)
+        if not firsts and not finished and out_tokens <= 0.0:
+            return []
+        # the API server detokenises and streams the step's tokens; clients see them when it is done
+        sent = self.frontend.output(out_tokens + len(firsts), n, self.plan_start, now)
         if firsts:
             for seq in firsts:
                 self.prompt_tokens_total += seq.req.prompt_tokens
                 self.generation_tokens_total += 1
+                seq.first_token_s = sent
             self.leak_requests += len(firsts)
         if not finished:
             return []
-        out = [self._outcome(seq, now, "ok") for seq in finished]
+        out = [self._outcome(seq, sent, "ok") for seq in finished]
         self.requests_finished_total += len(out)
         return out
 
@@ -328,8 +379,11 @@ class Replica:
 
     # ----- lifecycle ------------------------------------------------------------------------
     def crash(self, now: float, reason: str, **detail: Any) -> list[Outcome]:
-        """The engine process dies: every request on it fails."""
+        """The engine process dies, and the API server with it: every request on the replica fails."""
         seqs = self.sched.drop_all()
+        for seq in self.frontend.clear():
+            seq.state = "failed"
+            seqs.append(seq)
         self._retire_counters()
         self.plan = None
         self.state = "down"
@@ -357,6 +411,7 @@ class Replica:
         return self.state == "draining" and self.outstanding == 0 and self.plan is None
 
     def go_down(self, now: float, kind: str = "shutdown") -> None:
+        self.frontend.clear()  # empty: a replica shuts down once drained
         self._retire_counters()
         self.state = "down"
         self.noticed_down = True
@@ -398,6 +453,7 @@ class Replica:
 
     def set_hardware(self, now: float, **factors: float) -> None:
         self.hw = replace(self.hw, **factors)
+        self.frontend.factor = self.hw.host_overhead_factor  # the API server runs on the same host
         self.log(now, "hardware", **factors)
 
     def set_expert_skew(self, skew: float) -> None:

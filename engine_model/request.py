@@ -44,3 +44,8 @@ class Request:
     # seconds the request spent in the API gateway in front of the router: `arrival_s` is its arrival at
     # the router, and the client sent it at arrival_s - gateway_s (its timeout runs from then)
     gateway_s: float = 0.0
+    # closed-loop pool this request belongs to (-1: open loop, sent at arrival_s). A pool's request with
+    # arrival_s = inf is held until an earlier one of the pool ends; it is then sent think_s seconds
+    # later (engine_model.clients)
+    loop: int = -1
+    think_s: float = 0.0

@@ -1,4 +1,4 @@
-"""Iteration-level continuous batching in the manner of vLLM V1.
+"""Iteration-level continuous batching in the manner of vLLM V1 (`vllm/v1/core/sched/scheduler.py`).
 
 Each engine step has a token budget (`max_num_batched_tokens`) and a sequence cap
 (`max_num_seqs`). Running decodes are scheduled first, then unfinished chunked prefills,
@@ -11,6 +11,29 @@ Decode progress is tracked with one shared counter: every decoding sequence gain
 same number of tokens per step, so a sequence's output length is `clock - base`. That
 keeps per-step work independent of the batch size and lets runs of pure decode steps
 be advanced in closed form.
+
+Checked against V1's `Scheduler.schedule` (issue 14). Changed to match it:
+- A step that preempted admits nothing from the waiting queue (V1: `if not preempted_reqs`).
+  Before, the sequence just preempted sat at the head of the queue and was re-admitted in
+  the same step (1,139 of 1,172 preemptions in research-requests-crawl), then preempted again.
+- Priority policy: the victim is the running sequence with the largest (priority, arrival),
+  and a preempted sequence rejoins the queue in (priority, arrival) order, as V1's priority
+  queue does; FCFS keeps "newest admitted" and the head of the queue.
+- A decode costs 1 + num_speculative_tokens of the budget (V1 schedules the draft tokens too).
+- Chunked prefill off: a waiting prompt that does not fit the free blocks no longer idles
+  the engine; the running decodes step on (and free blocks) instead.
+Already matched: running before waiting; budget and max_num_seqs (running + prefilling +
+new); long_prefill_token_threshold caps every prefill chunk, first and later; prefix-cache
+hits count as computed tokens on admission and only the uncached rest is charged to the
+budget, with at least one prompt token computed; FCFS preempts the most recently admitted
+(the tail of V1's running list; a re-admitted sequence goes to the tail again) and puts it at
+the head of the queue; a request's cached-token count is taken at its first admission.
+Deliberately different: V1 walks the running list in admission order, so a partial prefill
+older than some decodes is charged first; here decodes always go first (the same whenever
+the budget covers the running set, which max_num_seqs <= max_num_batched_tokens makes
+usual). Chunked prefill off is kept as V0's prefill-only steps (V1 cannot turn it off for
+generative models). A resumed sequence hits only its prompt blocks in the prefix cache (the
+KV model never caches blocks of generated tokens; V1 would hit those too).
 """
 
 from __future__ import annotations
@@ -51,7 +74,8 @@ class Sequence:
         self.first_scheduled_s = -1.0
         self.first_token_s = -1.0
         self.batch_at_first_token = 0
-        # waiting | prefilling | decoding, then one of: done, aborted (the client gave up), failed (crash)
+        # frontend (in the API server's intake) | waiting | prefilling | decoding, then one of: done,
+        # aborted (the client gave up), failed (crash)
         self.state = "waiting"
 
     def __repr__(self) -> str:
@@ -110,9 +134,13 @@ class Scheduler:
         heapq.heappush(self.waiting, (prio, seq.req.arrival_s, seq.seq_id, seq))
 
     def _requeue_front(self, seq: Sequence) -> None:
-        prio = seq.req.priority if self.config.scheduling_policy == "priority" else 0
+        """A preempted sequence rejoins the queue: at its head under FCFS (V1 prepends it), in
+        (priority, arrival) order under the priority policy (V1's priority queue is a heap on those)."""
+        if self.config.scheduling_policy == "priority":
+            heapq.heappush(self.waiting, (seq.req.priority, seq.req.arrival_s, seq.seq_id, seq))
+            return
         self._front -= 1
-        heapq.heappush(self.waiting, (prio, float(self._front), seq.seq_id, seq))
+        heapq.heappush(self.waiting, (0, float(self._front), seq.seq_id, seq))
 
     @property
     def num_waiting(self) -> int:
@@ -178,23 +206,27 @@ class Scheduler:
             if seq is None or seq.epoch != epoch:
                 continue
             prompt = seq.req.prompt_tokens
-            need = prompt + math.ceil(clock_target - seq.base - EPS)
-            # whole blocks, several at a time while the pool is roomy, so top-ups are rare;
-            # one at a time under pressure, so reservations never cause a preemption
-            ahead = RESERVE_BLOCKS if kv.num_free > roomy else 1
-            need = (-(-need // bs) + ahead - 1) * bs
+            exact = -(-(prompt + math.ceil(clock_target - seq.base - EPS)) // bs) * bs  # whole blocks
+            # several blocks at a time while the pool stays roomy after it, so top-ups are rare; one
+            # at a time under pressure
+            ahead = RESERVE_BLOCKS if kv.num_free - RESERVE_BLOCKS > roomy else 1
+            need = exact + (ahead - 1) * bs
             key = need - prompt + seq.base
             # Usually a decode run already gave it the blocks: key <= grow_key means need <= tokens
             # held (both keys are an integer plus the same base, far below 2**52, so the float order
-            # is the integer order) and grow would change nothing. Else try the plain grow, then
-            # preemption.
-            if key <= seq.grow_key or kv.grow(sid, need) or self._grow_or_preempt(seq, need, plan):
-                seq.kv_reserved = need
-                heappush(resv, (key, sid, seq.epoch))
-                if key > seq.grow_key:  # it now holds at least `need` tokens
-                    seq.grow_key = key
-            else:
-                clean = False
+            # is the integer order) and grow would change nothing. Else try the plain grow; if the
+            # blocks ahead are not there, only the step's own (V1 allocates just those, so a
+            # reservation never causes a preemption), and preempt only for those.
+            if not (key <= seq.grow_key or kv.grow(sid, need)):
+                need = exact
+                key = need - prompt + seq.base
+                if not (kv.grow(sid, need) or self._grow_or_preempt(seq, need, plan)):
+                    clean = False
+                    continue
+            seq.kv_reserved = need
+            heappush(resv, (key, sid, seq.epoch))
+            if key > seq.grow_key:  # it now holds at least `need` tokens
+                seq.grow_key = key
         return clean
 
     def steps_to_next_finish(self) -> int:
@@ -210,7 +242,17 @@ class Scheduler:
 
     # ----- preemption -----------------------------------------------------------------------
     def _newest_running(self) -> Sequence | None:
+        """The preemption victim: under FCFS the most recently admitted running sequence (the tail of
+        V1's running list); under the priority policy the largest (priority, arrival), i.e. the least
+        important and, among equals, the latest to arrive (ties: the most recently admitted)."""
         best: Sequence | None = None
+        if self.config.scheduling_policy == "priority":
+            key = (-(1 << 62), -math.inf, 0)
+            for seq in self.prefilling + list(self.decoding.values()):
+                k = (seq.req.priority, seq.req.arrival_s, seq.admit_order)
+                if k > key:
+                    best, key = seq, k
+            return best
         for seq in self.prefilling:
             if best is None or seq.admit_order > best.admit_order:
                 best = seq
@@ -253,14 +295,17 @@ class Scheduler:
         cfg = self.config
         budget = cfg.max_num_batched_tokens
         if not cfg.enable_chunked_prefill and self.waiting and self._admissible_whole():
-            return self._plan_prefill_only()
+            whole = self._plan_prefill_only()
+            if whole is not None:
+                return whole
+            # the head prompt does not fit the free blocks: let the decodes run (and free blocks)
         plan = StepPlan("mixed")
         # running decodes first; preemption takes the newest
         self._reserve_decode(self.clock + math.ceil(self.tokens_per_step), plan)
+        # V1 schedules each decode's draft tokens too: 1 + k tokens of the budget
+        per_decode = 1 + cfg.num_speculative_tokens
         n_decode = len(self.decoding)
-        plan.decode_seqs = n_decode
-        plan.decode_ctx = int(n_decode * self.clock + self._offset_sum)  # decode_ctx()
-        budget -= n_decode
+        budget -= n_decode * per_decode
         slots = cfg.max_num_seqs - n_decode
         if cfg.enable_chunked_prefill:
             if self.prefilling:
@@ -273,16 +318,24 @@ class Scheduler:
                     self._add_chunk(plan, seq, chunk)
                     budget -= chunk
                 slots -= len(self.prefilling)
+            # V1 admits nothing from the waiting queue in a step that preempted: the sequence just
+            # preempted heads the queue, and re-admitting it into the blocks it freed would only have
+            # it preempted again (thrash). It waits for a step in which the running set fits.
             waiting = self.waiting
-            while waiting and budget > 0 and slots > 0:
-                seq = waiting[0][3]
-                got = self._admit(seq, budget)
-                if got is None:
-                    break
-                heapq.heappop(waiting)
-                self._add_chunk(plan, seq, got)
-                budget -= got
-                slots -= 1
+            if not plan.preempted:
+                while waiting and budget > 0 and slots > 0:
+                    seq = waiting[0][3]
+                    got = self._admit(seq, budget)
+                    if got is None:
+                        break
+                    heapq.heappop(waiting)
+                    self._add_chunk(plan, seq, got)
+                    budget -= got
+                    slots -= 1
+        # a prefill chunk may have preempted a decoding sequence newer than it: count what still decodes
+        n_decode = len(self.decoding)
+        plan.decode_seqs = n_decode
+        plan.decode_ctx = int(n_decode * self.clock + self._offset_sum)  # decode_ctx()
         if not plan.chunks:
             if plan.decode_seqs == 0:
                 return None

@@ -1,9 +1,14 @@
 """Event-driven simulation of a fleet: arrivals, engine steps, faults, scrapes.
 
 Time jumps from event to event. A run of decode steps with nothing else to do is one
-event (timed in closed form by the step cost model) and is cut short only when an
-arrival or a fault needs the scheduler, so the work grows with the number of requests
-rather than with steps times batch size.
+event (timed in closed form by the step cost model) and is cut short only when a request
+reaches the engine or a fault needs the scheduler, so the work grows with the number of
+requests rather than with steps times batch size.
+
+A request reaches a replica's API server (`frontend.Frontend`) when the router picks it, and the
+engine's queue when the API server has taken it in. A busy engine picks up whatever has reached its
+queue at its next step boundary; an idle one is woken when the next intake ends, and takes every
+request that has reached its queue by then (requests that arrive together are scheduled together).
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any
 
+from engine_model.clients import ClosedLoops
 from engine_model.config import EngineConfig
 from engine_model.fault_kinds import REGISTRY
 from engine_model.faults import Fault
+from engine_model.frontend import FrontendConfig
 from engine_model.profiles import get_gpu, get_model
 from engine_model.replica import Deploy, Outcome, Replica
 from engine_model.request import Request
@@ -36,7 +43,8 @@ from engine_model.scheduler import Sequence
 # and needs no heap. At equal times: arrivals, step ends (in the order they were timed), client
 # deadlines (in deadline order, ties in arrival order), then heap events by kind.
 _RESTART, _HEALTH, _DRAIN_DEADLINE, _DEPLOY, _FAULT, _FAULT_END, _SAMPLE = range(1, 8)
-_LIVE = frozenset(("waiting", "prefilling", "decoding"))  # sequence states a client can still abandon
+# sequence states a client can still abandon ("frontend": in the API server's intake)
+_LIVE = frozenset(("frontend", "waiting", "prefilling", "decoding"))
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class PoolSpec:
     config: EngineConfig = field(default_factory=EngineConfig)
     model_version: str = "v1"
     name_prefix: str = "vllm"
+    frontend: FrontendConfig = field(default_factory=FrontendConfig)  # each replica's API server
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,11 @@ class Simulation:
                  *, sample_interval_s: float = 10.0, drain_s: float = 600.0,
                  progress: Callable[[float], None] | None = None) -> None:
         self.fleet = fleet
-        self.requests = requests
+        # closed-loop clients: their held requests (arrival_s inf) leave the list and are sent when an
+        # earlier request of their pool ends
+        self.loops = ClosedLoops(requests)
+        self.requests = [r for r in requests if not (r.loop >= 0 and math.isinf(r.arrival_s))] if self.loops \
+            else requests
         self.faults = faults
         self.duration_s = duration_s
         self.sample_interval_s = sample_interval_s
@@ -109,7 +122,8 @@ class Simulation:
     def _make_pool(pool: PoolSpec, role: str, offset: int) -> list[Replica]:
         model, gpu = get_model(pool.model), get_gpu(pool.gpu)
         return [
-            Replica(name, offset + i, model, gpu, pool.config, model_version=pool.model_version, pool=role)
+            Replica(name, offset + i, model, gpu, pool.config, model_version=pool.model_version, pool=role,
+                    frontend=pool.frontend)
             for i, name in enumerate(replica_names(pool))
         ]
 
@@ -163,22 +177,43 @@ class Simulation:
 
         timed_at, deadlines = self._timed_at, self._deadlines
         inf = math.inf
-        t_arr = arrival_time(i)
+        t_list = arrival_time(i)
+        loops = self.loops
+        has_loops = bool(loops)
         while True:
+            # the next arrival: the request list's, or a closed-loop client's released request (its send
+            # must fall inside the window, like the list's)
+            t_arr = t_list
+            if has_loops:
+                t_late = loops.next_time()
+                while t_late < inf and t_late - loops.heap[0][2].gateway_s >= duration:
+                    loops.pop()
+                    t_late = loops.next_time()
+                if t_late < t_arr:
+                    t_arr = t_late
             t_ev = heap[0][0] if heap else inf
-            # the earliest pending step end (ties: the one timed first)
+            # the earliest pending step end (ties: the one timed first), and the earliest end of an
+            # intake on an idle replica (a busy one picks its requests up at its next step boundary)
             t_step = inf
             stepper: Replica | None = None
+            t_hand = inf
+            hander: Replica | None = None
             for rep in replicas:
                 if rep.plan is not None:
                     end = rep.plan_end
                     if end < t_step or (end == t_step and stepper is not None
                                         and timed_at[rep.index] < timed_at[stepper.index]):
                         t_step, stepper = end, rep
-            # A client deadline goes first if it falls before the next arrival and step end and no later
-            # than the next heap event. Only deadlines that early are looked at: most requests finished
-            # long before theirs, and their entries are dropped when reached.
+                elif rep.frontend.pending:
+                    h = rep.frontend.pending[0][0]
+                    if h < t_hand:
+                        t_hand, hander = h, rep
+            # A client deadline goes first if it falls before the next arrival, handover and step end and
+            # no later than the next heap event. Only deadlines that early are looked at: most requests
+            # finished long before theirs, and their entries are dropped when reached.
             t_first = t_arr if t_arr < t_step else t_step
+            if t_hand < t_first:
+                t_first = t_hand
             t_dl = inf
             due: deque[tuple[float, int, Sequence]] | None = None
             for queue in deadlines.values():
@@ -191,7 +226,7 @@ class Simulation:
                             t_dl, due = head[0], queue
                         break
                     queue.popleft()  # finished, failed or aborted already
-            if t_arr == inf and t_ev == inf and stepper is None and due is None:
+            if t_arr == inf and t_ev == inf and stepper is None and hander is None and due is None:
                 break
             self.n_events += 1
             if progress is not None and self.n_events % 20000 == 0:
@@ -203,11 +238,22 @@ class Simulation:
                 self.now = t_dl
                 self._client_gave_up(replicas[idx], seq)
                 continue
-            if t_arr <= t_ev and t_arr <= t_step:
+            if t_arr <= t_ev and t_arr <= t_step and t_arr <= t_hand:
                 self.now = t_arr
-                self._arrival(reqs[i])
-                i += 1
-                t_arr = arrival_time(i)
+                if t_arr == t_list:
+                    self._arrival(reqs[i])
+                    i += 1
+                    t_list = arrival_time(i)
+                else:
+                    self._arrival(loops.pop())
+                continue
+            if hander is not None and t_hand <= t_step and t_hand <= t_ev:
+                if t_hand > horizon:
+                    break
+                # every request whose intake has ended by now reaches the engine's queue, then one step
+                # is planned for all of them
+                self.now = t_hand
+                self._kick(hander)
                 continue
             if stepper is not None and t_step <= t_ev:
                 if t_step > horizon:
@@ -261,7 +307,8 @@ class Simulation:
             "steps": float(sum(r.steps_total for r in self.replicas)),
             "fallback_routed": float(self.router.fallback_routed),
             # requests still on an engine at the horizon (none: the drain outlasts every client timeout)
-            "unfinished": float(sum(r.sched.num_outstanding() for r in self.replicas)),
+            "unfinished": float(sum(r.outstanding for r in self.replicas)),
+            "frontend_busy_s": sum(r.frontend.busy_s_total for r in self.replicas),
         }
         return SimResult(
             requests=self.req_cols,
@@ -282,7 +329,12 @@ class Simulation:
         if rep.output_scale != 1.0:
             scaled = max(1, min(req.max_tokens, round(req.output_tokens * rep.output_scale)))
             req = replace(req, output_tokens=scaled)
+        end = rep.plan_end if rep.plan is not None else -1.0
+        # into the API server; a decode run in progress is cut to end when the request reaches the engine
         seq = rep.enqueue(req, self.now)
+        if rep.plan is not None and rep.plan_end != end:
+            self._seq += 1
+            self._timed_at[rep.index] = self._seq
         queue = self._deadlines.get(req.timeout_s)
         if queue is None:
             queue = self._deadlines[req.timeout_s] = deque()
@@ -301,12 +353,6 @@ class Simulation:
             queue.insert(k, entry)
         else:
             queue.append(entry)
-        if rep.busy:
-            if rep.interrupt(self.now) is not None:
-                self._seq += 1
-                self._timed_at[rep.index] = self._seq
-        else:
-            self._kick(rep)
 
     def _client_gave_up(self, rep: Replica, seq: Sequence) -> None:
         """A request's client timed out: the replica aborts it, and replans its batch without it."""
@@ -320,7 +366,7 @@ class Simulation:
         """Start the replica's next step if it is idle."""
         if rep.plan is not None or rep.state == "down":  # busy or down
             return
-        res = rep.start_step(self.now)
+        res = rep.start_step(self.now)  # takes the requests that reached the engine's queue by now
         if res is None:
             if rep.drained():
                 self._shutdown_for_restart(rep)
@@ -400,6 +446,8 @@ class Simulation:
         # one tuple per request in REQUEST_FIELDS order, turned into columns once at the end of run()
         # (23 column appends per request cost more)
         seq, req = out.seq, out.seq.req
+        if req.loop >= 0:
+            self.loops.ended(req, out.finish_s)  # its client sends its next request
         self._req_rows.append((
             req.request_id,
             req.arrival_s,

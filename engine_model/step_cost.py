@@ -3,23 +3,33 @@
 Shape of the model (per GPU, one TP rank; all layers, because pipeline stages of one step run one after
 another):
 
-* Linear layers (QKV, O, gate/up, down; experts for MoE): FLOPs = 2 * weights * tokens; bytes = weights
-  (by weight dtype; for MoE only the experts the step's tokens touch, E * (1 - (1 - k/E)**tokens)) plus
-  activations in and out. Compute time and memory time are combined with a smoothed roofline
-  (c**p + m**p)**(1/p): p -> infinity is the textbook max(); the measured kernels bend earlier.
+* Linear layers (QKV, O, gate/up, down; experts for MoE), kernel by kernel: FLOPs = 2 * weights * tokens;
+  bytes = weights (by weight dtype; for MoE only the experts the step's tokens touch,
+  E * (1 - (1 - k/E)**tokens)) plus activations in and out. Each kernel's compute time and memory time are
+  combined with a smoothed roofline (c**p + m**p)**(1/p) (p -> infinity is the textbook max(); the
+  measured kernels bend earlier) and the kernel adds KERNEL_OVERHEAD_S.
 * MoE expert skew: experts are placed expert-parallel across the TP ranks; a hot expert makes its rank do
   more expert FLOPs than the mean rank (moe_imbalance_factor), and every rank waits for it. The factor
   scales the MoE compute time, so it shows in compute-bound (prefill-heavy, large-batch) steps; a
   memory-bound step still reads the same expert weights per rank, and with one GPU (TP 1) the total work
   is unchanged, so skew has no effect there.
 * Elementwise kernels (norms, residual add, rotary, SiLU-and-mul) only move activations: memory-bound.
-* Every kernel costs at least KERNEL_FLOOR_S of GPU time (launch tail, small-grid inefficiency).
-* Attention: prefill FLOPs 4 * heads * head_dim * prefill_attn (token**2 units, causal); decode reads the
-  whole KV of every sequence once per step. KV time is charged at 2 bytes per element even with an fp8 KV
-  cache: vLLM dequantises fp8 KV in an unfused step, so fp8 halves capacity but saves no latency.
+* Every kernel adds KERNEL_OVERHEAD_S of GPU time (launch tail, ramp-up): added, not a lower bound (max),
+  because Vidur's per-operator medians fit that way (see Calibration).
+* Attention: prefill FLOPs 4 * heads * head_dim * prefill_attn (token**2 units, causal) at the GPU's
+  attention efficiency (FlashAttention-3 on Hopper, FlashAttention-2 elsewhere); decode reads the whole KV
+  of every sequence once per step at ATTN_BW_EFFICIENCY of peak bandwidth. KV is charged at the cache's
+  element size: 1 byte for fp8 (FlashAttention-3 and vLLM's paged kernels read fp8 KV and convert in
+  registers; GPUStack measured vLLM 0.9.2's mean TPOT on Qwen3-8B / H100 / ShareGPT drop from 126.55 to
+  103.21 ms with an fp8 KV cache, docs/performance-lab/references/the-impact-of-quantization-on-vllm-
+  inference-performance.md in github.com/gpustack/gpustack). The two attention kernels' overheads
+  (KV write, attention) are added per layer; a decode step stays affine in its context, which the closed
+  forms of decode_run_time rely on.
 * LM head on the sampled rows only, then the sampler over the vocabulary.
-* Tensor parallel: weights, heads and KV heads split over TP ranks; two ring all-reduces per layer of
-  tokens * hidden * 2 bytes over `gpu.link`, each 2(n-1) hops of latency plus 2(n-1)/n * bytes / bandwidth.
+* Tensor parallel: weights, heads and KV heads split over TP ranks; two all-reduces per layer of
+  tokens * hidden * 2 bytes over `gpu.link` (tp_allreduce_s): vLLM's one-shot kernels (custom all-reduce /
+  symmetric memory) for messages up to FAST_ALLREDUCE_MAX_BYTES on NVLink-class links at 2/4/6/8 ranks,
+  else NCCL (ring_allreduce_s: a fixed per-call cost plus 2(n-1)/n * bytes at the achieved bandwidth).
 * Pipeline parallel: one step crosses every stage in turn, so its latency is the sum over stages (the
   bubble: with a single step in flight every stage idles (pp-1)/pp of the time) plus one activation
   send/recv per stage boundary. PP buys memory, not step latency.
@@ -36,31 +46,38 @@ another):
   with a dequant overhead); int4 (W4A16) runs at the bf16 rate slowed by DEQUANT_OVERHEAD.
 * HardwareState: clock_factor divides compute (FLOP) time only, hbm_bw_factor divides memory time only,
   link_factor divides collective bandwidth time, host_overhead_factor multiplies host and launch time.
-  The per-kernel floor is not scaled by the clock.
+  The per-kernel overhead and the all-reduce call costs are not scaled.
 
-Calibration (tests/test_calibration.py, data in engine_model/data/vidur/, microsoft/vidur@7d47513, MIT).
-The linear-layer part (everything above except attention, LM head, sampler, comm and host) is compared
-with Vidur's measured per-operator medians, summed over the non-attention ops of one layer (input norm,
-QKV, rotary, O, post-attention norm, gate/up, SiLU, down, add) times the layer count, at num_tokens 1..4096
-and TP 1, 2, 4, 8:
+Calibration (tests/test_calibration.py and tests/test_step_cost_vidur.py; data in engine_model/data/vidur/,
+microsoft/vidur@7d47513, MIT). The linear-layer part (everything above except attention, LM head, sampler,
+comm and host) is compared with Vidur's measured per-operator medians, summed over the non-attention ops
+of one layer (input norm, QKV, rotary, O, post-attention norm, gate/up, SiLU, down, add) times the layer
+count, at num_tokens 1..4096 and TP 1, 2, 4, 8:
 
     profile (model here)                   median |rel err|   max |rel err|   median signed
-    H100 Llama-2-7b-hf (Llama-2-7B)        3.5 %              20.7 %          +1.0 %
-    A100 Meta-Llama-3-8B (Llama-3.1-8B)    4.7 %              21.0 %          -2.9 %
-    (1036 token-count x TP points each; per TP degree the median stays within 2.3..6.8 %)
+    H100 Llama-2-7b-hf (Llama-2-7B)        3.8 %              22.4 %          +1.7 %
+    A100 Meta-Llama-3-8B (Llama-3.1-8B)    4.6 %              20.2 %          -2.4 %
+    (1036 token-count x TP points each; per TP degree the median stays within 2.3..6.6 %)
 
-The five factors below were chosen by a grid search minimising median + max/4 of |relative error| over
-both profiles at once; the largest errors sit at tile-quantisation steps of the measured GEMMs (128..1024
-tokens), which a smooth model does not reproduce. Held-out check (not in the tests; data not copied): the
-same factors give median / max errors of 4.4 % / 46 % on Vidur's H100 Llama-2-70b profile, 5.1 % / 25 % on
-A100 Meta-Llama-3-70B and 4.5 % / 22 % on A100 Llama-2-7b.
+GEMM_COMPUTE_EFFICIENCY, GEMM_BW_EFFICIENCY and ROOFLINE_P come from a fit of the four GEMM operators
+alone (QKV, O, gate/up, down; 4144 rows over both profiles, minimising median + max/8 of |rel err|):
+0.78 / 0.82 / 1.25 with a 4 us per-kernel cost, median 6.4 %, max 48 %. That fit rejects two intuitive
+alternatives: a sharper transition (p = 2: median 6.7 %; p = 3: 8.3 %) and kernel floors as a lower bound
+max(floor, roofline) instead of an added cost (best median 7.8 %, max 65 %; a smooth max with p 2..3:
+7.7-7.9 %): the measured small GEMMs stream weights 3-5 us slower than their bytes alone allow at every
+size, not only when tiny. ELEMENTWISE_BW_EFFICIENCY and KERNEL_OVERHEAD_S (3.5 us) were then chosen on the
+layer sums above from the near-optimal set of a grid search (median + max/4). The largest errors sit at
+tile-quantisation steps of the measured GEMMs (64..1024 tokens), which a smooth model does not reproduce.
+Held-out check (not in the tests; data not copied, shared reference copies): median / max errors of
+4.6 % / 48 % on Vidur's H100 Llama-2-70b profile, 5.0 % / 27 % on A100 Meta-Llama-3-70B and
+4.5 % / 22 % on A100 Llama-2-7b.
 
-The ring all-reduce (profiles.LINKS nvlink3/nvlink4 latency and efficiency) was fitted to Vidur's
-{a100,h100}_dgx all_reduce.csv: for 4 and 8 ranks the median error over all sizes is 7-14 %; for messages
-of 4 MiB and more it is 8-18 % at 2, 4 and 8 ranks. Small messages between 2 ranks are poorly described
-(median 22-25 %): NCCL switches protocols there, which a latency-plus-bandwidth ring cannot follow.
-Attention factors are NOT calibrated: Vidur's attention.csv files are too large to copy; ATTN_* are
-stated assumptions.
+The NCCL all-reduce (profiles.LINKS nvlink3/nvlink4 allreduce_call_s and efficiency) was fitted to Vidur's
+{a100,h100}_dgx all_reduce.csv: median error over all sizes 10 / 11 / 3 % (H100, 2 / 4 / 8 ranks) and
+5 / 9 / 17 % (A100); the 64 KiB..1 MiB band medians within 18 %. vLLM's own one-shot all-reduce
+(FAST_ALLREDUCE_*) is fitted to vLLM's H100 device-communicator benchmark (see the constants).
+Attention: Vidur's attention.csv files are too large to copy; the ATTN_* factors are fitted to the
+published kernel figures named at the constants.
 """
 
 from __future__ import annotations
@@ -70,18 +87,38 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from engine_model.config import EngineConfig
-from engine_model.profiles import GPUProfile, Link, ModelProfile, weight_element_bytes
+from engine_model.profiles import GPUProfile, Link, ModelProfile, kv_element_bytes, weight_element_bytes
 
 # ---- calibrated against Vidur (see module docstring) -----------------------------------------------
-GEMM_COMPUTE_EFFICIENCY = 0.78  # achieved / dense peak FLOP/s for large bf16 GEMMs (MFU-like)
-GEMM_BW_EFFICIENCY = 0.85  # achieved / peak HBM bandwidth when a GEMM streams its weights
+GEMM_COMPUTE_EFFICIENCY = 0.78  # achieved / dense peak FLOP/s of large bf16 GEMMs (MFU-like)
+GEMM_BW_EFFICIENCY = 0.82  # achieved / peak HBM bandwidth when a GEMM streams its weights
 ELEMENTWISE_BW_EFFICIENCY = 0.60  # norms, rotary, activation, residual add
-KERNEL_FLOOR_S = 3.5e-6  # minimum GPU time of one kernel
-ROOFLINE_P = 1.25  # smoothing exponent of (c**p + m**p)**(1/p)
+KERNEL_OVERHEAD_S = 3.5e-6  # fixed GPU time every kernel adds to its roofline time (launch tail, ramp)
+ROOFLINE_P = 1.25  # smoothing exponent of (c**p + m**p)**(1/p), per kernel
+
+# ---- attention (fitted to published kernel measurements; see module docstring) --------------------
+# Prefill (FLOP-bound) attention: FlashAttention-2 reaches 50-73 % of A100 peak (Dao 2023, arXiv
+# 2307.08691, abstract) and FlashAttention-3 up to 75 % of H100 peak in bf16/fp16 (Shah et al. 2024, arXiv
+# 2407.08608, abstract: 740 TFLOPs/s); serving kernels run causal, paged and chunked, below the best
+# case. vLLM runs FA3 on Hopper and FA2 elsewhere.
+ATTN_COMPUTE_EFFICIENCY = 0.60  # FA2-class kernels (A100, L40S, and GPUs without a public figure)
+ATTN_COMPUTE_EFFICIENCY_BY_GPU: dict[str, float] = {"H100-SXM": 0.65, "H200": 0.65}  # FA3 on Hopper
+# Decode attention streaming KV: the paged batch-decode rows for Llama-3-70B heads (64 q / 8 kv heads,
+# 64 sequences, page 16) on H100 SXM in microsoft/onnxruntime#21414 add 3.0 TB/s of bandwidth per extra
+# byte between 256 and 512 tokens of context (39.5 -> 61.9 us for 67 -> 131 MiB): 0.89 of 3.35 TB/s.
+ATTN_BW_EFFICIENCY = 0.88
+
+# ---- all-reduce inside vLLM (fitted; see tp_allreduce_s) ------------------------------------------
+# vLLM runs TP all-reduces up to a few MiB with its own one-shot kernels, not NCCL. Fitted to vLLM's
+# device-communicator benchmark on H100 (vllm-project/vllm#24111 and #24532: best of custom all-reduce
+# and symmetric memory, 0.5-4 MiB at 2, 4 and 6 ranks, e.g. 10 us for 0.5 MiB at TP 4): median error 7 %,
+# max 28 % over 13 rows. The same latency and efficiency are assumed for NVLink3/5 and xGMI (no
+# public figure found).
+FAST_ALLREDUCE_LATENCY_S = 7e-6
+FAST_ALLREDUCE_EFFICIENCY = 0.60  # of the link's per-direction bandwidth
+FAST_ALLREDUCE_MAX_BYTES = 8 << 20  # vLLM CustomAllreduce's default max_size (8 MiB); NCCL above
 
 # ---- assumptions (not calibrated; stated) ---------------------------------------------------------
-ATTN_COMPUTE_EFFICIENCY = 0.50  # FlashAttention-class prefill kernels reach about half of peak
-ATTN_BW_EFFICIENCY = 0.70  # paged decode attention streaming KV
 DEQUANT_OVERHEAD = 0.20  # W4A16 / W8A16 kernels: dequantisation slows the math by 1 / (1 + x)
 SAMPLER_BYTES_PER_LOGIT = 16.0  # fp32 logits read/written by softmax, top-k/top-p sort and sampling
 SAMPLER_KERNELS = 6
@@ -227,13 +264,54 @@ def _combine(c: float, m: float) -> float:
     return hi * (1.0 + (lo / hi) ** ROOFLINE_P) ** (1.0 / ROOFLINE_P)
 
 
+def _gemm(tokens: float, k_in: float, n_out: float, w_el: float, peak: float, bw: float) -> tuple[float, float]:
+    """(compute_s, memory_s) of one GEMM of `tokens` rows through a k_in x n_out weight of `w_el` bytes
+    per element: 2 * tokens * k * n FLOPs at `peak` FLOP/s; weights plus bf16 activations in and out at
+    `bw` bytes/s."""
+    c = 2.0 * tokens * k_in * n_out / peak
+    m = (k_in * n_out * w_el + tokens * 2.0 * (k_in + n_out)) / bw
+    return c, m
+
+
+def _kernel_s(c: float, m: float) -> float:
+    """One kernel's GPU time: its smoothed roofline plus the fixed per-kernel cost (seconds)."""
+    return _combine(c, m) + KERNEL_OVERHEAD_S
+
+
 def ring_allreduce_s(nbytes: float, n: int, link: Link, link_factor: float = 1.0) -> float:
-    """Seconds for a ring all-reduce of `nbytes` over `n` ranks: 2(n-1) hop latencies plus
-    2(n-1)/n * nbytes at the link's achieved per-direction bandwidth. Zero for n <= 1."""
+    """Seconds for an NCCL ring all-reduce of `nbytes` over `n` ranks: the link's fixed per-call cost
+    (`allreduce_call_s`, not scaled by link degradation) plus 2(n-1)/n * nbytes at the link's achieved
+    per-direction bandwidth. Zero for n <= 1."""
     if n <= 1 or nbytes <= 0:
         return 0.0
     bw = link.bw_gbs * 1e9 * link.efficiency * link_factor
-    return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * nbytes / bw
+    return link.allreduce_call_s + 2 * (n - 1) / n * nbytes / bw
+
+
+def fast_allreduce_s(nbytes: float, n: int, link: Link, link_factor: float = 1.0) -> float:
+    """Seconds for vLLM's one-shot all-reduce kernels (custom all-reduce / symmetric memory) of `nbytes`
+    over `n` ranks: FAST_ALLREDUCE_LATENCY_S plus 2(n-1)/n * nbytes at FAST_ALLREDUCE_EFFICIENCY of the
+    link. Only meaningful where `fast_allreduce_applies`."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    bw = link.bw_gbs * 1e9 * FAST_ALLREDUCE_EFFICIENCY * link_factor
+    return FAST_ALLREDUCE_LATENCY_S + 2 * (n - 1) / n * nbytes / bw
+
+
+def fast_allreduce_applies(nbytes: float, n: int, link: Link) -> bool:
+    """Whether vLLM would run an all-reduce of `nbytes` over `n` ranks with its own kernels rather than
+    NCCL: a link that supports them, 2/4/6/8 ranks, and at most FAST_ALLREDUCE_MAX_BYTES."""
+    return link.fast_allreduce and n in (2, 4, 6, 8) and nbytes <= FAST_ALLREDUCE_MAX_BYTES
+
+
+def tp_allreduce_s(nbytes: float, n: int, link: Link, link_factor: float = 1.0) -> float:
+    """Seconds of one tensor-parallel all-reduce as the engine runs it: the faster of vLLM's one-shot
+    kernels and NCCL where the one-shot kernels apply (vLLM picks by size), else NCCL."""
+    nccl = ring_allreduce_s(nbytes, n, link, link_factor)
+    if fast_allreduce_applies(nbytes, n, link):
+        fast = fast_allreduce_s(nbytes, n, link, link_factor)
+        return fast if fast < nccl else nccl
+    return nccl
 
 
 def _gather_s(nbytes_total: float, n: int, link: Link, link_factor: float) -> float:
@@ -318,8 +396,10 @@ class StepCostModel:
         self._q_heads = math.ceil(m.num_heads / tp)
         # vLLM replicates KV heads when there are fewer of them than TP ranks
         self._kv_heads = math.ceil(m.num_kv_heads / tp)
-        # KV time is charged at 2 bytes per element whatever the cache dtype (unfused fp8 dequant)
-        self._kv_layer_bytes = 2 * self._kv_heads * m.head_dim * 2
+        # K and V of one token in one layer on this rank, at the cache's element size (fp8: 1 byte; the
+        # attention kernels read fp8 KV and convert in registers)
+        self._kv_layer_bytes = 2 * self._kv_heads * m.head_dim * kv_element_bytes(config.kv_cache_dtype)
+        self._attn_eff = ATTN_COMPUTE_EFFICIENCY_BY_GPU.get(gpu.name, ATTN_COMPUTE_EFFICIENCY)
         self._moe_factor = moe_imbalance_factor(m.num_experts, tp, self.expert_skew)
         self._capture_max = min(2 * config.max_num_seqs, MAX_CAPTURE_SIZE)
         # prefill attention FLOPs per token**2 of prefill_attn, all layers
@@ -339,7 +419,7 @@ class StepCostModel:
                 self._memos.clear()
             memo = _HwMemo(
                 hw,
-                self._bf16_peak * ATTN_COMPUTE_EFFICIENCY * hw.clock_factor,
+                self._bf16_peak * self._attn_eff * hw.clock_factor,
                 self._bw * ATTN_BW_EFFICIENCY * hw.hbm_bw_factor,
             )
             self._memos[hw] = memo
@@ -350,7 +430,8 @@ class StepCostModel:
     # ---- linear layers (the calibrated part) ------------------------------------------------------
     def _layer_linear(self, tokens: float, hw: HardwareState) -> tuple[float, float, float, float]:
         """(time_s, compute_s, matmul memory_s, elementwise memory_s) of one layer's linear and
-        elementwise kernels on one rank."""
+        elementwise kernels on one rank. Each kernel takes the larger of KERNEL_OVERHEAD_S and its own
+        roofline time."""
         if tokens <= 0:
             return 0.0, 0.0, 0.0, 0.0
         m = self.model
@@ -359,29 +440,38 @@ class StepCostModel:
         peak = self._gemm_peak * GEMM_COMPUTE_EFFICIENCY * hw.clock_factor
         bw_g = self._bw * GEMM_BW_EFFICIENCY * hw.hbm_bw_factor
         bw_e = self._bw * ELEMENTWISE_BW_EFFICIENCY * hw.hbm_bw_factor
+        w_el = self._w_el
 
-        attn_w = m.attn_linear_params / tp
-        attn_io = tokens * 2.0 * ((h + (q + 2 * kv) / tp) + (q / tp + h))
-        mlp_io = tokens * m.experts_per_token * 2.0 * ((h + 2 * i / tp) + (i / tp + h))
-        elem_bytes = tokens * (14.0 * h + 4.0 * (q + kv) / tp + 6.0 * m.experts_per_token * i / tp)
-        elem_m = elem_bytes / bw_e
+        # attention projections: QKV (h -> q + 2kv) and O (q -> h), weights split over TP ranks
+        c_qkv, m_qkv = _gemm(tokens, h, (q + 2 * kv) / tp, w_el, peak, bw_g)
+        c_o, m_o = _gemm(tokens, q / tp, h, w_el, peak, bw_g)
+        time = _kernel_s(c_qkv, m_qkv) + _kernel_s(c_o, m_o)
+        comp = c_qkv + c_o
+        mem = m_qkv + m_o
+        # elementwise: input and post-attention RMSNorm (read + write h), residual add (two reads, one
+        # write), rotary on q and k (read + write), SiLU-and-mul (read 2i, write i); bf16 activations
+        elem = tokens * (14.0 * h + 4.0 * (q + kv) / tp + 6.0 * m.experts_per_token * i / tp) / bw_e
+        time += elem + _ELEMENTWISE_KERNELS * KERNEL_OVERHEAD_S
 
         if not m.is_moe:
-            w = attn_w + m.expert_params / tp
-            c = 2.0 * tokens * w / peak
-            mem = (w * self._w_el + attn_io + mlp_io) / bw_g
-            time = _combine(c, mem) + elem_m + (_DENSE_GEMM_KERNELS + _ELEMENTWISE_KERNELS) * KERNEL_FLOOR_S
-            return time, c, mem, elem_m
+            c_gu, m_gu = _gemm(tokens, h, 2 * i / tp, w_el, peak, bw_g)
+            c_dn, m_dn = _gemm(tokens, i / tp, h, w_el, peak, bw_g)
+            time += _kernel_s(c_gu, m_gu) + _kernel_s(c_dn, m_dn)
+            return time, comp + c_gu + c_dn, mem + m_gu + m_dn, elem
 
-        c_attn = 2.0 * tokens * attn_w / peak
-        m_attn = (attn_w * self._w_el + attn_io) / bw_g
+        # MoE: grouped gate/up and down GEMMs over the experts the step's tokens touch (weights read once
+        # per touched expert), the hot rank's excess compute (moe_imbalance_factor), a router GEMM and the
+        # top-k, token-alignment and reduction kernels
         e_count, k = m.num_experts, m.experts_per_token
         touched = e_count * (1.0 - (1.0 - k / e_count) ** tokens)
-        c_moe = 2.0 * tokens * k * m.expert_params / tp / peak * self._moe_factor
-        m_moe = (touched * m.expert_params / tp * self._w_el + m.router_params * 2.0 + mlp_io) / bw_g
-        floors = (2 + 2 + _MOE_EXTRA_KERNELS + _ELEMENTWISE_KERNELS) * KERNEL_FLOOR_S
-        time = _combine(c_attn, m_attn) + _combine(c_moe, m_moe) + elem_m + floors
-        return time, c_attn + c_moe, m_attn + m_moe, elem_m
+        expert_w = m.expert_params / tp
+        c_moe = 2.0 * tokens * k * expert_w / peak * self._moe_factor
+        io = tokens * k * 2.0 * ((h + 2 * i / tp) + (i / tp + h))
+        m_moe = (touched * expert_w * w_el + io) / bw_g
+        router_m = (m.router_params * 2.0 + tokens * (h + e_count) * 2.0) / bw_g
+        time += _kernel_s(c_moe * 2.0 / 3.0, m_moe * 2.0 / 3.0) + _kernel_s(c_moe / 3.0, m_moe / 3.0)
+        time += router_m + _MOE_EXTRA_KERNELS * KERNEL_OVERHEAD_S
+        return time, comp + c_moe, mem + m_moe + router_m, elem
 
     def linear_time(self, num_tokens: int, hw: HardwareState = NOMINAL) -> float:
         """Seconds of the non-attention per-layer kernels over all layers for `num_tokens` tokens on one
@@ -403,7 +493,7 @@ class StepCostModel:
         # the LM head stays bf16 in fp8/int4 checkpoints; fp32 logits are written out
         mem = (m.hidden * vocab_rank * 2.0 + rows * vocab_rank * 4.0) / bw_g
         sampler = rows * m.vocab * SAMPLER_BYTES_PER_LOGIT / bw_e
-        time = _combine(c, mem) + sampler + (1 + SAMPLER_KERNELS) * KERNEL_FLOOR_S
+        time = _kernel_s(c, mem) + sampler + SAMPLER_KERNELS * KERNEL_OVERHEAD_S
         return time, c, mem, sampler
 
     def _linear_memo(self, tokens: float, memo: _HwMemo) -> tuple[float, float, float, float]:
@@ -451,14 +541,14 @@ class StepCostModel:
         bw_e = self._bw * ELEMENTWISE_BW_EFFICIENCY * hw.hbm_bw_factor
         # embedding gather and KV-cache writes of the new tokens
         small_m = tokens * (m.hidden * 2.0 + layers * self._kv_layer_bytes) / bw_e
-        device = layers * (lin_t + _ATTN_KERNELS * KERNEL_FLOOR_S) + head_t + small_m
+        device = layers * (lin_t + _ATTN_KERNELS * KERNEL_OVERHEAD_S) + head_t + small_m
         compute = layers * lin_c + head_c
         stream = layers * lin_s + head_s + small_m
         memory = layers * lin_m + head_m + stream
 
         # collectives: two all-reduces per layer, a logits gather, pipeline hand-offs
         link, lf = self.gpu.link, hw.link_factor
-        comm = layers * 2 * ring_allreduce_s(tokens * m.hidden * 2.0, self.tp, link, lf)
+        comm = layers * 2 * tp_allreduce_s(tokens * m.hidden * 2.0, self.tp, link, lf)
         comm += _gather_s(rows * m.vocab * 2.0, self.tp, link, lf)
         if self.pp > 1:
             # hidden states and residual cross each stage boundary
@@ -477,11 +567,11 @@ class StepCostModel:
             # k sequential passes of a one-layer draft head over the decode sequences, sharing the LM head
             d_t, d_c, d_m, d_s = self._linear_memo(float(decode_seqs), memo)
             h_t, h_c, h_m, h_s = self._head_memo(float(decode_seqs), memo)
-            device += k * (d_t + h_t + _ATTN_KERNELS * KERNEL_FLOOR_S)
+            device += k * (d_t + h_t + _ATTN_KERNELS * KERNEL_OVERHEAD_S)
             compute += k * (d_c + h_c)
             stream += k * (d_s + h_s)
             memory += k * (d_m + h_m + d_s + h_s)
-            comm += k * 2 * ring_allreduce_s(decode_seqs * m.hidden * 2.0, self.tp, link, lf)
+            comm += k * 2 * tp_allreduce_s(decode_seqs * m.hidden * 2.0, self.tp, link, lf)
             launch += k * (EAGER_LAYER_CPU_S if self.config.enforce_eager else GRAPH_REPLAY_CPU_S)
 
         # decode attention over context: per token of context, k + 1 queries per sequence for the target

@@ -124,8 +124,11 @@ def main() -> None:
 
 # ----- calc ---------------------------------------------------------------------------------------
 @main.command()
-@click.option("--model", required=True, help="Model name, e.g. Llama-3.1-8B.")
-@click.option("--gpu", required=True, help="GPU name, e.g. H100-SXM.")
+@click.option("--model", required=True,
+              help="Model: a profile name in any case, a Hugging Face id or a short name, e.g. Llama-3.1-8B, "
+                   "meta-llama/Llama-3.1-8B-Instruct, Llama-3-8B.")
+@click.option("--gpu", required=True,
+              help="GPU: a profile name in any case or a short name, e.g. H100-SXM, h100, h200.")
 @click.option("--tp", default=1, show_default=True, help="Tensor-parallel degree.")
 @click.option("--dtype", default="bf16", type=click.Choice(["bf16", "fp8", "int4"]), show_default=True)
 @click.option("--kv-dtype", default="auto", type=click.Choice(["auto", "fp8"]), show_default=True)

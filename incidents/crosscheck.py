@@ -426,9 +426,58 @@ def _check_workload_times(workload: dict[str, Any], duration: float | None) -> l
         if n != 1:
             issues.append(Issue(("workload", "apps", i, "n"), f"n: {n} is not simulated: every request gets one "
                                 "completion", "remove n (or write n: 1)"))
-    for section in ("bursts", "ramps"):
+    for section in ("bursts", "ramps", "rate_changes"):
         for i, raw in enumerate(_list(workload.get(section))):
             issues += _check_time(_dict(raw).get("start_s"), duration, ("workload", section, i, "start_s"), "start_s")
+    for i, raw in enumerate(_list(workload.get("apps"))):
+        arrival = _dict(_dict(raw).get("arrival"))
+        key = "at_s" if arrival.get("kind") == "burst" else "start_s"
+        if key in arrival:
+            issues += _check_time(arrival.get(key), duration, ("workload", "apps", i, "arrival", key), key)
+    return issues
+
+
+# the standard app mix's apps and tenants (telemetry_gen.workload.standard_apps; a test keeps them equal)
+STANDARD_APP_TENANTS: dict[str, tuple[str, ...]] = {
+    "chat": ("acme", "globex", "initech", "umbrella", "hooli", "stark"),
+    "rag": ("acme", "globex", "initech", "wayne"),
+    "code": ("acme", "initech", "hooli"),
+    "summarize": ("globex", "wayne"),
+    "reasoning": ("acme", "stark"),
+}
+
+
+def _check_rate_changes(workload: dict[str, Any]) -> list[Issue]:
+    """Each rate change names an open-loop app of the workload and, if any, one of that app's tenants."""
+    apps = workload.get("apps", "standard")
+    if apps == "standard":
+        tenants_of: dict[str, tuple[str, ...]] = dict(STANDARD_APP_TENANTS)
+        closed: set[str] = set()
+    else:
+        tenants_of, closed = {}, set()
+        for raw in _list(apps):
+            app = _dict(raw)
+            name, n = app.get("name"), app.get("tenants", 1)
+            if not isinstance(name, str):
+                continue
+            tenants_of[name] = tuple(f"{name}-t{i}" for i in range(n if isinstance(n, int) and n > 0 else 1))
+            if app.get("arrival") is not None:
+                closed.add(name)
+    issues: list[Issue] = []
+    for i, raw in enumerate(_list(workload.get("rate_changes"))):
+        change, loc = _dict(raw), ("workload", "rate_changes", i)
+        app, tenant = change.get("app"), change.get("tenant")
+        if not isinstance(app, str):
+            continue
+        if app not in tenants_of:
+            issues.append(Issue((*loc, "app"), f"no app {app!r} in the workload",
+                                did_you_mean(app, tenants_of) or f"apps: {', '.join(tenants_of)}"))
+        elif app in closed:
+            issues.append(Issue((*loc, "app"), f"app {app!r} has a closed-loop, burst or replay arrival",
+                                "a rate change applies to open-loop apps (no `arrival`) only"))
+        elif isinstance(tenant, str) and tenant not in tenants_of[app]:
+            issues.append(Issue((*loc, "tenant"), f"app {app!r} has no tenant {tenant!r}",
+                                did_you_mean(tenant, tenants_of[app]) or f"its tenants: {', '.join(tenants_of[app])}"))
     return issues
 
 
@@ -463,6 +512,7 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     faults = _list(data.get("faults"))
     issues += _check_models(fleet, faults)
     issues += _check_workload_times(_dict(data.get("workload")), duration)
+    issues += _check_rate_changes(_dict(data.get("workload")))
     for i, raw in enumerate(faults):
         issues += _check_fault(i, _dict(raw), n_replicas, duration, fleet=fleet)
     issues += _check_noise(_list(data.get("noise")), n_replicas, duration)

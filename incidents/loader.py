@@ -37,11 +37,13 @@ from incidents.spec import (
     TABLE_COLUMNS,
     Incident,
     Issue,
+    ReplayArrival,
     authoring_issues,
     cross_check,
     did_you_mean,
     format_loc,
 )
+from incidents.traces import TraceProblem, read_trace, resolve_trace_path
 from incidents.variants import VALIDATION_SEEDS, Problem, Resolution, describe, is_template, resolve
 
 LIBRARY_DIR = Path(__file__).resolve().parent
@@ -753,12 +755,43 @@ def _check_tree(parsed: _Parsed, data: dict[str, Any], name: str,
         incident = Incident.model_validate(data, context={"skip_cross_checks": True})
     except ValidationError as exc:
         diagnostics += locator.from_validation(exc)
+    else:
+        diagnostics += _read_traces(incident, name, locator)
     diagnostics += [locator.from_issue(issue) for issue in cross_check(data)]
     diagnostics += [locator.from_issue(issue) for issue in _sql_issues(data)]
     # a skeleton that misses most fields hears about those first, not that it claims nothing yet
     if authoring and (incident is not None or "symptoms" in data):
         diagnostics += [locator.from_issue(issue) for issue in authoring_issues(data)]
     return incident, diagnostics
+
+
+def _read_traces(incident: Incident, name: str, locator: _Locator) -> list[Diagnostic]:
+    """Read every trace the workload replays (relative to the incident file's folder) and attach its rows
+    to the app's arrival; a bad path is reported at the incident's line, a bad row at the trace's."""
+    apps = incident.workload.apps
+    out: list[Diagnostic] = []
+    for i, app in enumerate([] if isinstance(apps, str) else apps):
+        arrival = app.arrival
+        if not isinstance(arrival, ReplayArrival):
+            continue
+        loc: tuple[str | int, ...] = ("workload", "apps", i, "arrival", "path")
+        source = Path(name)
+        if not source.is_file():
+            out.append(locator.from_issue(Issue(loc, "a replayed trace is read beside the incident file, and "
+                                                "this incident is not a file", "save the incident next to its trace")))
+            continue
+        try:
+            path = resolve_trace_path(source.parent, arrival.path)
+        except ValueError as exc:
+            out.append(locator.from_issue(Issue(loc, str(exc), "put the trace in the incident's folder")))
+            continue
+        rows = read_trace(path)
+        if isinstance(rows, TraceProblem):
+            shown = str(source.parent / arrival.path)
+            out.append(Diagnostic(shown, rows.line, 1 if rows.line else 0, rows.message, rows.hint))
+            continue
+        arrival._rows = rows
+    return out
 
 
 def _line_starts(text: str) -> list[int]:

@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     Tag,
     ValidationInfo,
     field_validator,
@@ -38,6 +40,7 @@ from pydantic import (
 )
 
 from incidents.crosscheck import (
+    STANDARD_APP_TENANTS,
     Issue,
     authoring_issues,
     cross_check,
@@ -89,12 +92,47 @@ SCHEMA_PATH = Path(__file__).resolve().parent / "schema.json"
 RouterPolicy = Literal["round_robin", "least_outstanding", "affinity"]
 
 __all__ = [
-    "COLUMN_TYPES", "DEFAULT_LIKELIHOOD", "ID_RE", "MIN_HYPOTHESES", "MIN_SIGNALS", "NOISE_KINDS",
-    "NUMERIC_AGGREGATES", "NUMERIC_TYPES", "REPLICA_NAME_RE", "SCHEMA_PATH", "SLUG_RE", "TABLE_COLUMNS",
-    "TIME_AGGREGATES", "TWO_SIDED", "Aggregate", "Compare", "ConfigChangeNoise", "DeployEvent", "FaultSpec",
-    "FractionScope", "Incident", "Issue", "NoiseEvent", "ReplicaRef", "ReplicaRestart", "ReplicaScope", "Scope",
-    "Seconds", "Step", "TrafficBurstNoise", "WindowPair", "authoring_issues", "cross_check", "did_you_mean",
-    "format_loc", "incident_json_schema", "known_models_and_gpus", "replica_index", "schema_text", "write_schema",
+    "COLUMN_TYPES",
+    "DEFAULT_LIKELIHOOD",
+    "ID_RE",
+    "MIN_HYPOTHESES",
+    "MIN_SIGNALS",
+    "NOISE_KINDS",
+    "NUMERIC_AGGREGATES",
+    "NUMERIC_TYPES",
+    "REPLICA_NAME_RE",
+    "SCHEMA_PATH",
+    "SLUG_RE",
+    "STANDARD_APP_TENANTS",
+    "TABLE_COLUMNS",
+    "TIME_AGGREGATES",
+    "TWO_SIDED",
+    "Aggregate",
+    "Compare",
+    "ConfigChangeNoise",
+    "DeployEvent",
+    "FaultSpec",
+    "FractionScope",
+    "Incident",
+    "Issue",
+    "NoiseEvent",
+    "ReplicaRef",
+    "ReplicaRestart",
+    "ReplicaScope",
+    "Scope",
+    "Seconds",
+    "Step",
+    "TrafficBurstNoise",
+    "WindowPair",
+    "authoring_issues",
+    "cross_check",
+    "did_you_mean",
+    "format_loc",
+    "incident_json_schema",
+    "known_models_and_gpus",
+    "replica_index",
+    "schema_text",
+    "write_schema",
 ]
 
 
@@ -200,13 +238,80 @@ class LengthDist(_Strict):
         return self
 
 
+MAX_LOOP_CLIENTS = 100_000
+MAX_SHAPE_REQUESTS = 2_000_000  # requests of one closed loop or burst (a long incident's whole traffic)
+
+
+class ClosedLoopArrival(_Strict):
+    """A closed loop: `clients` clients start at start_s together; each sends its next request
+    think_time_s after its last one ended (answered, failed or timed out), until `requests` are sent or the
+    window ends. At most `clients` requests of the app are ever in flight (load tests, a pool of users)."""
+
+    kind: Literal["closed_loop"]
+    clients: int = Field(ge=1, le=MAX_LOOP_CLIENTS, description="Concurrent clients (requests in flight at most).")
+    requests: int = Field(ge=1, le=MAX_SHAPE_REQUESTS, description="Requests the clients send in all.")
+    think_time_s: float = Field(0.0, ge=0, le=3600, description="Seconds a client waits after a response ends.")
+    start_s: Seconds = 0.0
+
+
+class BurstArrival(_Strict):
+    """`requests` requests sent at the one instant at_s (a batch job dumping its queue, a retry storm)."""
+
+    kind: Literal["burst"]
+    at_s: Seconds
+    requests: int = Field(ge=1, le=MAX_SHAPE_REQUESTS, description="Requests sent at at_s.")
+
+
+def _trace_path(value: str) -> str:
+    path = Path(value)
+    if path.is_absolute() or value.startswith(("/", "\\", "~")):
+        raise ValueError("a trace path is relative to the incident file's folder, not absolute")
+    if ".." in path.parts or "\\" in value:
+        raise ValueError("a trace path must stay inside the incident file's folder (no '..')")
+    if path.suffix.lower() not in (".jsonl", ".csv"):
+        raise ValueError(f"a trace is a .jsonl or .csv file, not {path.suffix or 'a file without suffix'}")
+    return value
+
+
+class ReplayArrival(_Strict):
+    """Replay a recorded request trace: each row's arrival time and prompt and output tokens (see
+    docs/authoring.md, "Workload shapes", for the file format)."""
+
+    kind: Literal["replay"]
+    path: Annotated[str, AfterValidator(_trace_path)] = Field(
+        min_length=1, max_length=300,
+        description="JSONL or CSV file, relative to the incident file's folder (inside it).",
+    )
+    start_s: Seconds = Field(0.0, description="Simulated second at which the trace's first request arrives.")
+    time_scale: float = Field(
+        1.0, gt=0, le=1000, description="Multiplies the trace's times: 0.5 replays it at twice the rate."
+    )
+    # the file's rows once the loader has read it (incidents.traces.TraceRows); not part of the YAML
+    _rows: Any = PrivateAttr(default=None)
+
+
+Arrival = Annotated[ClosedLoopArrival | BurstArrival | ReplayArrival, Field(discriminator="kind")]
+
+
 class App(_Strict):
     """One client application: its share of traffic, request shapes and sampling settings."""
 
     name: str = Field(pattern=ID_RE, description="App name, as in requests.app.")
-    weight: float = Field(1.0, gt=0, description="Relative share of the arrival rate.")
-    prompt: LengthDist = Field(description="Prompt length distribution (tokens).")
-    output: LengthDist = Field(description="Output length distribution (tokens).")
+    weight: float = Field(1.0, gt=0, description="Relative share of the arrival rate (open-loop apps only).")
+    prompt: LengthDist | None = Field(
+        None, description="Prompt length distribution (tokens); required unless arrival replays a trace."
+    )
+    output: LengthDist | None = Field(
+        None, description="Output length distribution (tokens); required unless arrival replays a trace."
+    )
+    arrival: Arrival | None = Field(
+        None, description="How requests are sent: absent = open loop at the workload's rate (see rate_shape); "
+        "closed_loop, burst or replay."
+    )
+    length_correlation: float = Field(
+        0.0, ge=-1, le=1, description="Correlation of prompt and output length (Gaussian copula on their normal "
+        "scores: for two lognormals, the correlation of log lengths). 0: independent."
+    )
     tenants: int = Field(1, ge=1, description="Number of tenants sending this app's traffic.")
     system_prompts: int = Field(1, ge=0, description="Distinct shared system prompts (prefix-cache reuse).")
     system_prompt_tokens: int = Field(0, ge=0, description="Tokens in each system prompt.")
@@ -222,6 +327,43 @@ class App(_Strict):
     rate_shape: Literal["daily", "flat", "batch"] = Field(
         "daily", description="daily follows the diurnal curve, flat ignores it, batch arrives in bulk."
     )
+    batch_period_s: float = Field(900.0, gt=0, le=86400, description="rate_shape batch: seconds between jobs.")
+    batch_duration_s: float = Field(
+        90.0, gt=0, le=86400, description="rate_shape batch: seconds over which one job submits its requests."
+    )
+    batch_size_sigma: float = Field(
+        0.3, ge=0, le=3, description="rate_shape batch: log-space std of job sizes (mean size: the app's rate "
+        "times batch_period_s)."
+    )
+
+    @model_validator(mode="after")
+    def _shape(self) -> App:
+        replay = isinstance(self.arrival, ReplayArrival)
+        if not replay and (self.prompt is None or self.output is None):
+            raise ValueError("an app needs `prompt` and `output` length distributions (unless it replays a trace)")
+        if replay and (self.prompt is not None or self.output is not None):
+            raise ValueError("a replayed trace brings its own lengths: drop `prompt` and `output`")
+        if replay and self.length_correlation != 0.0:
+            raise ValueError("a replayed trace brings its own lengths: drop `length_correlation`")
+        if self.batch_duration_s > self.batch_period_s:
+            raise ValueError(
+                f"batch_duration_s ({self.batch_duration_s:g}) exceeds batch_period_s ({self.batch_period_s:g})"
+            )
+        return self
+
+
+class RateChange(_Strict):
+    """One app's, or one of its tenants', open-loop arrival rate multiplied by `factor` from start_s on
+    (for duration_s seconds, or to the end of the run). Other apps and tenants keep their traffic."""
+
+    app: str = Field(pattern=ID_RE, description="App whose traffic changes.")
+    tenant: str | None = Field(
+        None, min_length=1, description='Only this tenant of the app ("<app>-t<i>" for a listed app; the '
+        "standard mix's tenant names, e.g. acme). Absent: the whole app."
+    )
+    start_s: Seconds
+    factor: float = Field(ge=0, le=1000, description="Rate multiplier (0 stops the traffic, 2 doubles it).")
+    duration_s: float | None = Field(None, gt=0, description="Seconds the change lasts; absent: to the end.")
 
 
 def _apps_tag(value: Any) -> str:
@@ -237,6 +379,9 @@ class Workload(_Strict):
     start_hour: float = Field(10.0, ge=0, lt=24, description="Local hour at t=0.")
     bursts: list[Burst] = Field(default_factory=list, description="Temporary rate multipliers.")
     ramps: list[Ramp] = Field(default_factory=list, description="Lasting rate changes reached gradually.")
+    rate_changes: list[RateChange] = Field(
+        default_factory=list, description="Rate changes of one app or one tenant at a time."
+    )
     apps: Annotated[
         Annotated[Literal["standard"], Tag("apps_standard")] | Annotated[list[App], Tag("apps_list")],
         Discriminator(_apps_tag),

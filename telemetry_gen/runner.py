@@ -31,7 +31,8 @@ from engine_model.profiles import get_gpu, get_model
 from engine_model.request import Request
 from engine_model.results import SimResult
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation, replica_names
-from incidents.spec import FaultSpec, Incident, replica_index
+from incidents.spec import App as AppSpecYaml
+from incidents.spec import BurstArrival, ClosedLoopArrival, FaultSpec, Incident, ReplayArrival, replica_index
 from telemetry_gen import tables as T
 from telemetry_gen.quality import base_scores
 from telemetry_gen.store import table_digest
@@ -41,7 +42,9 @@ from telemetry_gen.workload import (
     Burst,
     LengthDist,
     Ramp,
+    RateChange,
     RateCurve,
+    ReplayTrace,
     WorkloadSpec,
     generate_requests,
 )
@@ -161,16 +164,49 @@ def workload_spec(inc: Incident) -> WorkloadSpec:
     else:
         apps = tuple(
             AppSpec(
-                name=a.name, weight=a.weight, prompt=_length(a.prompt), output=_length(a.output),
+                name=a.name, weight=a.weight,
+                prompt=_length(a.prompt) if a.prompt is not None else _REPLAYED,
+                output=_length(a.output) if a.output is not None else _REPLAYED,
                 tenants=tuple(f"{a.name}-t{i}" for i in range(a.tenants)),
                 system_prompts=a.system_prompts if a.system_prompt_tokens > 0 else 0,
                 system_prompt_tokens=a.system_prompt_tokens if a.system_prompts > 0 else 0,
                 temperature=a.temperature, seeded_fraction=a.seeded_fraction, n=a.n, priority=a.priority,
                 max_tokens=a.max_tokens, rate_shape=a.rate_shape, timeout_s=a.timeout_s,
+                batch_period_s=a.batch_period_s, batch_duration_s=a.batch_duration_s,
+                batch_size_sigma=a.batch_size_sigma, length_correlation=a.length_correlation,
+                **_arrival_fields(a),
             )
             for a in w.apps
         )
+    changes: dict[str, list[RateChange]] = {}
+    for c in w.rate_changes:
+        duration = math.inf if c.duration_s is None else c.duration_s
+        changes.setdefault(c.app, []).append(RateChange(c.start_s, c.factor, duration, c.tenant))
+    apps = tuple(replace(a, rate_changes=tuple(changes[a.name])) if a.name in changes else a for a in apps)
     return WorkloadSpec(duration_s=inc.window.duration_s, rate=curve, apps=apps)
+
+
+# lengths of a replayed app come from its trace; its LengthDist is never drawn from
+_REPLAYED = LengthDist("fixed", median=1.0)
+
+
+def _arrival_fields(app: AppSpecYaml) -> dict[str, Any]:
+    """AppSpec's arrival fields for the YAML app's `arrival` (none: open loop)."""
+    arrival = app.arrival
+    if isinstance(arrival, ClosedLoopArrival):
+        return {"arrival": "closed", "clients": arrival.clients, "requests": arrival.requests,
+                "think_time_s": arrival.think_time_s, "start_s": arrival.start_s}
+    if isinstance(arrival, BurstArrival):
+        return {"arrival": "burst", "requests": arrival.requests, "start_s": arrival.at_s}
+    if isinstance(arrival, ReplayArrival):
+        rows = arrival._rows
+        if rows is None:
+            raise ValueError(f"app {app.name}: its trace {arrival.path!r} was not read; load the incident from "
+                             "its file (incidents.loader.load_incident)")
+        trace = ReplayTrace(rows.arrival_s * arrival.time_scale, rows.prompt_tokens, rows.output_tokens,
+                            rows.source)
+        return {"arrival": "replay", "replay": trace, "start_s": arrival.start_s}
+    return {}
 
 
 def probe_requests(duration_s: float, first_id: int = PROBE_ID_BASE) -> list[Request]:
@@ -269,12 +305,17 @@ def surge_requests(spec: WorkloadSpec, seed: int, faults: list[FaultSpec], first
         off = [Burst(0.0, start, 0.0)] if start > 0.0 else []
         off += [Burst(end, spec.duration_s - end, 0.0)] if end < spec.duration_s else []
         rate = spec.rate
-        apps = spec.apps
+        # a surge adds open-loop traffic: closed loops, bursts and replays keep their own shape
+        apps = tuple(a for a in spec.apps if a.arrival == "open")
         base_rps = rate.base_rps * extra
         if app is not None:
             chosen = next(a for a in spec.apps if a.name == app)
+            if chosen.arrival != "open":
+                raise ValueError(f"traffic_surge: app {app!r} is not open-loop (its arrival is {chosen.arrival})")
             base_rps *= spec.share(chosen)  # its normal share, now carried alone
             apps = (chosen,)
+        if not apps:
+            continue
         curve = replace(rate, base_rps=base_rps, bursts=(*rate.bursts, *off))
         extra_spec = WorkloadSpec(duration_s=spec.duration_s, rate=curve, apps=apps)
         reqs = generate_requests(extra_spec, _derived_seed(seed, "traffic_surge", k))
@@ -305,7 +346,8 @@ def shift_workload(reqs: list[Request], faults: list[FaultSpec], spec: WorkloadS
             continue
         salt = _derived_seed(0, "workload_shift", k) | 1
         for r in reqs:
-            if (app is not None and r.app != app) or not _active(fs, r.arrival_s):
+            # a closed loop's requests keep their prepared lengths (most are sent after generation anyway)
+            if (app is not None and r.app != app) or r.loop >= 0 or not _active(fs, r.arrival_s):
                 continue
             if ps != 1.0:
                 user = max(1, round((r.prompt_tokens - r.prefix_tokens) * ps))

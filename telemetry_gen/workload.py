@@ -3,10 +3,13 @@
 Every request comes from one application (`AppSpec`). Each app has its own arrival
 process, a non-homogeneous Poisson process whose intensity is its weight share of a
 fleet-wide `RateCurve` (diurnal shape x bursts x ramps, optionally modulated by slow
-random noise), or, for batch apps, scheduled jobs that each dump a block of requests.
-Lengths are resampled from real traces (Splitwise conversation/code, arXiv
-summarization; see `data/README.md`) or drawn from simple parametric laws. Everything
-is vectorised per app and deterministic from one integer seed.
+random noise, times the app's own `RateChange`s), or, for batch apps, scheduled jobs that
+each dump a block of requests. An app can instead be a closed loop of clients
+(engine_model.clients sends its requests as earlier ones end), a burst at one instant, or
+the replay of a recorded trace (`ReplayTrace`). Lengths are resampled from real traces
+(Splitwise conversation/code, arXiv summarization; see `data/README.md`) or drawn from
+simple parametric laws, independently or through a Gaussian copula (`length_correlation`).
+Everything is vectorised per app and deterministic from one integer seed.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ TRACE_FILES: dict[str, str] = {
 LENGTH_KINDS = ("trace", "lognormal", "fixed")
 LENGTH_COLUMNS = ("prompt", "output")
 RATE_SHAPES = ("daily", "flat", "batch")
+# how an app's requests are sent: "open" (a rate curve, see rate_shape), "closed" (a closed loop of
+# `clients` clients, engine_model.clients), "burst" (`requests` requests at one instant `start_s`),
+# "replay" (the arrival times and lengths of a recorded trace, `ReplayTrace`)
+ARRIVAL_KINDS = ("open", "closed", "burst", "replay")
 DEFAULT_MAX_MODEL_LEN = 32768
 
 # Multiplicative log-normal jitter on trace draws: it smears the trace's exact integers so that
@@ -44,6 +51,8 @@ _GRID_STEP_S = 1.0
 _MASK63 = np.uint64((1 << 63) - 1)
 _STREAM_ARRIVALS = 1
 _STREAM_ATTRIBUTES = 2
+_STREAM_LENGTHS = 3  # correlated lengths
+_STREAM_THIN = 4  # per-tenant thinning
 _NO_SEED = -1
 
 
@@ -122,6 +131,67 @@ class LengthDist:
             raw = np.full(size, self.median)
         return np.clip(np.rint(raw * self.scale), self.min, self.max).astype(np.int64)
 
+    def from_scores(self, rng: np.random.Generator, z: np.ndarray, column: str = "prompt") -> np.ndarray:
+        """Lengths (int64 tokens within [min, max]) that are monotone in the standard-normal scores `z`.
+
+        The Gaussian-copula draw behind correlated prompt and output lengths: lognormal gives
+        median * exp(sigma * z) exactly; a trace gives the order statistic of its column at the rank
+        of each score among `z` (an empirical quantile, so the trace's marginal is kept); fixed
+        ignores z.
+        """
+        size = z.size
+        if self.kind == "trace":
+            assert self.trace is not None
+            values = np.sort(load_trace(self.trace)[LENGTH_COLUMNS.index(column)])
+            rank = np.argsort(np.argsort(z, kind="stable"), kind="stable")
+            idx = np.minimum(((rank + rng.random(size)) / size * values.size).astype(np.int64), values.size - 1)
+            raw = values[idx] * np.exp(_TRACE_JITTER_SIGMA * rng.standard_normal(size))
+        elif self.kind == "lognormal":
+            raw = self.median * np.exp(self.sigma * z)
+        else:
+            raw = np.full(size, self.median)
+        return np.clip(np.rint(raw * self.scale), self.min, self.max).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class ReplayTrace:
+    """A recorded request trace to replay: arrival times (seconds from the trace's start, sorted) and
+    prompt and output token counts (int64 >= 1), aligned row by row. `source` names the file."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        n = self.arrival_s.size
+        if self.prompt_tokens.size != n or self.output_tokens.size != n:
+            raise ValueError("ReplayTrace columns must have the same length")
+        if n and (np.any(np.diff(self.arrival_s) < 0) or self.arrival_s[0] < 0):
+            raise ValueError("ReplayTrace arrival times must be sorted and >= 0")
+        if n and (self.prompt_tokens.min() < 1 or self.output_tokens.min() < 1):
+            raise ValueError("ReplayTrace token counts must be >= 1")
+
+
+@dataclass(frozen=True)
+class RateChange:
+    """One app's (or one of its tenants') arrival rate multiplied by `factor` for start_s <= t <
+    start_s + duration_s (seconds; duration inf: to the end of the run). tenant None: the whole app."""
+
+    start_s: float
+    factor: float
+    duration_s: float = math.inf
+    tenant: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.factor < 0 or self.duration_s <= 0 or self.start_s < 0:
+            raise ValueError("RateChange needs factor >= 0, duration_s > 0 and start_s >= 0")
+
+    def factor_at(self, t: np.ndarray) -> np.ndarray:
+        """The multiplier at times t (seconds): factor inside the change, 1 outside."""
+        t = np.asarray(t, dtype=float)
+        return np.where((t >= self.start_s) & (t < self.start_s + self.duration_s), self.factor, 1.0)
+
 
 # ------------------------------------------------------------------------------------------ apps
 
@@ -137,6 +207,14 @@ class AppSpec:
     hold `session_requests` requests on average, all within one `session_window_s` window.
     A "batch" app submits a job every `batch_period_s` seconds whose requests arrive over
     `batch_duration_s` seconds; job sizes vary log-normally with log-std `batch_size_sigma`.
+
+    `arrival` picks how requests are sent (weight and rate_shape apply to "open" only):
+    "closed": `clients` clients send `requests` requests in all, each client its next one `think_time_s`
+    after its last one ended (engine_model.clients), all starting at `start_s`; "burst": `requests`
+    requests at the one instant `start_s`; "replay": the rows of `replay`, shifted by `start_s`, with the
+    trace's own lengths. `length_correlation` is the correlation of the normal scores of prompt and
+    output length (a Gaussian copula: for two lognormals, the correlation of log lengths); 0 draws them
+    independently. `rate_changes` multiply the app's (or one tenant's) open-loop rate over a span.
     """
 
     name: str
@@ -160,6 +238,14 @@ class AppSpec:
     batch_period_s: float = 900.0
     batch_duration_s: float = 90.0
     batch_size_sigma: float = 0.3
+    arrival: str = "open"
+    clients: int = 0
+    think_time_s: float = 0.0
+    requests: int = 0
+    start_s: float = 0.0
+    replay: ReplayTrace | None = None
+    length_correlation: float = 0.0
+    rate_changes: tuple[RateChange, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or self.weight < 0:
@@ -180,6 +266,25 @@ class AppSpec:
             raise ValueError(f"app {self.name}: session_requests >= 1 and session_window_s > 0")
         if self.batch_period_s <= 0 or not 0 < self.batch_duration_s <= self.batch_period_s:
             raise ValueError(f"app {self.name}: need 0 < batch_duration_s <= batch_period_s")
+        if self.batch_size_sigma < 0:
+            raise ValueError(f"app {self.name}: batch_size_sigma must be >= 0")
+        if self.arrival not in ARRIVAL_KINDS:
+            raise ValueError(f"app {self.name}: arrival must be one of {ARRIVAL_KINDS}")
+        if self.arrival == "closed" and (self.clients < 1 or self.requests < 1):
+            raise ValueError(f"app {self.name}: a closed loop needs clients >= 1 and requests >= 1")
+        if self.arrival == "burst" and self.requests < 1:
+            raise ValueError(f"app {self.name}: a burst needs requests >= 1")
+        if self.arrival == "replay" and self.replay is None:
+            raise ValueError(f"app {self.name}: arrival 'replay' needs a ReplayTrace")
+        if self.think_time_s < 0 or self.start_s < 0:
+            raise ValueError(f"app {self.name}: think_time_s and start_s must be >= 0")
+        if not -1.0 <= self.length_correlation <= 1.0:
+            raise ValueError(f"app {self.name}: length_correlation must be within -1..1")
+        if self.rate_changes and self.arrival != "open":
+            raise ValueError(f"app {self.name}: rate changes apply to open-loop apps only")
+        for change in self.rate_changes:
+            if change.tenant is not None and change.tenant not in self.tenants:
+                raise ValueError(f"app {self.name}: rate change for unknown tenant {change.tenant!r}")
 
 
 # ------------------------------------------------------------------------------------------ rate
@@ -273,22 +378,49 @@ class WorkloadSpec:
     def __post_init__(self) -> None:
         if self.duration_s <= 0:
             raise ValueError("WorkloadSpec.duration_s must be > 0")
-        if not self.apps or sum(a.weight for a in self.apps) <= 0:
+        open_weight = sum(a.weight for a in self.apps if a.arrival == "open")
+        if not self.apps or (open_weight <= 0 and all(a.arrival == "open" for a in self.apps)):
             raise ValueError("WorkloadSpec needs apps with a positive total weight")
         names = [a.name for a in self.apps]
         if len(set(names)) != len(names):
             raise ValueError("app names must be unique")
 
     def share(self, app: AppSpec) -> float:
-        """The app's normalised weight (fraction of a day's requests)."""
-        return app.weight / sum(a.weight for a in self.apps)
+        """The app's normalised weight (fraction of a day's open-loop requests; 0 for other arrivals)."""
+        if app.arrival != "open":
+            return 0.0
+        return app.weight / sum(a.weight for a in self.apps if a.arrival == "open")
 
 
 def app_rate(spec: WorkloadSpec, app: AppSpec, t: np.ndarray) -> np.ndarray:
     """Expected requests/s of one app at simulated times t (seconds); batch apps give their mean."""
     curve = spec.rate
     shaped = curve.diurnal(t) if app.rate_shape == "daily" else np.ones_like(np.asarray(t, dtype=float))
-    return spec.share(app) * curve.base_rps * shaped * curve.events(t)
+    rate = spec.share(app) * curve.base_rps * shaped * curve.events(t)
+    for change in app.rate_changes:
+        if change.tenant is None:
+            rate = rate * change.factor_at(t)
+    return rate
+
+
+def _tenant_envelope(app: AppSpec, t: np.ndarray) -> np.ndarray:
+    """max(1, every tenant change's factor) at times t: the app's arrivals are drawn at this multiple of
+    its rate, then thinned per tenant (`_tenant_keep`), so a tenant's rate change moves that tenant only."""
+    env = np.ones_like(np.asarray(t, dtype=float))
+    for change in app.rate_changes:
+        if change.tenant is not None:
+            env = np.maximum(env, change.factor_at(t))
+    return env
+
+
+def _tenant_keep(rng: np.random.Generator, app: AppSpec, t: np.ndarray, tenant: np.ndarray) -> np.ndarray:
+    """Which arrivals drawn under the envelope to keep: tenant k's at probability f_k(t) / envelope(t)."""
+    factor = np.ones(t.size)
+    for change in app.rate_changes:
+        if change.tenant is not None:
+            k = app.tenants.index(change.tenant)
+            factor = np.where(tenant == k, factor * change.factor_at(t), factor)
+    return rng.random(t.size) * _tenant_envelope(app, t) < factor
 
 
 def expected_rate(spec: WorkloadSpec, t: np.ndarray) -> np.ndarray:
@@ -345,6 +477,8 @@ class WorkloadColumns:
     n: np.ndarray
     max_tokens: np.ndarray
     timeout_s: np.ndarray
+    loop: np.ndarray
+    think_s: np.ndarray
     app_names: tuple[str, ...] = ()
     tenant_names: tuple[str, ...] = ()
 
@@ -361,7 +495,7 @@ class WorkloadColumns:
         # 100k+ fresh objects would otherwise trigger repeated full collections over the whole heap
         gc.disable()
         try:
-            return list(
+            reqs = list(
                 map(
                     Request,
                     range(len(self)),
@@ -383,6 +517,10 @@ class WorkloadColumns:
                     self.timeout_s.tolist(),
                 )
             )
+            for i in np.flatnonzero(self.loop >= 0).tolist():
+                reqs[i].loop = int(self.loop[i])
+                reqs[i].think_s = float(self.think_s[i])
+            return reqs
         finally:
             if collecting:
                 gc.enable()
@@ -434,7 +572,7 @@ def _batch_arrivals(rng: np.random.Generator, spec: WorkloadSpec, app: AppSpec) 
     starts = starts[starts < spec.duration_s]
     samples = max(1, round(period / _GRID_STEP_S))
     mids = starts[:, None] + period * (np.arange(samples) + 0.5) / samples
-    mass = app_rate(spec, app, mids).mean(axis=1) * period
+    mass = (app_rate(spec, app, mids) * _tenant_envelope(app, mids)).mean(axis=1) * period
     sigma = app.batch_size_sigma
     size_factor = np.exp(sigma * rng.standard_normal(starts.size) - 0.5 * sigma * sigma)
     counts = rng.poisson(mass * size_factor)
@@ -444,11 +582,23 @@ def _batch_arrivals(rng: np.random.Generator, spec: WorkloadSpec, app: AppSpec) 
 
 
 def _arrivals(seed: int, spec: WorkloadSpec, app: AppSpec, grid: np.ndarray) -> np.ndarray:
+    """Sorted send times (seconds) of one app; a closed loop's held requests are inf (engine_model.clients)."""
+    if app.arrival == "closed":
+        first = min(app.clients, app.requests) if app.start_s < spec.duration_s else 0
+        return np.concatenate((np.full(first, app.start_s), np.full(app.requests - first, np.inf)))
+    if app.arrival == "burst":
+        return np.full(app.requests if app.start_s < spec.duration_s else 0, app.start_s)
+    if app.arrival == "replay":
+        assert app.replay is not None
+        t = app.replay.arrival_s + app.start_s
+        return t[t < spec.duration_s]
     rng = _rng(seed, app.name, _STREAM_ARRIVALS)
     if app.rate_shape == "batch":
         return _batch_arrivals(rng, spec, app)
     mids = 0.5 * (grid[1:] + grid[:-1])
     cell_rate = app_rate(spec, app, mids)
+    if app.rate_changes:
+        cell_rate = cell_rate * _tenant_envelope(app, mids)
     if spec.rate.noise > 0:
         cell_rate = cell_rate * _noise_factor(rng, spec.rate, mids, spec.duration_s)
     return _poisson_arrivals(rng, grid, cell_rate)
@@ -489,8 +639,10 @@ def _repeat_sources(rng: np.random.Generator, fraction: float, size: int) -> np.
         src = nxt
 
 
-def _app_columns(seed: int, app: AppSpec, t: np.ndarray, hash_base: int, max_model_len: int) -> dict[str, np.ndarray]:
-    """Per-request columns of one app, aligned with its sorted arrival times t; tenant is local to the app."""
+def _app_columns(seed: int, app: AppSpec, t: np.ndarray, hash_base: int, max_model_len: int,
+                 loop: int = -1) -> dict[str, np.ndarray]:
+    """Per-request columns of one app, aligned with its sorted arrival times t; tenant is local to the app.
+    `loop` is the closed-loop pool id its requests carry (closed-loop apps only)."""
     rng = _rng(seed, app.name, _STREAM_ATTRIBUTES)
     size = t.size
     n_tenants = len(app.tenants)
@@ -506,12 +658,23 @@ def _app_columns(seed: int, app: AppSpec, t: np.ndarray, hash_base: int, max_mod
         tenant = _zipf(rng, n_tenants, app.popularity_skew, size)
         prompt_idx = tenant % app.system_prompts
 
-    rows = None
-    if app.prompt.kind == "trace" and app.output.kind == "trace" and app.prompt.trace == app.output.trace:
-        assert app.prompt.trace is not None
-        rows = rng.integers(0, load_trace(app.prompt.trace)[0].size, size=size)
-    user = app.prompt.sample(rng, size, "prompt", rows)
-    output = app.output.sample(rng, size, "output", rows)
+    if app.replay is not None and app.arrival == "replay":
+        # the trace's own lengths, row by row (its arrivals are t, the rows before the window's end)
+        user, output = app.replay.prompt_tokens[:size].copy(), app.replay.output_tokens[:size].copy()
+    elif app.length_correlation != 0.0:
+        # Gaussian copula on a stream of its own, so apps without a correlation draw as before
+        crng = _rng(seed, app.name, _STREAM_LENGTHS)
+        z1, z2 = crng.standard_normal(size), crng.standard_normal(size)
+        rho = app.length_correlation
+        user = app.prompt.from_scores(crng, z1, "prompt")
+        output = app.output.from_scores(crng, rho * z1 + math.sqrt(1.0 - rho * rho) * z2, "output")
+    else:
+        rows = None
+        if app.prompt.kind == "trace" and app.output.kind == "trace" and app.prompt.trace == app.output.trace:
+            assert app.prompt.trace is not None
+            rows = rng.integers(0, load_trace(app.prompt.trace)[0].size, size=size)
+        user = app.prompt.sample(rng, size, "prompt", rows)
+        output = app.output.sample(rng, size, "output", rows)
 
     prefix_tokens = np.full(size, app.system_prompt_tokens if app.system_prompts else 0, dtype=np.int64)
     prompt = np.minimum(user + prefix_tokens, max_model_len - 1)
@@ -530,8 +693,10 @@ def _app_columns(seed: int, app: AppSpec, t: np.ndarray, hash_base: int, max_mod
     # a repeat copies everything that defines the prompt and its sampling, but keeps its own session
     src = _repeat_sources(rng, app.repeat_fraction, size)
     tenant = tenant[src]
-    sessions = _sessions(rng, app, t, tenant, _name_salt(app.name) ^ (seed % (1 << 32)))
-    return {
+    # a closed loop's held requests have no send time yet: their sessions group as if sent at the start
+    t_known = np.where(np.isfinite(t), t, app.start_s)
+    sessions = _sessions(rng, app, t_known, tenant, _name_salt(app.name) ^ (seed % (1 << 32)))
+    cols = {
         "arrival_s": t,
         "prompt_tokens": prompt[src],
         "output_tokens": output[src],
@@ -541,7 +706,13 @@ def _app_columns(seed: int, app: AppSpec, t: np.ndarray, hash_base: int, max_mod
         "session_key": sessions,
         "prompt_hash": hashes[src],
         "seed": seeds[src],
+        "loop": np.full(size, loop if app.arrival == "closed" else -1, dtype=np.int64),
+        "think_s": np.full(size, app.think_time_s if app.arrival == "closed" else 0.0),
     }
+    if any(c.tenant is not None for c in app.rate_changes):
+        keep = _tenant_keep(_rng(seed, app.name, _STREAM_THIN), app, t, tenant)
+        cols = {name: col[keep] for name, col in cols.items()}
+    return cols
 
 
 def _generate_parts(
@@ -551,15 +722,16 @@ def _generate_parts(
     for app in spec.apps:
         if app.system_prompts and app.system_prompt_tokens + 2 > max_model_len:
             raise ValueError(f"app {app.name}: system prompt does not fit max_model_len={max_model_len}")
-    grid = _time_grid(spec.duration_s, spec.rate)
+    # the rate grid (one cell a second) only serves open-loop apps; a closed loop's window may be very long
+    grid = _time_grid(spec.duration_s, spec.rate) if any(a.arrival == "open" for a in spec.apps) else np.zeros(0)
     # request hashes are the bijective mix of distinct counters, hence unique and non-zero
     hash_base = int(_mix63(np.array([seed % (1 << 63)]))[0]) & ((1 << 62) - 1)
     parts = []
     for index, app in enumerate(spec.apps):
-        if app.weight <= 0:
+        if app.arrival == "open" and app.weight <= 0:
             continue
         t = _arrivals(seed, spec, app, grid)
-        parts.append((index, app, _app_columns(seed, app, t, hash_base, max_model_len)))
+        parts.append((index, app, _app_columns(seed, app, t, hash_base, max_model_len, loop=index)))
         hash_base += t.size
     return parts
 

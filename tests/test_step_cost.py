@@ -16,9 +16,11 @@ from engine_model.profiles import GPUS, LINKS, MODELS
 from engine_model.step_cost import (
     HardwareState,
     StepCostModel,
+    fast_allreduce_s,
     moe_imbalance_factor,
     ring_allreduce_s,
     spec_tokens_per_step,
+    tp_allreduce_s,
 )
 
 H100 = GPUS["H100-SXM"]
@@ -119,8 +121,25 @@ def test_ring_allreduce_shape() -> None:
     link = LINKS["nvlink4"]
     assert ring_allreduce_s(1e6, 1, link) == 0.0
     small, big = ring_allreduce_s(1e3, 8, link), ring_allreduce_s(1e9, 8, link)
-    assert small == pytest.approx(14 * link.latency_s, rel=0.01)  # latency-bound
-    assert big == pytest.approx(2 * 7 / 8 * 1e9 / (link.bw_gbs * 1e9 * link.efficiency), rel=0.01)
+    # a tiny all-reduce costs the fixed per-call latency, whatever the rank count
+    assert small == pytest.approx(link.allreduce_call_s, rel=0.01)
+    assert ring_allreduce_s(1e3, 2, link) == pytest.approx(small, rel=0.01)
+    bw_s = 2 * 7 / 8 * 1e9 / (link.bw_gbs * 1e9 * link.efficiency)
+    assert big == pytest.approx(link.allreduce_call_s + bw_s, rel=0.01)
+    # link degradation slows the bytes, not the call latency
+    assert ring_allreduce_s(1e3, 8, link, 0.1) == pytest.approx(small, rel=0.01)
+
+
+def test_engine_allreduce_uses_vllms_one_shot_kernels_for_decode_sizes() -> None:
+    nvlink, pcie = LINKS["nvlink4"], LINKS["pcie4"]
+    decode = 64 * 8192 * 2.0  # 64 tokens of a 70B model's hidden state, bf16: 1 MiB
+    assert tp_allreduce_s(decode, 4, nvlink) == fast_allreduce_s(decode, 4, nvlink)
+    assert tp_allreduce_s(decode, 4, nvlink) < 0.5 * ring_allreduce_s(decode, 4, nvlink)
+    # no one-shot kernels over PCIe, for odd rank counts, or past their size limit
+    assert tp_allreduce_s(decode, 4, pcie) == ring_allreduce_s(decode, 4, pcie)
+    assert tp_allreduce_s(decode, 3, nvlink) == ring_allreduce_s(decode, 3, nvlink)
+    prefill = 8192 * 8192 * 2.0  # a full 8192-token chunk: 128 MiB, NCCL's bandwidth regime
+    assert tp_allreduce_s(prefill, 8, nvlink) == ring_allreduce_s(prefill, 8, nvlink)
 
 
 def test_pipeline_parallel_adds_latency_not_speed() -> None:
@@ -140,8 +159,16 @@ def test_pipeline_parallel_adds_latency_not_speed() -> None:
 
 
 # ---- dtypes ---------------------------------------------------------------------------------------
-def test_fp8_kv_saves_no_latency() -> None:
-    assert cost(kv_cache_dtype="fp8").step_time(0, 0, 64, 64 * 4000) == cost().step_time(0, 0, 64, 64 * 4000)
+def test_fp8_kv_halves_kv_reads() -> None:
+    bf16, fp8 = cost(), cost(kv_cache_dtype="fp8")
+    # long-context decode is dominated by KV reads: 1 byte per element instead of 2
+    long_ctx = 64 * 16000
+    kv_bf16 = bf16.breakdown(0, 0, 64, long_ctx).memory_s - bf16.breakdown(0, 0, 64, 0).memory_s
+    kv_fp8 = fp8.breakdown(0, 0, 64, long_ctx).memory_s - fp8.breakdown(0, 0, 64, 0).memory_s
+    assert kv_fp8 == pytest.approx(kv_bf16 / 2, rel=1e-9)
+    assert fp8.step_time(0, 0, 64, long_ctx) < 0.75 * bf16.step_time(0, 0, 64, long_ctx)
+    # short-context decode streams the weights and barely changes
+    assert fp8.step_time(0, 0, 8, 8 * 100) == pytest.approx(bf16.step_time(0, 0, 8, 8 * 100), rel=0.02)
 
 
 def test_weight_dtypes() -> None:

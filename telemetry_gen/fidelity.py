@@ -1,0 +1,316 @@
+"""Fidelity harness: replay documented public benchmark setups through the engine model and compare.
+
+Each point of `data/fidelity_points.yaml` names its source, the model, GPU, engine version, TP degree,
+request lengths, load (an offline batch, Poisson arrivals at a rate, or a closed loop of N clients) and
+the published figures. `run_fidelity` simulates every point and reports model vs published per metric
+and the median |relative error| per metric over the points that publish it.
+
+How the load is driven:
+* every point's client is a one-app workload built from the incident format's shapes (`point_workload`:
+  telemetry_gen.workload's burst, replay and closed-loop arrivals), simulated by
+  `engine_model.simulation.Simulation` with a one-replica fleet (so any stage the simulation adds in
+  front of the engine, such as the API server, is included);
+* batch points (`vllm bench latency`, offline) send every request at t=0 straight into the engine (no API
+  server: OFFLINE_FRONTEND); rate "inf" sends every request at t=0 through the API server (one burst, as
+  `vllm bench serve` does); rate points at seeded Poisson times;
+* concurrency points are a closed loop (engine_model.clients): `concurrency` clients start at t=0 and each
+  sends its next request when its last one finished as the client saw it (after the API server streamed
+  the last token), as `vllm bench serve --max-concurrency` does.
+
+Metrics (milliseconds, tokens/s), computed the same way for the model run and the published figures:
+ttft_ms (mean time to first token from the client's send), tpot_ms (mean over requests of
+(latency - ttft) / (output - 1), as `vllm bench serve` prints it; where a source gives mean ITL instead,
+the model's token-weighted mean inter-token time), output_throughput_tok_s (generated tokens / benchmark
+duration), decode_step_ms (batch points: mean latency / output tokens), prefill_step_ms (prefill-bound
+points: max_num_batched_tokens * duration / input tokens, i.e. the time of one full prefill chunk).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from engine_model.config import EngineConfig
+from engine_model.frontend import FrontendConfig
+from engine_model.request import Request
+from engine_model.simulation import FleetSpec, PoolSpec, Simulation
+from telemetry_gen.workload import AppSpec, LengthDist, RateCurve, ReplayTrace, WorkloadSpec, generate_requests
+
+POINTS_PATH = Path(__file__).resolve().parent / "data" / "fidelity_points.yaml"
+METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "output_throughput_tok_s", "decode_step_ms", "prefill_step_ms")
+TARGET_MEDIAN_ABS_ERROR = 0.10  # issue 14: median |relative error| per metric at most 10 %
+_NO_TIMEOUT_S = 1e7  # benchmark clients wait for every response
+
+
+@dataclass(frozen=True)
+class FidelityPoint:
+    """One documented benchmark setup (see the YAML file's header for the fields' meaning)."""
+
+    name: str
+    source: str
+    model: str
+    gpu: str
+    engine: str
+    tp: int
+    input_tokens: int
+    output_tokens: int
+    load: str  # batch | rate | concurrency
+    num_prompts: int
+    published: dict[str, float]
+    rate: float = math.inf  # requests/s for load "rate"
+    concurrency: int = 0  # clients for load "concurrency"
+    seed: int = 0
+    prefill_bound: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def engine_config(self) -> EngineConfig:
+        cfg = EngineConfig(tensor_parallel_size=self.tp).with_changes(**self.config)
+        cfg.validate()
+        return cfg
+
+
+def load_points(path: Path = POINTS_PATH) -> list[FidelityPoint]:
+    """The points of the YAML file, validated (ValueError names the point and the problem)."""
+    raw = yaml.safe_load(path.read_text())
+    out: list[FidelityPoint] = []
+    for item in raw.get("points", []):
+        name = str(item.get("name", "?"))
+        load = dict(item.get("load") or {})
+        kind = str(load.get("kind", ""))
+        if kind not in ("batch", "rate", "concurrency"):
+            raise ValueError(f"{name}: load kind must be batch, rate or concurrency, not {kind!r}")
+        published = {str(k): float(v) for k, v in (item.get("published") or {}).items()}
+        if not published or not item.get("source"):
+            raise ValueError(f"{name}: every point needs a source and published figures")
+        rate = load.get("rate", "inf")
+        point = FidelityPoint(
+            name=name,
+            source=str(item["source"]),
+            model=str(item["model"]),
+            gpu=str(item["gpu"]),
+            engine=str(item.get("engine", "")),
+            tp=int(item.get("tp", 1)),
+            input_tokens=int(item["input_tokens"]),
+            output_tokens=int(item["output_tokens"]),
+            load=kind,
+            num_prompts=int(item["num_prompts"]),
+            published=published,
+            rate=math.inf if str(rate) == "inf" else float(rate),
+            concurrency=int(load.get("concurrency", 0)),
+            seed=int(load.get("seed", 0)),
+            prefill_bound=bool(item.get("prefill_bound", False)),
+            config=dict(item.get("config") or {}),
+        )
+        if kind == "concurrency" and point.concurrency < 1:
+            raise ValueError(f"{name}: a concurrency load needs concurrency >= 1")
+        out.append(point)
+    return out
+
+
+# ---- requests and runs ------------------------------------------------------------------------------
+def point_workload(point: FidelityPoint) -> WorkloadSpec:
+    """The point's benchmark client as a workload of one app with its fixed lengths, built from the same
+    shapes an incident uses: a burst at t=0 (batch, rate inf), a replayed trace of seeded Poisson send
+    times (exactly num_prompts requests, as `vllm bench serve --request-rate R` sends), or a closed loop
+    of `concurrency` clients. No shared prefixes: random and ShareGPT prompts do not repeat."""
+    n = point.num_prompts
+    fixed = {"prompt": LengthDist("fixed", median=point.input_tokens, max=point.input_tokens),
+             "output": LengthDist("fixed", median=point.output_tokens, max=point.output_tokens)}
+    common = {"system_prompts": 0, "max_tokens": point.output_tokens, "timeout_s": _NO_TIMEOUT_S}
+    if point.load == "concurrency":
+        app = AppSpec("bench", 1.0, **fixed, **common, arrival="closed", clients=point.concurrency, requests=n)
+        horizon = _NO_TIMEOUT_S
+    elif point.load == "rate" and math.isfinite(point.rate):
+        rng = random.Random(point.seed)
+        sends = [0.0]
+        for _ in range(n - 1):
+            sends.append(sends[-1] + rng.expovariate(point.rate))
+        trace = ReplayTrace(np.array(sends), np.full(n, point.input_tokens, dtype=np.int64),
+                            np.full(n, point.output_tokens, dtype=np.int64), source=point.name)
+        app = AppSpec("bench", 1.0, **fixed, **common, arrival="replay", replay=trace)
+        horizon = sends[-1] + 1.0
+    else:
+        app = AppSpec("bench", 1.0, **fixed, **common, arrival="burst", requests=n)
+        horizon = 1.0
+    return WorkloadSpec(duration_s=horizon, rate=RateCurve(base_rps=1.0, daily_amplitude=0.0), apps=(app,))
+
+
+def make_requests(point: FidelityPoint) -> list[Request]:
+    """The point's requests (request_id 0..n-1 in send order; a closed loop's held ones have arrival inf)."""
+    return generate_requests(point_workload(point), seed=point.seed)
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """Per-request times of one modelled run (seconds from the start of the benchmark)."""
+
+    sent_s: list[float]
+    first_token_s: list[float]
+    finish_s: list[float]
+    output_tokens: list[int]
+    input_tokens: int  # total prompt tokens
+
+
+# Offline batch points (`vllm bench latency`) call LLM.generate in-process with token-id prompts: no HTTP
+# server, no tokenisation, no SSE; the whole batch is in the engine before its first step, and outputs are
+# processed in the caller while the engine core runs its next step. So they run without an API-server stage.
+OFFLINE_FRONTEND = FrontendConfig(fixed_s=0.0, per_prompt_token_s=0.0, per_output_token_s=0.0)
+
+
+def _simulate(point: FidelityPoint, reqs: list[Request]) -> RunFigures:
+    frontend = OFFLINE_FRONTEND if point.load == "batch" else FrontendConfig()
+    pool = PoolSpec(point.model, point.gpu, 1, point.engine_config(), frontend=frontend)
+    sends = [r.arrival_s for r in reqs if math.isfinite(r.arrival_s)]
+    # a closed loop sends until its requests run out: its window must not end first
+    window = _NO_TIMEOUT_S if point.load == "concurrency" else max(sends, default=0.0) + 1.0
+    run = Simulation(FleetSpec(primary=pool), reqs, [], window, sample_interval_s=window).run()
+    r = run.requests
+    ok = [i for i, s in enumerate(r["status"]) if s == "ok"]
+    if len(ok) != len(reqs):
+        raise RuntimeError(f"{point.name}: {len(reqs) - len(ok)} of {len(reqs)} requests did not complete")
+    return RunFigures(
+        sent_s=[r["arrival_s"][i] - r["gateway_s"][i] for i in ok],
+        first_token_s=[r["first_token_s"][i] for i in ok],
+        finish_s=[r["finish_s"][i] for i in ok],
+        output_tokens=[int(r["output_tokens"][i]) for i in ok],
+        input_tokens=sum(int(r["prompt_tokens"][i]) for i in ok),
+    )
+
+
+def run_point(point: FidelityPoint) -> RunFigures:
+    """Simulate one point's benchmark."""
+    return _simulate(point, make_requests(point))
+
+
+# ---- metrics ----------------------------------------------------------------------------------------
+def model_metrics(point: FidelityPoint, fig: RunFigures) -> dict[str, float]:
+    """The metrics the point publishes, computed from the modelled run (ms, tokens/s)."""
+    n = len(fig.finish_s)
+    ttft = [f - s for f, s in zip(fig.first_token_s, fig.sent_s, strict=True)]
+    latency = [f - s for f, s in zip(fig.finish_s, fig.sent_s, strict=True)]
+    duration = max(fig.finish_s) - min(fig.sent_s)
+    out: dict[str, float] = {}
+    pub = point.published
+    if "ttft_ms" in pub:
+        out["ttft_ms"] = 1e3 * sum(ttft) / n
+    if "tpot_ms" in pub:
+        per_req = [(lat - tt) / (o - 1) for lat, tt, o in zip(latency, ttft, fig.output_tokens, strict=True)
+                   if o > 1]
+        out["tpot_ms"] = 1e3 * sum(per_req) / len(per_req)
+    elif "itl_ms" in pub:
+        gaps = sum(lat - tt for lat, tt, o in zip(latency, ttft, fig.output_tokens, strict=True) if o > 1)
+        out["tpot_ms"] = 1e3 * gaps / sum(o - 1 for o in fig.output_tokens if o > 1)
+    if "output_throughput_tok_s" in pub:
+        out["output_throughput_tok_s"] = sum(fig.output_tokens) / duration
+    if "latency_ms" in pub:
+        out["decode_step_ms"] = 1e3 * sum(latency) / n / point.output_tokens
+    if point.prefill_bound and "duration_s" in pub:
+        out["prefill_step_ms"] = 1e3 * _chunk(point) * duration / fig.input_tokens
+    return out
+
+
+def published_metrics(point: FidelityPoint) -> dict[str, float]:
+    """The same metrics from the published figures (see the module docstring for the derivations)."""
+    pub = point.published
+    out: dict[str, float] = {}
+    if "ttft_ms" in pub:
+        out["ttft_ms"] = pub["ttft_ms"]
+    if "tpot_ms" in pub:
+        out["tpot_ms"] = pub["tpot_ms"]
+    elif "itl_ms" in pub:
+        out["tpot_ms"] = pub["itl_ms"]
+    if "output_throughput_tok_s" in pub:
+        out["output_throughput_tok_s"] = pub["output_throughput_tok_s"]
+    if "latency_ms" in pub:
+        out["decode_step_ms"] = pub["latency_ms"] / point.output_tokens
+    if point.prefill_bound and "duration_s" in pub:
+        total_in = point.input_tokens * point.num_prompts
+        out["prefill_step_ms"] = 1e3 * _chunk(point) * pub["duration_s"] / total_in
+    return out
+
+
+def _chunk(point: FidelityPoint) -> int:
+    return point.engine_config().max_num_batched_tokens
+
+
+def summarise(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per metric: how many points publish it, the median |relative error| and the median signed error."""
+    errors: dict[str, list[float]] = {m: [] for m in METRICS}
+    for row in rows:
+        for metric, err in row["rel_error"].items():
+            errors[metric].append(err)
+    out: dict[str, dict[str, Any]] = {}
+    for metric, errs in errors.items():
+        if not errs:
+            out[metric] = {"points": 0, "median_abs_rel_error": None, "median_rel_error": None,
+                           "meets_target": None}
+            continue
+        med_abs = statistics.median(abs(e) for e in errs)
+        out[metric] = {
+            "points": len(errs),
+            "median_abs_rel_error": round(med_abs, 4),
+            "median_rel_error": round(statistics.median(errs), 4),
+            "meets_target": med_abs <= TARGET_MEDIAN_ABS_ERROR,
+        }
+    return out
+
+
+def run_fidelity(points: list[FidelityPoint] | None = None) -> dict[str, Any]:
+    """Simulate every point; JSON-ready result (keys documented in docs/cli.md, `bench fidelity`)."""
+    t0 = time.perf_counter()
+    pts = load_points() if points is None else points
+    rows: list[dict[str, Any]] = []
+    for p in pts:
+        model = model_metrics(p, run_point(p))
+        pub = published_metrics(p)
+        rows.append({
+            "name": p.name,
+            "source": p.source,
+            "model": p.model,
+            "gpu": p.gpu,
+            "engine": p.engine,
+            "tp": p.tp,
+            "input_tokens": p.input_tokens,
+            "output_tokens": p.output_tokens,
+            "load": p.load,
+            "rate": None if not math.isfinite(p.rate) else p.rate,
+            "concurrency": p.concurrency or None,
+            "num_prompts": p.num_prompts,
+            "published": {k: round(v, 4) for k, v in pub.items()},
+            "modelled": {k: round(model[k], 4) for k in pub},
+            "rel_error": {k: round(model[k] / pub[k] - 1.0, 4) for k in pub},
+        })
+    summary = summarise(rows)
+    return {
+        "points": rows,
+        "summary": summary,
+        "target_median_abs_rel_error": TARGET_MEDIAN_ABS_ERROR,
+        "meets_target": all(s["meets_target"] is not False for s in summary.values()),
+        "wall_s": round(time.perf_counter() - t0, 3),
+    }
+
+
+def format_fidelity(result: dict[str, Any]) -> str:
+    """A table for people: one line per point and metric, then the medians."""
+    lines = [f"{'point':<46}{'metric':<25}{'published':>12}{'model':>12}{'error':>9}"]
+    for row in result["points"]:
+        for metric, pub in row["published"].items():
+            lines.append(f"{row['name']:<46}{metric:<25}{pub:>12.4g}{row['modelled'][metric]:>12.4g}"
+                         f"{row['rel_error'][metric]:>+9.1%}")
+    lines.append("")
+    for metric, s in result["summary"].items():
+        if s["points"]:
+            verdict = "meets" if s["meets_target"] else "MISSES"
+            lines.append(f"{metric:<25} median |error| {s['median_abs_rel_error']:.1%} over {s['points']} points "
+                         f"(median signed {s['median_rel_error']:+.1%}) - {verdict} "
+                         f"{result['target_median_abs_rel_error']:.0%}")
+    return "\n".join(lines)

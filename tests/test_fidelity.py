@@ -1,0 +1,158 @@
+"""The fidelity harness: its data is sourced and well formed, its drivers load the engine the way the
+benchmarks did, and model and published figures go through the same arithmetic."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import replace
+
+import pytest
+
+from engine_model.profiles import GPUS, MODELS
+from telemetry_gen import fidelity as F
+
+
+@pytest.fixture(scope="module")
+def points() -> list[F.FidelityPoint]:
+    return F.load_points()
+
+
+def test_every_point_is_sourced_and_replayable(points: list[F.FidelityPoint]) -> None:
+    assert len(points) >= 8
+    assert len({p.name for p in points}) == len(points)
+    for p in points:
+        assert p.source.startswith("https://"), p.name
+        assert p.model in MODELS and p.gpu in GPUS, p.name
+        assert p.engine, p.name
+        assert p.num_prompts >= 1 and p.input_tokens >= 1 and p.output_tokens >= 1, p.name
+        assert F.published_metrics(p), p.name  # every point publishes at least one compared metric
+        assert set(F.published_metrics(p)) <= set(F.METRICS), p.name
+        p.engine_config()  # a configuration vLLM would accept
+
+
+def test_the_data_file_names_its_excluded_points() -> None:
+    import yaml
+
+    raw = yaml.safe_load(F.POINTS_PATH.read_text())
+    for item in raw["excluded"]:
+        assert item["source"].startswith("https://") and item["reason"]
+
+
+def test_bad_points_are_refused(tmp_path) -> None:
+    bad = tmp_path / "points.yaml"
+    bad.write_text("points:\n  - {name: x, source: https://e, model: Qwen3-8B, gpu: H100-SXM, input_tokens: 1,"
+                   " output_tokens: 1, num_prompts: 1, load: {kind: warp}, published: {ttft_ms: 1}}\n")
+    with pytest.raises(ValueError, match="load kind"):
+        F.load_points(bad)
+    bad.write_text("points:\n  - {name: x, source: https://e, model: Qwen3-8B, gpu: H100-SXM, input_tokens: 1,"
+                   " output_tokens: 1, num_prompts: 1, load: {kind: batch}, published: {}}\n")
+    with pytest.raises(ValueError, match="source and published"):
+        F.load_points(bad)
+
+
+def _point(**changes: object) -> F.FidelityPoint:
+    base = F.FidelityPoint(
+        name="t", source="https://example.org", model="Qwen3-8B", gpu="H100-SXM", engine="vLLM", tp=1,
+        input_tokens=200, output_tokens=50, load="concurrency", num_prompts=12, concurrency=3,
+        published={"ttft_ms": 1.0, "tpot_ms": 1.0, "output_throughput_tok_s": 1.0},
+        config={"max_num_seqs": 1024},
+    )
+    return replace(base, **changes)
+
+
+def test_closed_loop_keeps_n_requests_in_flight() -> None:
+    p = _point()
+    fig = F.run_point(p)
+    assert len(fig.finish_s) == 12 and all(o == 50 for o in fig.output_tokens)
+    # the first N are sent at once; every later one when an earlier one finished
+    sent = sorted(fig.sent_s)
+    assert sent[:3] == [0.0, 0.0, 0.0] and sent[3] > 0.0
+    finishes = set(fig.finish_s)
+    assert all(s in finishes for s in sent[3:])
+    # never more than N in flight: at each send time at most N - 1 others are outstanding
+    for s in sent:
+        in_flight = sum(1 for a, f in zip(fig.sent_s, fig.finish_s, strict=True) if a <= s < f)
+        assert in_flight <= 3
+
+
+def test_more_clients_raise_throughput_and_tpot() -> None:
+    one = F.model_metrics(_point(concurrency=1), F.run_point(_point(concurrency=1)))
+    eight = F.model_metrics(_point(concurrency=8), F.run_point(_point(concurrency=8)))
+    assert eight["output_throughput_tok_s"] > 3 * one["output_throughput_tok_s"]
+    assert eight["tpot_ms"] > one["tpot_ms"]
+
+
+def test_rate_points_send_poisson_arrivals_and_bursts_at_once() -> None:
+    poisson = F.make_requests(_point(load="rate", rate=2.0, num_prompts=400, seed=3))
+    gaps = [b.arrival_s - a.arrival_s for a, b in itertools.pairwise(poisson)]
+    assert sum(gaps) / len(gaps) == pytest.approx(0.5, rel=0.15)
+    assert all(r.arrival_s == 0.0 for r in F.make_requests(_point(load="rate", rate=math.inf)))
+    assert all(r.arrival_s == 0.0 for r in F.make_requests(_point(load="batch")))
+
+
+def test_derived_metrics_use_the_same_arithmetic_on_both_sides() -> None:
+    # a batch point: decode_step_ms is latency / output tokens for the published and the modelled run
+    p = _point(load="batch", num_prompts=2, output_tokens=4, published={"latency_ms": 80.0})
+    fig = F.RunFigures(sent_s=[0.0, 0.0], first_token_s=[0.02, 0.02], finish_s=[0.08, 0.08],
+                       output_tokens=[4, 4], input_tokens=400)
+    assert F.published_metrics(p) == {"decode_step_ms": 20.0}
+    assert F.model_metrics(p, fig) == pytest.approx({"decode_step_ms": 20.0})
+    # a prefill-bound point: one max_num_batched_tokens chunk at the run's input throughput
+    p = _point(load="rate", num_prompts=2, input_tokens=8192, prefill_bound=True,
+               published={"duration_s": 4.0}, config={"max_num_batched_tokens": 8192})
+    fig = F.RunFigures(sent_s=[0.0, 0.0], first_token_s=[1.0, 2.0], finish_s=[3.0, 4.0],
+                       output_tokens=[3, 3], input_tokens=2 * 8192)
+    assert F.published_metrics(p) == {"prefill_step_ms": 2000.0}
+    assert F.model_metrics(p, fig) == pytest.approx({"prefill_step_ms": 2000.0})
+    # a published mean ITL is compared as TPOT, token-weighted on the model side
+    p = _point(published={"itl_ms": 10.0})
+    fig = F.RunFigures(sent_s=[0.0, 0.0], first_token_s=[0.1, 0.1], finish_s=[0.2, 0.5],
+                       output_tokens=[2, 5], input_tokens=400)
+    assert F.model_metrics(p, fig) == pytest.approx({"tpot_ms": 1e3 * 0.5 / 5})
+
+
+def test_summary_is_the_median_per_metric() -> None:
+    rows = [{"rel_error": {"ttft_ms": e}} for e in (-0.3, 0.05, 0.2)]
+    s = F.summarise(rows)
+    assert s["ttft_ms"]["points"] == 3
+    assert s["ttft_ms"]["median_abs_rel_error"] == pytest.approx(0.2)
+    assert s["ttft_ms"]["median_rel_error"] == pytest.approx(0.05)
+    assert s["ttft_ms"]["meets_target"] is False
+    assert s["tpot_ms"] == {"points": 0, "median_abs_rel_error": None, "median_rel_error": None,
+                            "meets_target": None}
+
+
+def test_harness_runs_every_point_quickly(points: list[F.FidelityPoint]) -> None:
+    r = F.run_fidelity(points)
+    assert r["wall_s"] < 60.0
+    assert [row["name"] for row in r["points"]] == [p.name for p in points]
+    for row in r["points"]:
+        assert set(row["modelled"]) == set(row["published"]) == set(row["rel_error"])
+        for metric, err in row["rel_error"].items():
+            assert err == pytest.approx(row["modelled"][metric] / row["published"][metric] - 1, abs=1e-3)
+    assert "Qwen3-8B" in F.format_fidelity(r) or "gpustack" in F.format_fidelity(r)
+    # decode-dominated points are the model's home ground: within 25 % each
+    for row in r["points"]:
+        if "decode_step_ms" in row["rel_error"]:
+            assert abs(row["rel_error"]["decode_step_ms"]) < 0.25, row["name"]
+
+
+def test_bench_knows_the_fidelity_target() -> None:
+    from game.bench import DEFAULT_TARGETS, TARGET_LIMITS, TARGETS
+
+    assert "fidelity" in TARGETS and "fidelity" not in DEFAULT_TARGETS
+    assert TARGET_LIMITS["fidelity"]["wall_s"] == 60.0
+
+
+def test_points_use_the_incident_workload_shapes() -> None:
+    """Each load kind is the workload shape an incident would use: a burst, a replayed Poisson trace of
+    exactly num_prompts sends, or a closed loop whose later requests are held until one ends."""
+    closed = F.point_workload(_point(concurrency=3, num_prompts=12)).apps[0]
+    assert (closed.arrival, closed.clients, closed.requests) == ("closed", 3, 12)
+    reqs = F.make_requests(_point(concurrency=3, num_prompts=12))
+    assert [r.loop for r in reqs] == [0] * 12 and sum(math.isfinite(r.arrival_s) for r in reqs) == 3
+    assert F.point_workload(_point(load="batch")).apps[0].arrival == "burst"
+    rate = F.make_requests(_point(load="rate", rate=5.0, num_prompts=50, seed=1))
+    assert len(rate) == 50 and rate[0].arrival_s == 0.0 and all(r.loop == -1 for r in rate)
+    assert {(r.prompt_tokens, r.output_tokens, r.max_tokens) for r in rate} == {(200, 50, 50)}

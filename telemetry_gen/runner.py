@@ -284,8 +284,8 @@ def _apps_named(spec: WorkloadSpec, fs: FaultSpec) -> str | None:
     return str(app)
 
 
-def surge_requests(spec: WorkloadSpec, seed: int, faults: list[FaultSpec], first_id: int = SURGE_ID_BASE
-                   ) -> list[list[Request]]:
+def surge_requests(spec: WorkloadSpec, seed: int, faults: list[FaultSpec], first_id: int = SURGE_ID_BASE,
+                   max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> list[list[Request]]:
     """The extra requests of each traffic_surge fault: (factor - 1) x intensity times the normal rate of
     its app (or of every app) between at_s and until_s, drawn from a seed derived from `seed` and the
     fault's position, with fresh request ids from `first_id`. One list per surge."""
@@ -318,7 +318,7 @@ def surge_requests(spec: WorkloadSpec, seed: int, faults: list[FaultSpec], first
             continue
         curve = replace(rate, base_rps=base_rps, bursts=(*rate.bursts, *off))
         extra_spec = WorkloadSpec(duration_s=spec.duration_s, rate=curve, apps=apps)
-        reqs = generate_requests(extra_spec, _derived_seed(seed, "traffic_surge", k))
+        reqs = generate_requests(extra_spec, _derived_seed(seed, "traffic_surge", k), max_model_len)
         for r in reqs:
             r.request_id = next_id
             next_id += 1
@@ -398,9 +398,12 @@ def client_requests(inc: Incident, seed: int, *, ablate: bool = False) -> list[R
     through the gateway by the workload-side faults (none when ablated), unsorted."""
     spec = workload_spec(inc)
     faults = [fs for fs in live_faults(inc, ablate=ablate) if fs.kind in WORKLOAD_FAULTS]
-    parts = [generate_requests(spec, seed), *surge_requests(spec, seed, faults)]
+    fleet = fleet_spec(inc)
+    # clients size requests to the context the serving fleet advertises: the smallest of its pools
+    limit = min(pool.config.max_model_len for pool in (fleet.primary, fleet.fallback) if pool is not None)
+    parts = [generate_requests(spec, seed, limit), *surge_requests(spec, seed, faults, max_model_len=limit)]
     for reqs in parts:
-        shift_workload(reqs, faults, spec)
+        shift_workload(reqs, faults, spec, limit)
     gateway_transit(parts, faults, seed)
     return [r for reqs in parts for r in reqs]
 

@@ -1,13 +1,15 @@
 """Turn a simulation run into the tables an observability stack would hold.
 
-Every value here is read off the simulation (per-request timestamps, scraped replica
-state, engine events). Nothing is derived from the incident's faults: a GPU clock gauge
-shows the clock the simulated hardware ran at, a log line reports the sizes of the
-allocation that failed in the simulated step.
+The tables, their columns and types are incidents.telemetry_schema's: `build_tables` builds them in its
+order and checks each frame against it (`conform`). Every value here is read off the simulation
+(per-request timestamps, scraped replica state, engine events). Nothing is derived from the incident's
+faults: a GPU clock gauge shows the clock the simulated hardware ran at, a log line reports the sizes of
+the allocation that failed in the simulated step.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,6 +22,7 @@ from engine_model.memory import MemoryPlan, plan_memory
 from engine_model.profiles import GPUProfile, ModelProfile, get_model
 from engine_model.replica import ITL_BUCKETS
 from engine_model.results import SimResult
+from incidents import telemetry_schema as schema
 from telemetry_gen import gpu_state as G
 from telemetry_gen.node_metrics import node_series, per_window
 
@@ -615,3 +618,41 @@ def probes_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     df["probe_id"] = df["probe_id"].astype(np.int64)
     df["batch_size"] = df["batch_size"].astype(np.int64)
     return df
+
+
+# ----- the schema ---------------------------------------------------------------------------------
+# pandas dtype -> the DuckDB type a frame column of it becomes (duckdb's pandas scan)
+DUCKDB_TYPE_OF_DTYPE = {"int64": "BIGINT", "Int64": "BIGINT", "float64": "DOUBLE", "datetime64[us]": "TIMESTAMP",
+                        "string": "VARCHAR"}
+
+BUILDERS: dict[str, Callable[[SimResult, TelemetryContext], pd.DataFrame]] = {
+    "requests": requests_table,
+    "metrics": metrics_table,
+    "events": events_table,
+    "logs": logs_table,
+    "evals": lambda run, ctx: evals_table(ctx),
+    "probes": probes_table,
+}
+"""Table name -> the function that builds it; the names are exactly incidents.telemetry_schema.TABLE_NAMES."""
+
+
+def conform(name: str, df: pd.DataFrame) -> pd.DataFrame:
+    """`df` unchanged when its columns are the schema's for table `name`, in order, each of a dtype that
+    becomes the schema's DuckDB type; ValueError naming the difference otherwise (a builder and the schema
+    that disagree are a programming error, caught on every build)."""
+    want = schema.table(name)
+    if tuple(df.columns) != want.column_names:
+        raise ValueError(f"table {name}: built columns {list(df.columns)}, the schema says {list(want.column_names)}")
+    for col in want.columns:
+        got = DUCKDB_TYPE_OF_DTYPE.get(str(df[col.name].dtype))
+        if got != col.type:
+            raise ValueError(f"table {name}: column {col.name} is {df[col.name].dtype} ({got}), the schema says "
+                             f"{col.type}")
+    return df
+
+
+def build_tables(run: SimResult, ctx: TelemetryContext) -> dict[str, pd.DataFrame]:
+    """Every table of the schema, in its order, each checked against it."""
+    if tuple(BUILDERS) != schema.TABLE_NAMES:
+        raise ValueError(f"table builders {list(BUILDERS)} differ from the schema's tables {list(schema.TABLE_NAMES)}")
+    return {name: conform(name, build(run, ctx)) for name, build in BUILDERS.items()}

@@ -42,10 +42,13 @@ def write_database(path: Path, tables: dict[str, pd.DataFrame]) -> None:
     con = duckdb.connect(str(tmp))
     try:
         for name, df in tables.items():
-            con.register("_frame", df)
-            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _frame')
-            con.unregister("_frame")
             described = schema.table(name)
+            # typed from the schema, so a table is typed alike whether or not its frame had rows
+            columns = ", ".join(f'"{c.name}" {c.type}' for c in described.columns)
+            con.execute(f'CREATE TABLE "{name}" ({columns})')
+            con.register("_frame", df)
+            con.execute(f'INSERT INTO "{name}" SELECT * FROM _frame')
+            con.unregister("_frame")
             con.execute(f'COMMENT ON TABLE "{name}" IS {_sql_str(described.description)}')
             for col in df.columns:
                 text = described.column(col).description

@@ -69,3 +69,20 @@ def test_a_column_name_has_one_type_across_tables() -> None:
         for c in t.columns:
             assert schema.COLUMN_TYPES[c.name] == c.type
             assert c.description, f"{t.name}.{c.name} has no description"
+
+
+def test_an_empty_table_is_typed_from_the_schema(tmp_path: Path) -> None:
+    """No evaluations: the frame has untyped columns (kept so, for the digest), the database's are the schema's."""
+    from datetime import datetime
+
+    from engine_model.profiles import get_gpu
+    from telemetry_gen.store import write_database
+
+    ctx = T.TelemetryContext(t0=datetime(2026, 1, 1), gpu=get_gpu("H100-SXM"))
+    evals = T.conform("evals", T.evals_table(ctx))
+    assert evals.empty
+    write_database(tmp_path / "e.duckdb", {"evals": evals})
+    with duckdb.connect(str(tmp_path / "e.duckdb"), read_only=True) as con:
+        types = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'evals' "
+                            "ORDER BY column_index").fetchall()
+    assert types == [(c.name, c.type) for c in schema.table("evals").columns]

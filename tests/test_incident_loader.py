@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from incidents import loader
+from incidents import loader, yaml_reader
 from incidents.loader import (
     SCHEMA_COMMENT,
     Diagnostic,
@@ -76,14 +76,14 @@ def test_good_fixture_loads_with_defaults_and_normalised_values() -> None:
 
 def test_both_parsers_agree_on_values_and_positions(monkeypatch: pytest.MonkeyPatch) -> None:
     def parse() -> tuple[object, dict[object, tuple[int, int]], dict[object, tuple[int, int]]]:
-        parsed, diagnostics = loader._parse(GOOD_TEXT, "good.yaml")
+        parsed, diagnostics = yaml_reader.parse_yaml(GOOD_TEXT, "good.yaml")
         assert parsed is not None and diagnostics == []
         values = {k: (m.line, m.column) for k, m in parsed.value_marks.items()}
         keys = {k: (m.line, m.column) for k, m in parsed.key_marks.items()}
         return parsed.data, values, keys
 
     fast = parse()
-    monkeypatch.setattr(loader, "_CLoader", None)
+    monkeypatch.setattr(yaml_reader, "_FAST_LOADER", None)
     assert parse() == fast
 
 
@@ -130,7 +130,7 @@ FILE_CASES = [
 def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test with libyaml's fast parser (when installed) and with the pure-Python one."""
     if request.param == "python":
-        monkeypatch.setattr(loader, "_CLoader", None)
+        monkeypatch.setattr(yaml_reader, "_FAST_LOADER", None)
     return str(request.param)
 
 
@@ -715,7 +715,7 @@ def test_schema_describes_fields_and_enumerates_names() -> None:
 def test_schema_accepts_good_and_rejects_typos() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(incident_json_schema())
-    parsed, _ = loader._parse(GOOD_TEXT, "good.yaml")
+    parsed, _ = yaml_reader.parse_yaml(GOOD_TEXT, "good.yaml")
     assert parsed is not None
     assert list(validator.iter_errors(parsed.data)) == []
     parsed.data["fleet"]["engine"]["max_num_seq"] = 3

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from game import cli_incidents
+from game import cli_validate
 from game.commands import main
 from incidents.loader import check_incident_file, iter_library, load_incident
 from incidents.spec import SCHEMA_PATH, incident_json_schema
@@ -104,7 +104,7 @@ def test_an_unexpected_exception_becomes_one_line(monkeypatch: pytest.MonkeyPatc
     def explode(path: object) -> list[object]:
         raise RuntimeError("loader bug")
 
-    monkeypatch.setattr(cli_incidents, "check_incident_file", explode)
+    monkeypatch.setattr(cli_validate, "check_incident_file", explode)
     result = run("validate", str(GOOD))
     assert result.exit_code == 1
     [line] = [ln for ln in result.output.splitlines() if "loader bug" in ln]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from game.cli_incidents import deep_seeds
+from game.cli_validate import deep_seeds
 from incidents.loader import (
     check_incident_text,
     has_variables,

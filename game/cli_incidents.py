@@ -1,6 +1,6 @@
 """Commands for incident authors: `validate [--deep]` (game.cli_validate), `schema`, `new` and `list`.
 
-`register(group)` adds them to the `servedrill` group. Every command with --json prints
+game.commands assembles COMMANDS into the `servedrill` group. Every command with --json prints
 exactly one JSON object (keys in docs/cli.md). None of them lets an exception escape as a
 traceback: a problem with one file becomes a diagnostic naming that file.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-# a module reference, not names: game.cli imports this module to register it, possibly before it has finished
+# game.cli's helpers (emit, fail), as a module reference
 import game.cli as base
 from game.cli_validate import internal_error, validate
 from game.incident_families import DEFAULT_FAMILY, FAMILIES, find_family, scaffold_text
@@ -239,7 +239,5 @@ def list_incidents(
 # ----- wiring -------------------------------------------------------------------------------------
 
 
-def register(group: click.Group) -> None:
-    """Add validate, schema, new and list to `group` (the `servedrill` command group)."""
-    for command in (validate, schema, new, list_incidents):
-        group.add_command(command)
+COMMANDS: tuple[click.Command, ...] = (validate, schema, new, list_incidents)
+"""The authors' commands."""

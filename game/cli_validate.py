@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-# a module reference, not names: game.cli imports this module to register it, possibly before it has finished
+# game.cli's helpers (emit, fail), as a module reference
 import game.cli as base
 from incidents.loader import (
     Diagnostic,

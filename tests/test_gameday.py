@@ -18,7 +18,7 @@ import game.session as session_module
 import game.session.core as session_clock  # the one module of game.session that reads the clock
 from game.assess import score_session
 from game.autoplay import plan, play
-from game.cli_gameday import register
+from game.cli_gameday import COMMANDS
 from game.gameday import GameDay, check_gameday, load_gameday
 from game.gameday_collect import read_state, round_times
 from game.gameday_console import Console
@@ -51,8 +51,7 @@ teams:
 
 
 def group() -> click.Group:
-    g = click.Group()
-    register(g)
+    g = click.Group(commands=COMMANDS)
     return g
 
 

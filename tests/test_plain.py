@@ -10,7 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from game.cli_game import register
+from game.cli_game import COMMANDS
 from game.hypotheses import shown_hypotheses
 from game.plain import (
     PlainGame,
@@ -49,8 +49,7 @@ def data(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _cli(*args: str, stdin: str | None = None) -> Result:
-    group = click.Group()
-    register(group)
+    group = click.Group(commands=COMMANDS)
     return CliRunner().invoke(group, list(args), input=stdin)
 
 

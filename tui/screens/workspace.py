@@ -17,7 +17,7 @@ entry in the Updates tab of the sidebar (F4), which a resumed session fills with
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -27,6 +27,7 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
 
 from tui.actions import PANE_SCOPES, bindings
+from tui.app_api import GameApp, Play, game_app
 from tui.board import Board, evidence_by_hypothesis, latest_notes
 from tui.formatting import clock_text, one_line
 from tui.messages import QueryDone, QueryRefused, SchemaLoaded
@@ -43,9 +44,6 @@ from tui.widgets.results import ResultsPanel
 from tui.widgets.schema import SchemaTree
 from tui.widgets.sql_editor import CompletionMenu, SqlEditor
 from tui.widgets.updates_feed import UpdatesFeed, update_title
-
-if TYPE_CHECKING:
-    from tui.app import Play, ServedrillApp
 
 MARKER_KINDS = ("deploy", "restart", "crash")
 """Change-log kinds marked on plots."""
@@ -106,8 +104,8 @@ class WorkspaceScreen(Screen[None]):
         self.compact = False
 
     @property
-    def served(self) -> ServedrillApp:
-        return self.app  # type: ignore[return-value]
+    def served(self) -> GameApp:
+        return game_app(self.app)
 
     @property
     def play(self) -> Play:

@@ -13,7 +13,13 @@ notes are recorded at once, the ranking when the player saves it or submits.
 
 Updates (the incident's timed injects and what the interviewer sends through the session's inbox) are
 polled twice a second and after each query (`Session.due_updates`); each one is a notification and an
-entry in the Updates tab of the sidebar (F4), which a resumed session fills with those delivered before."""
+entry in the Updates tab of the sidebar (F4), which a resumed session fills with those delivered before.
+
+Why one module of ~770 lines: it is one Screen whose handlers share its state (the visible pane, the
+running query, the draft timer), and Textual registers `@on` handlers from each class's own body, so
+splitting it into mixins would make every part a Screen subclass of its own. What is not the screen's
+wiring lives elsewhere already: widgets in tui/widgets/, board logic in tui/board.py, result views in
+tui/resultview.py, dialogs in tui/screens/dialogs.py."""
 
 from __future__ import annotations
 

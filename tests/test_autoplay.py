@@ -20,6 +20,8 @@ from incidents.loader import load_incident
 from incidents.spec import Incident
 from telemetry_gen.cache import ensure_database
 
+pytestmark = pytest.mark.slow  # plays fixture incidents with every strategy on their worlds
+
 INCIDENT = Path(__file__).parent / "data" / "incidents" / "drill-slow-replica.yaml"
 
 

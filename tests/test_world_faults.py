@@ -22,6 +22,8 @@ from telemetry_gen import runner
 from telemetry_gen.runner import SURGE_ID_BASE, build_telemetry, client_requests, engine_faults
 from telemetry_gen.workload import generate_requests
 
+pytestmark = pytest.mark.slow  # simulates a fixture incident under every world fault
+
 SEED = 5
 DURATION = 900.0
 AT = 300.0

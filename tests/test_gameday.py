@@ -183,6 +183,7 @@ def test_the_check_command_reports_every_problem_on_its_line(tmp_path: Path) -> 
 # ---------------------------------------------------------------- collecting
 
 
+@pytest.mark.slow
 def test_collect_takes_submitted_sessions_of_the_roster(data: Path, day: Path) -> None:
     play_session(data, MINI, "ana", "expert")
     play_session(data, MINI, "dara", "lucky")
@@ -281,6 +282,7 @@ class Script:
         return None if step is None else str(step)
 
 
+@pytest.mark.slow
 def test_the_console_runs_a_round(data: Path, day: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gd: GameDay = load_gameday(day)
     offset = {"s": 0.0}

@@ -647,6 +647,7 @@ _yaml_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(st.dictionaries(st.sampled_from([*Incident.model_fields, "extra"]), _yaml_values, max_size=8))
 def test_wrongly_typed_sections_never_raise(data: dict[str, object]) -> None:

@@ -28,6 +28,8 @@ from game.session import Session, load_transcript
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database
 
+pytestmark = pytest.mark.slow  # plays and scores a game day of sessions in its module fixtures
+
 DATA = Path(__file__).parent / "data" / "incidents"
 MINI = DATA / "tui-mini.yaml"
 DRILL = DATA / "drill-slow-replica.yaml"

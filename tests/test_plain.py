@@ -149,6 +149,7 @@ def test_end_of_input_leaves_the_session_resumable(data: Path) -> None:
     assert summary.state == INVESTIGATING and summary.queries == 1
 
 
+@pytest.mark.slow
 def test_score_and_replay_a_transcript(data: Path) -> None:
     script = f"{SPLIT}\n{CLOCK}\nrank {LABEL['throttle']}=90 {LABEL['overload']}=10\nsubmit Q2\n"
     _cli("play", "--plain", str(INCIDENT), stdin=script)
@@ -186,6 +187,7 @@ def test_score_and_replay_a_transcript(data: Path) -> None:
     assert diff["total"] == doc["total"] and diff["score_matches"] is True
 
 
+@pytest.mark.slow
 def test_a_forged_score_is_reported_not_used(data: Path) -> None:
     _cli("play", "--plain", str(INCIDENT), stdin=f"SELECT 1\nrank {LABEL['throttle']}=100\nsubmit\n")
     [transcript] = (data / "transcripts").glob("*.json")

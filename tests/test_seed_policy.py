@@ -148,6 +148,7 @@ def _cache(in_library_cache: Path) -> Path:
     return in_library_cache
 
 
+@pytest.mark.slow
 def test_parallel_proof_of_two_seeds_in_worker_processes(_cache: Path) -> None:
     result = run("validate", "--deep", "--seeds", "2", "--jobs", "2", "--claims-only", "--json", str(SLOW))
     assert result.exit_code == 0, result.output
@@ -171,6 +172,7 @@ def _die_once(incident: object, database: Path) -> list[str]:
     os._exit(1)
 
 
+@pytest.mark.slow
 def test_a_dead_worker_does_not_fail_the_rest_of_the_run(
     _cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

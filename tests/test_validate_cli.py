@@ -123,6 +123,7 @@ def test_json_shape() -> None:
     assert bad["diagnostics"][0]["line"] == 4
 
 
+@pytest.mark.slow
 def test_deep_json_proves_every_seed() -> None:
     path = DATA / "proof-slow-replica.yaml"
     result = run("validate", "--deep", "--json", "--seed", "0", "--seed", "1", str(path))
@@ -143,6 +144,7 @@ def _line_of(path: Path, text: str) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines(), start=1) if text in line)
 
 
+@pytest.mark.slow
 def test_deep_text_reports_the_failing_claim_at_its_line() -> None:
     path = DATA / "proof-false-claims.yaml"
     result = run("validate", "--deep", "--seed", "0", str(path))
@@ -168,6 +170,7 @@ def test_deep_skips_simulation_of_a_broken_file() -> None:
     assert entry["deep"] is None and entry["diagnostics"]
 
 
+@pytest.mark.slow
 def test_no_path_validates_the_whole_library() -> None:
     library = iter_library()
     result = run("validate", "--json")
@@ -271,6 +274,7 @@ def test_list_table_coverage_and_filters(library: Path) -> None:
     assert ids("--difficulty", "2") == []
 
 
+@pytest.mark.slow
 def test_the_library_covers_every_interview_topic_and_list_reports_it() -> None:
     from incidents.coverage import TOPICS
 
@@ -290,6 +294,7 @@ def test_topic_coverage_matches_tags_exactly() -> None:
     assert found["kv-capacity"] == ["a"] and found["fallback"] == [] and found["paged-kv"] == []
 
 
+@pytest.mark.slow
 def test_deep_fails_a_signal_its_own_query_cannot_observe(tmp_path: Path) -> None:
     text = (DATA / "proof-slow-replica.yaml").read_text()
     assert "columns: [name, value], replica: vllm-1}" in text

@@ -216,6 +216,7 @@ def test_collect_takes_submitted_sessions_of_the_roster(data: Path, day: Path) -
     assert read_state(day.parent / "results")["format"] == "servedrill-gameday"
 
 
+@pytest.mark.slow
 def test_collect_rescores_from_the_journal_or_does_not_collect(data: Path, tmp_path: Path) -> None:
     incident = tmp_path / "mini.yaml"
     incident.write_bytes(MINI.read_bytes())
@@ -247,6 +248,7 @@ def test_collect_rescores_from_the_journal_or_does_not_collect(data: Path, tmp_p
     assert all("not collected" in p and "changed" in p for p in again["problems"])
 
 
+@pytest.mark.slow
 def test_submit_hands_in_only_your_own(data: Path, day: Path) -> None:
     play_session(data, MINI, "ana")
     play_session(data, MINI, "ben", "lucky")

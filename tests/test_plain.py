@@ -65,6 +65,7 @@ def test_parse_ranking_and_query_refs() -> None:
         parse_query_ref("last")
 
 
+@pytest.mark.slow
 def test_a_full_line_mode_game(data: Path) -> None:
     a, c, d = LABEL["throttle"], LABEL["bad-deploy"], LABEL["overload"]
     script = "\n".join([
@@ -208,6 +209,7 @@ def test_a_forged_score_is_reported_not_used(data: Path) -> None:
     assert "(DIFFERENT)" in _cli("replay", str(transcript)).stdout
 
 
+@pytest.mark.slow
 def test_score_refuses_an_unsubmitted_transcript_unless_revealed(data: Path) -> None:
     _cli("play", "--plain", str(INCIDENT), stdin=f"{CLOCK}\nrank {LABEL['throttle']}=60 {LABEL['overload']}=40\nquit\n")
     [summary] = list_sessions(data)

@@ -40,6 +40,7 @@ def served_commands(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str
     return calls
 
 
+@pytest.mark.slow
 def test_serve_is_listed_and_documents_its_options() -> None:
     out = subprocess.run([sys.executable, "-m", "tui.cli", "serve", "--help"], capture_output=True, text=True,
                          cwd=ROOT, check=False, timeout=60)

@@ -310,6 +310,7 @@ def test_deep_fails_a_signal_its_own_query_cannot_observe(tmp_path: Path) -> Non
     assert "every signal's reference query" in good.output
 
 
+@pytest.mark.slow
 def test_the_library_spans_every_difficulty() -> None:
     """At least two incidents at each difficulty 1-4 and one at 5 (a cascade or two concurrent faults)."""
     incidents = json.loads(run("list", "--json").output)["incidents"]

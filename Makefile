@@ -15,7 +15,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --no-input -q
 export PIP_ROOT_USER_ACTION := ignore
 export PIP_NO_WARN_SCRIPT_LOCATION := 1
 
-.PHONY: play run test lint bench clean setup
+.PHONY: play run test test-fast lint bench clean setup
 
 # $(call step,NAME,WHAT,HOW LONG,COMMAND): say what starts and how long it usually takes, run COMMAND with
 # its output appended to $(LOG), say every 30 s that it is still going, then how long it took. On a
@@ -84,6 +84,10 @@ test: $(STAMP)
 		|| { $(APT) update -q >/dev/null 2>&1 && $(APT) install -y -q chromium >/dev/null 2>&1; } \
 		|| echo "chromium unavailable: the browser test will skip"; }
 	$(BIN)/python -m pytest -q
+
+# the inner loop: every test but those marked slow (tests/conftest.py says which); make test still runs all
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -118,14 +118,7 @@ def standard_fleet_run(write_db: bool) -> dict[str, Any]:
 
         t1 = time.perf_counter()
         ctx = T.TelemetryContext(t0=datetime(2026, 11, 18, 10, 0, 0), gpu=get_gpu("H100-SXM"), seed=1)
-        tables = {
-            "requests": T.requests_table(run, ctx),
-            "metrics": T.metrics_table(run, ctx),
-            "events": T.events_table(run, ctx),
-            "logs": T.logs_table(run, ctx),
-            "evals": T.evals_table(ctx),
-            "probes": T.probes_table(run, ctx),
-        }
+        tables = T.build_tables(run, ctx)
         out["digest"] = table_digest(tables)
         t2 = time.perf_counter()
         with tempfile.TemporaryDirectory() as d:

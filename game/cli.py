@@ -116,14 +116,19 @@ def _wants_json(ctx: click.Context) -> bool:
     return bool(ctx.params.get("as_json") or ctx.meta.get("servedrill.json"))
 
 
-@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="servedrill")
-def main() -> None:
-    """servedrill: an incident-debugging game for LLM inference engineers."""
+def new_group() -> click.Group:
+    """An empty `servedrill` group (guarded, -h, --version). game.commands.build_group fills one."""
+
+    @click.group(name="servedrill", cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(package_name="servedrill")
+    def main() -> None:
+        """servedrill: an incident-debugging game for LLM inference engineers."""
+
+    return main
 
 
 # ----- calc ---------------------------------------------------------------------------------------
-@main.command()
+@click.command()
 @click.option("--model", required=True,
               help="Model: a profile name in any case, a Hugging Face id or a short name, e.g. Llama-3.1-8B, "
                    "meta-llama/Llama-3.1-8B-Instruct, Llama-3-8B.")
@@ -160,7 +165,7 @@ def calc(as_json: bool, **kw: Any) -> None:
 
 
 # ----- bench --------------------------------------------------------------------------------------
-@main.command()
+@click.command()
 @click.argument("targets", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench(targets: tuple[str, ...], as_json: bool) -> None:
@@ -223,7 +228,7 @@ class _Bar:
         sys.stderr.flush()
 
 
-@main.command()
+@click.command()
 @click.argument("incident")
 @click.option("--seed", default=0, show_default=True, help="Seed: same incident and seed, same telemetry.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Also copy the database here.")
@@ -246,7 +251,7 @@ def generate(incident: str, seed: int, out: Path | None, force: bool, as_json: b
         click.echo(f"  {name:<9}{n:>10,} rows")
 
 
-@main.command()
+@click.command()
 @click.argument("incident")
 @click.option("--parquet", "parquet_dir", required=True, type=click.Path(path_type=Path), help="Output folder.")
 @click.option("--seed", default=0, show_default=True)
@@ -276,7 +281,7 @@ def export(incident: str, parquet_dir: Path, seed: int, as_json: bool) -> None:
             click.echo(f"{name:<9} {path}")
 
 
-@main.command(name="query")
+@click.command(name="query")
 @click.argument("incident")
 @click.argument("sql")
 @click.option("--seed", default=0, show_default=True)
@@ -302,5 +307,6 @@ def query_cmd(incident: str, sql: str, seed: int, as_json: bool) -> None:
     click.echo(f"{res.row_count} rows{more} in {res.duration_s * 1000:.0f} ms")
 
 
-if __name__ == "__main__":
-    main()
+
+COMMANDS: tuple[click.Command, ...] = (calc, bench, generate, export, query_cmd)
+"""The core commands defined here (the others live beside the code they drive; game.commands assembles all)."""

@@ -1,6 +1,6 @@
 """Game commands for the `servedrill` CLI: play, resume, score, replay, autoplay.
 
-`register(group)` adds them to the main click group. With --json a command prints exactly one JSON
+COMMANDS lists them; game.commands assembles the group. With --json a command prints exactly one JSON
 object (keys in docs/cli.md). Bad input gets one line on stderr (or {"ok": false, "error"}) and
 exit code 1, never a traceback.
 """
@@ -137,141 +137,142 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def register(group: click.Group) -> None:
-    """Add play, resume, score, replay and autoplay to `group`."""
+@click.command("play", cls=GuardedCommand)
+@click.argument("incident", required=False)
+@click.option("--seed", type=int, default=None,
+              help="Seed of the variant and the telemetry (default 0; dealt with --random).")
+@click.option("--random", "random_deal", is_flag=True,
+              help="Deal a random library incident and seed (whichever of the two you did not give).")
+@click.option("--player", default=None, help="Your name in the session and transcript (default $USER).")
+@click.option("--plain", is_flag=True, help="Line mode on stdin/stdout instead of the TUI.")
+def play_cmd(incident: str | None, seed: int | None, random_deal: bool, player: str | None,
+             plain: bool) -> None:
+    """Play an incident (library id or file), or a random one with --random."""
+    if random_deal:
+        path, chosen = deal(incident, seed)
+        click.echo(f"Dealt incident {path.stem} seed {chosen} "
+                   f"(play it again: servedrill play {path.stem} --seed {chosen})")
+    else:
+        chosen = 0 if seed is None else seed
+        path = _incident(incident, chosen)[1] if incident else None
+    _play_plain(path or _pick_incident(), chosen, _player(player))
 
-    @group.command("play", cls=GuardedCommand)
-    @click.argument("incident", required=False)
-    @click.option("--seed", type=int, default=None,
-                  help="Seed of the variant and the telemetry (default 0; dealt with --random).")
-    @click.option("--random", "random_deal", is_flag=True,
-                  help="Deal a random library incident and seed (whichever of the two you did not give).")
-    @click.option("--player", default=None, help="Your name in the session and transcript (default $USER).")
-    @click.option("--plain", is_flag=True, help="Line mode on stdin/stdout instead of the TUI.")
-    def play_cmd(incident: str | None, seed: int | None, random_deal: bool, player: str | None,
-                 plain: bool) -> None:
-        """Play an incident (library id or file), or a random one with --random."""
-        if random_deal:
-            path, chosen = deal(incident, seed)
-            click.echo(f"Dealt incident {path.stem} seed {chosen} "
-                       f"(play it again: servedrill play {path.stem} --seed {chosen})")
-        else:
-            chosen = 0 if seed is None else seed
-            path = _incident(incident, chosen)[1] if incident else None
-        _play_plain(path or _pick_incident(), chosen, _player(player))
+@click.command("resume", cls=GuardedCommand)
+@click.argument("session_id", required=False)
+@click.option("--plain", is_flag=True, help="Line mode on stdin/stdout instead of the TUI.")
+@click.option("--json", "as_json", is_flag=True, help="With no SESSION_ID: list as one JSON object.")
+def resume_cmd(session_id: str | None, plain: bool, as_json: bool) -> None:
+    """Continue an unfinished session; without an id, list them."""
+    from game.session import find_session, list_unfinished
 
-    @group.command("resume", cls=GuardedCommand)
-    @click.argument("session_id", required=False)
-    @click.option("--plain", is_flag=True, help="Line mode on stdin/stdout instead of the TUI.")
-    @click.option("--json", "as_json", is_flag=True, help="With no SESSION_ID: list as one JSON object.")
-    def resume_cmd(session_id: str | None, plain: bool, as_json: bool) -> None:
-        """Continue an unfinished session; without an id, list them."""
-        from game.session import find_session, list_unfinished
-
-        if session_id is None:
-            sessions = list_unfinished()
-            if as_json:
-                emit({"ok": True, "sessions": [s.to_dict() for s in sessions]})
-                return
-            if not sessions:
-                click.echo("No unfinished sessions.")
-                return
-            for s in sessions:
-                click.echo(f"{s.session_id:<48} {s.state:<13} {s.queries:>3} queries  {s.player}")
-            click.echo("Resume one with: servedrill resume SESSION_ID")
-            return
-        path = find_session(session_id)
-        _play_plain(None, 0, "", session_path=path)
-
-    @group.command("score", cls=GuardedCommand)
-    @click.argument("transcript", type=click.Path(path_type=Path))
-    @click.option("--incident", "incident_file", type=click.Path(path_type=Path), default=None,
-                  help="Incident file to score against (default: the one the transcript names).")
-    @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-    @click.option("--reveal", is_flag=True, help="Score a session that was not submitted (shows the answer).")
-    def score_cmd(transcript: Path, incident_file: Path | None, as_json: bool, reveal: bool) -> None:
-        """Score a transcript: its queries' SQL is re-run on every hypothesis's world (nothing it records
-        about their results is trusted)."""
-        from game.assess import score_session
-        from game.scoring import format_report
-        from game.session import load_transcript
-
-        t = load_transcript(transcript, incident_path=incident_file)
-        _require_submitted(t, transcript, reveal)
-        report = score_session(t.incident, t.header.seed, t.events)
-        recorded = t.recorded_total
+    if session_id is None:
+        sessions = list_unfinished()
         if as_json:
-            emit({"ok": True, "session_id": t.header.session_id, "incident": t.incident.id,
-                   "player": t.header.player, "seed": t.header.seed, "total": report.total,
-                   "recorded_total": recorded,
-                   "recorded_matches": None if recorded is None else math.isclose(recorded, report.total,
-                                                                                  abs_tol=0.05),
-                   "score": report.to_dict()})
-        else:
-            click.echo(f"{t.header.player} on {t.incident.id} (seed {t.header.seed})")
-            if recorded is not None and not math.isclose(recorded, report.total, abs_tol=0.05):
-                click.echo(f"the transcript says {recorded:.1f}; recomputed from its queries: "
-                           f"{report.total:.1f}")
-            click.echo(format_report(report, {h.id: f"{h.label} {h.title}"
-                                              for h in shown_hypotheses(t.incident, t.header.seed)}))
-
-    @group.command("replay", cls=GuardedCommand)
-    @click.argument("transcript", type=click.Path(path_type=Path))
-    @click.option("--incident", "incident_file", type=click.Path(path_type=Path), default=None,
-                  help="Incident file (default: the one the transcript names).")
-    @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-    @click.option("--reveal", is_flag=True,
-                  help="Replay a session that was not submitted (its score shows the answer).")
-    def replay_cmd(transcript: Path, incident_file: Path | None, as_json: bool, reveal: bool) -> None:
-        """Re-run a transcript's queries on the incident database and re-score it."""
-        result = replay(transcript, incident_file, reveal=reveal)
-        if as_json:
-            emit({"ok": True, **result})
+            emit({"ok": True, "sessions": [s.to_dict() for s in sessions]})
             return
-        click.echo(f"{result['queries']} queries re-run against {result['incident']} "
-                   f"(seed {result['seed']})")
-        if result["telemetry_matches"] is False:
-            click.echo(f"telemetry differs: recorded {result['telemetry_digest_recorded']}, "
-                       f"now {result['telemetry_digest_now']}")
-        for d in result["differences"]:
-            click.echo(f"  Q{d['query']}: {'; '.join(d['changes'])}")
-        click.echo("results match the transcript" if result["results_match"] else "results DIFFER")
-        if result["recorded_total"] is None:
-            click.echo(f"score: {result['total']:.1f} (the transcript records none)")
-        else:
-            click.echo(f"score: the transcript says {result['recorded_total']:.1f}, recomputed "
-                       f"{result['total']:.1f}" + ("" if result["score_matches"] else " (DIFFERENT)"))
-
-    @group.command("autoplay", cls=GuardedCommand)
-    @click.argument("incident")
-    @click.option("--strategy", required=True, type=click.Choice(STRATEGY_CHOICES))
-    @click.option("--seed", default=0, show_default=True, help="Telemetry seed.")
-    @click.option("--player-seed", type=int, default=None, help="Random player's seed (default: --seed).")
-    @click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write a transcript.")
-    @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-    def autoplay_cmd(incident: str, strategy: str, seed: int, player_seed: int | None, out: Path | None,
-                     as_json: bool) -> None:
-        """Let a scripted player (expert, lucky, random, shotgun) play an incident, and score it.
-
-        This SPOILS the incident: the players are built from its answer key."""
-        from game.autoplay import autoplay_session
-        from game.scoring import format_report
-
-        inc, path = _incident(incident, seed)
-        session, report = autoplay_session(inc, seed, strategy, incident_path=path,
-                                           player_seed=player_seed)
-        written = str(session.export_transcript(out)) if out else None
-        if not as_json:
-            click.echo("Spoiler: autoplay players are built from the incident's answer key.", err=True)
-        if as_json:
-            emit({"ok": True, "incident": inc.id, "seed": seed, "strategy": strategy, "spoils": True,
-                   "queries": len(session.queries), "total": report.total, "score": report.to_dict(),
-                   "events": [e.to_dict() for e in session.events], "transcript": written})
+        if not sessions:
+            click.echo("No unfinished sessions.")
             return
-        click.echo(f"{strategy} on {inc.id} (seed {seed}): {len(session.queries)} queries")
-        click.echo(format_report(report))
-        if written:
-            click.echo(f"Transcript: {written}")
+        for s in sessions:
+            click.echo(f"{s.session_id:<48} {s.state:<13} {s.queries:>3} queries  {s.player}")
+        click.echo("Resume one with: servedrill resume SESSION_ID")
+        return
+    path = find_session(session_id)
+    _play_plain(None, 0, "", session_path=path)
+
+@click.command("score", cls=GuardedCommand)
+@click.argument("transcript", type=click.Path(path_type=Path))
+@click.option("--incident", "incident_file", type=click.Path(path_type=Path), default=None,
+              help="Incident file to score against (default: the one the transcript names).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--reveal", is_flag=True, help="Score a session that was not submitted (shows the answer).")
+def score_cmd(transcript: Path, incident_file: Path | None, as_json: bool, reveal: bool) -> None:
+    """Score a transcript: its queries' SQL is re-run on every hypothesis's world (nothing it records
+    about their results is trusted)."""
+    from game.assess import score_session
+    from game.scoring import format_report
+    from game.session import load_transcript
+
+    t = load_transcript(transcript, incident_path=incident_file)
+    _require_submitted(t, transcript, reveal)
+    report = score_session(t.incident, t.header.seed, t.events)
+    recorded = t.recorded_total
+    if as_json:
+        emit({"ok": True, "session_id": t.header.session_id, "incident": t.incident.id,
+               "player": t.header.player, "seed": t.header.seed, "total": report.total,
+               "recorded_total": recorded,
+               "recorded_matches": None if recorded is None else math.isclose(recorded, report.total,
+                                                                              abs_tol=0.05),
+               "score": report.to_dict()})
+    else:
+        click.echo(f"{t.header.player} on {t.incident.id} (seed {t.header.seed})")
+        if recorded is not None and not math.isclose(recorded, report.total, abs_tol=0.05):
+            click.echo(f"the transcript says {recorded:.1f}; recomputed from its queries: "
+                       f"{report.total:.1f}")
+        click.echo(format_report(report, {h.id: f"{h.label} {h.title}"
+                                          for h in shown_hypotheses(t.incident, t.header.seed)}))
+
+@click.command("replay", cls=GuardedCommand)
+@click.argument("transcript", type=click.Path(path_type=Path))
+@click.option("--incident", "incident_file", type=click.Path(path_type=Path), default=None,
+              help="Incident file (default: the one the transcript names).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--reveal", is_flag=True,
+              help="Replay a session that was not submitted (its score shows the answer).")
+def replay_cmd(transcript: Path, incident_file: Path | None, as_json: bool, reveal: bool) -> None:
+    """Re-run a transcript's queries on the incident database and re-score it."""
+    result = replay(transcript, incident_file, reveal=reveal)
+    if as_json:
+        emit({"ok": True, **result})
+        return
+    click.echo(f"{result['queries']} queries re-run against {result['incident']} "
+               f"(seed {result['seed']})")
+    if result["telemetry_matches"] is False:
+        click.echo(f"telemetry differs: recorded {result['telemetry_digest_recorded']}, "
+                   f"now {result['telemetry_digest_now']}")
+    for d in result["differences"]:
+        click.echo(f"  Q{d['query']}: {'; '.join(d['changes'])}")
+    click.echo("results match the transcript" if result["results_match"] else "results DIFFER")
+    if result["recorded_total"] is None:
+        click.echo(f"score: {result['total']:.1f} (the transcript records none)")
+    else:
+        click.echo(f"score: the transcript says {result['recorded_total']:.1f}, recomputed "
+                   f"{result['total']:.1f}" + ("" if result["score_matches"] else " (DIFFERENT)"))
+
+@click.command("autoplay", cls=GuardedCommand)
+@click.argument("incident")
+@click.option("--strategy", required=True, type=click.Choice(STRATEGY_CHOICES))
+@click.option("--seed", default=0, show_default=True, help="Telemetry seed.")
+@click.option("--player-seed", type=int, default=None, help="Random player's seed (default: --seed).")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write a transcript.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def autoplay_cmd(incident: str, strategy: str, seed: int, player_seed: int | None, out: Path | None,
+                 as_json: bool) -> None:
+    """Let a scripted player (expert, lucky, random, shotgun) play an incident, and score it.
+
+    This SPOILS the incident: the players are built from its answer key."""
+    from game.autoplay import autoplay_session
+    from game.scoring import format_report
+
+    inc, path = _incident(incident, seed)
+    session, report = autoplay_session(inc, seed, strategy, incident_path=path,
+                                       player_seed=player_seed)
+    written = str(session.export_transcript(out)) if out else None
+    if not as_json:
+        click.echo("Spoiler: autoplay players are built from the incident's answer key.", err=True)
+    if as_json:
+        emit({"ok": True, "incident": inc.id, "seed": seed, "strategy": strategy, "spoils": True,
+               "queries": len(session.queries), "total": report.total, "score": report.to_dict(),
+               "events": [e.to_dict() for e in session.events], "transcript": written})
+        return
+    click.echo(f"{strategy} on {inc.id} (seed {seed}): {len(session.queries)} queries")
+    click.echo(format_report(report))
+    if written:
+        click.echo(f"Transcript: {written}")
+
+COMMANDS: tuple[click.Command, ...] = (play_cmd, resume_cmd, score_cmd, replay_cmd, autoplay_cmd,)
+"""The commands of this module, in the order `servedrill --help` lists them."""
+
 
 
 def _require_submitted(t: Any, transcript: Path, reveal: bool) -> None:

@@ -1,20 +1,35 @@
-"""The full `servedrill` command set: the core group plus the commands defined next to the code they drive.
+"""The full `servedrill` command set, assembled in one place: the core commands (game.cli) and those defined
+next to the code they drive (game.cli_game, game.cli_incidents, game.cli_gameday).
 
-Kept apart from `game.cli` so the command modules can import its helpers without a cycle.
+Every command is a module-level object; nothing is added to a group at import time except here, where
+`build_group` makes a fresh group. tui.cli builds its own with its play/resume/bench/serve and the
+interviewer's commands in place of or besides the game's, leaving `main` here as it is.
 """
 
 from __future__ import annotations
 
-from game.cli import main
-from game.cli_game import register as register_game
-from game.cli_gameday import register as register_gameday
-from game.cli_incidents import register as register_incidents
+import click
 
-register_game(main)
-register_incidents(main)
-register_gameday(main)
+from game import cli, cli_game, cli_gameday, cli_incidents
 
-__all__ = ["main"]
+GAME_COMMANDS: dict[str, click.Command] = {
+    str(c.name): c for c in (*cli.COMMANDS, *cli_game.COMMANDS, *cli_incidents.COMMANDS, *cli_gameday.COMMANDS)
+}
+"""Every game command by name (the line-mode play and resume, the engine-only bench)."""
+
+
+def build_group(*commands: click.Command) -> click.Group:
+    """A new `servedrill` group holding GAME_COMMANDS, then `commands` (replacing a game command of the same
+    name)."""
+    group = cli.new_group()
+    for command in (*GAME_COMMANDS.values(), *commands):
+        group.add_command(command)
+    return group
+
+
+main = build_group()
+
+__all__ = ["GAME_COMMANDS", "build_group", "main"]
 
 if __name__ == "__main__":
     main()

@@ -9,8 +9,8 @@ game-day file). `data`, when set, is the SERVEDRILL_DATA folder the players play
 folder), which the facilitator's console collects from; without it, the facilitator's own.
 
 Every problem comes back as a `Diagnostic` (file:line:column: what is wrong (hint: ...)), all at
-once, in the style of incidents/loader.py, whose YAML reader (marks on every key and value,
-YAML-1.2 booleans, duplicate keys and alias bombs refused) is reused here.
+once, in the style of incidents/loader.py, whose YAML reader, incidents/yaml_reader.py (marks on every key
+and value, YAML-1.2 booleans, duplicate keys and alias bombs refused), is reused here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from incidents.loader import MAX_BYTES, Diagnostic, _Builder, _decode, _Loader, _Refused, _tab_diagnostics
+from incidents.diagnostics import Diagnostic
+from incidents.yaml_reader import MAX_BYTES, HardenedLoader, Refused, TreeBuilder, decode, tab_diagnostics
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$"
 """A player or team name: one shell word, so the join command needs no quoting."""
@@ -168,23 +169,23 @@ def _read_yaml(path: Path) -> tuple[_Doc | None, list[Diagnostic]]:
     if len(raw) > MAX_BYTES:
         return None, [Diagnostic(name, 0, 0, f"file is larger than {MAX_BYTES // 1024} KiB",
                                  "a game-day file is a few lines of YAML")]
-    text, problems = _decode(raw, name)
+    text, problems = decode(raw, name)
     if text is None:
         return None, [d if "servedrill new" not in (d.hint or "") else
                       Diagnostic(d.path, d.line, d.column, d.message, "start from docs/gameday.example.yaml")
                       for d in problems]
-    tabs = _tab_diagnostics(text, name)
+    tabs = tab_diagnostics(text, name)
     if tabs:
         return None, tabs
-    loader = _Loader(text)
+    loader = HardenedLoader(text)
     try:
         root = loader.get_single_node()
         if root is None:
             return None, [Diagnostic(name, 1, 1, "no YAML document: the file has only comments or blank lines",
                                      "start from docs/gameday.example.yaml")]
-        builder = _Builder(loader, name)
+        builder = TreeBuilder(loader, name)
         data = builder.build(root, ())
-    except _Refused as exc:
+    except Refused as exc:
         line, col = (exc.mark.line + 1, exc.mark.column + 1) if exc.mark else (1, 1)
         return None, [Diagnostic(name, line, col, exc.message, exc.hint)]
     except yaml.MarkedYAMLError as exc:

@@ -9,6 +9,10 @@ slowed itself down) or `power` (a lowered power limit capped it). Units: seconds
 All functions are pure; arrays are one replica's scrapes in time order. Window k is (t[k-1], t[k]]; the
 scrape at t[0] opens the run and reports what the first window shows (the fleet was serving before the
 window opened; the simulation's empty start is an artefact, not an idle GPU).
+
+Why one module of ~630 lines: activity, clocks, power and the thermal state feed one another scrape by
+scrape (one model of one device, with its constants and their sources side by side); the error counters
+are its smallest part and draw on the same activity shares.
 """
 
 from __future__ import annotations

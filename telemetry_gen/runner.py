@@ -471,14 +471,7 @@ def build_telemetry(inc: Incident, seed: int, *, ablate: bool = False, progress:
         seed=seed, evals=eval_suites(inc, ablate), external_events=external_events(inc),
         engines=engine_setups(fleet), throttle_causes=throttle_causes(inc, ablate=ablate),
     )
-    tables = {
-        "requests": T.requests_table(run, ctx),
-        "metrics": T.metrics_table(run, ctx),
-        "events": T.events_table(run, ctx),
-        "logs": T.logs_table(run, ctx),
-        "evals": T.evals_table(ctx),
-        "probes": T.probes_table(run, ctx),
-    }
+    tables = T.build_tables(run, ctx)
     digest = table_digest(tables)
     say(1.0, "done")
     return Telemetry(tables, digest, run, time.perf_counter() - wall0)

@@ -1,96 +1,36 @@
 """Turn a simulation run into the tables an observability stack would hold.
 
-Every value here is read off the simulation (per-request timestamps, scraped replica
-state, engine events). Nothing is derived from the incident's faults: a GPU clock gauge
-shows the clock the simulated hardware ran at, a log line reports the sizes of the
-allocation that failed in the simulated step.
+The tables, their columns and types are incidents.telemetry_schema's: `build_tables` builds them in its
+order and checks each frame against it (`conform`). Every value here is read off the simulation
+(per-request timestamps, scraped replica state, engine events). Nothing is derived from the incident's
+faults: a GPU clock gauge shows the clock the simulated hardware ran at, a log line reports the sizes of
+the allocation that failed in the simulated step.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from engine_model.config import EngineConfig
-from engine_model.memory import MemoryPlan, plan_memory
-from engine_model.profiles import GPUProfile, ModelProfile, get_model
 from engine_model.replica import ITL_BUCKETS
 from engine_model.results import SimResult
+from incidents import telemetry_schema as schema
 from telemetry_gen import gpu_state as G
-from telemetry_gen.node_metrics import node_series, per_window
+from telemetry_gen.context import EngineSetup, EvalSuite, ExternalEvent, TelemetryContext, timestamps
+from telemetry_gen.hardware_series import (
+    XID_SALT,
+    ReplicaHardware,
+    dcgm_frames,
+    replica_hardware,
+    replica_rng,
+    xid_events,
+)
 
-MIB = 1024**2
-
-
-@dataclass(frozen=True)
-class EvalSuite:
-    """Offline evaluation of one model version: task -> true score (0..1) and sample size."""
-
-    model_version: str
-    scores: dict[str, float]
-    n: int = 1000
-    at_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class ExternalEvent:
-    """Something outside the engines that a change log records (an unrelated deploy, a traffic note)."""
-
-    t: float
-    kind: str
-    component: str
-    detail: str
-    replica: str = ""
-    old_value: str = ""
-    new_value: str = ""
-
-
-@dataclass(frozen=True)
-class EngineSetup:
-    """What a replica starts with: model, GPU and engine config (its memory plan sizes the FB gauges)."""
-
-    model: ModelProfile
-    gpu: GPUProfile
-    config: EngineConfig
-
-
-@dataclass
-class TelemetryContext:
-    """What the tables need besides the run itself.
-
-    `engines`: each replica's starting setup (replicas not in it use `gpu` and `gpus_per_replica`, and their
-    FB gauges show the engine's own memory figure). `throttle_causes`: replica -> why its clock was throttled
-    when the engine ran it slower ("thermal", the default, or "power"); the engine does not model the cause."""
-
-    t0: datetime
-    gpu: GPUProfile
-    gpus_per_replica: int = 1
-    seed: int = 0
-    evals: list[EvalSuite] = field(default_factory=list)
-    external_events: list[ExternalEvent] = field(default_factory=list)
-    probe_app: str = "probe"
-    engines: dict[str, EngineSetup] = field(default_factory=dict)
-    throttle_causes: dict[str, str] = field(default_factory=dict)
-
-    def gpu_of(self, replica: str) -> GPUProfile:
-        setup = self.engines.get(replica)
-        return setup.gpu if setup is not None else self.gpu
-
-    def gpus_of(self, replica: str) -> int:
-        setup = self.engines.get(replica)
-        if setup is None:
-            return self.gpus_per_replica
-        return setup.config.tensor_parallel_size * setup.config.pipeline_parallel_size
-
-
-def _ts(t0: datetime, seconds: np.ndarray) -> pd.Series:
-    return pd.Series(pd.Timestamp(t0) + pd.to_timedelta(np.asarray(seconds, dtype=float), unit="s")).astype(
-        "datetime64[us]"
-    )
+__all__ = ["EngineSetup", "EvalSuite", "ExternalEvent", "ReplicaHardware", "TelemetryContext", "build_tables",
+           "conform", "replica_hardware", "xid_events"]
 
 
 # ----- requests ---------------------------------------------------------------------------------
@@ -123,7 +63,7 @@ def requests_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     df = pd.DataFrame(
         {
             "request_id": np.asarray(r["request_id"], dtype=np.int64),
-            "ts": _ts(ctx.t0, sent),
+            "ts": timestamps(ctx.t0, sent),
             "app": pd.Series(r["app"], dtype="string"),
             "tenant": pd.Series(r["tenant"], dtype="string"),
             "replica": pd.Series(r["replica"], dtype="string"),
@@ -209,9 +149,9 @@ def metrics_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     add('vllm:inter_token_latency_seconds_bucket{le="+Inf"}', counts[:, -1], up)
     add("vllm:inter_token_latency_seconds_sum", s["itl_sum"], up)
     add("vllm:inter_token_latency_seconds_count", counts[:, -1], up)
-    frames.extend(_dcgm_frames(run, ctx))
+    frames.extend(dcgm_frames(run, ctx))
     df = pd.concat(frames, ignore_index=True)
-    df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy()))
+    df.insert(0, "ts", timestamps(ctx.t0, df.pop("t").to_numpy()))
     df["replica"] = df["replica"].astype("string")
     df["name"] = df["name"].astype("string")
     return df.sort_values(["ts", "replica", "name"], kind="stable").reset_index(drop=True)
@@ -237,194 +177,6 @@ def _histogram_sums(run: SimResult, end_col: str, t: np.ndarray, rep: np.ndarray
         sums[rows] = csum[idx]
         counts[rows] = idx
     return sums, counts
-
-
-# ----- GPU and host series -------------------------------------------------------------------------
-# dcgm-exporter field names (../shared/reference/dcgm: default counters, plus the opt-in ECC and NVLink error
-# counters; DCGM_FI_DEV_CLOCKS_EVENT_REASONS is field 112, named DCGM_FI_DEV_CLOCK_THROTTLE_REASONS before DCGM 3.3).
-XID_SALT, GPU_SALT, NODE_SALT = 7919, 7927, 7933  # streams of draws of their own, per replica
-
-
-@dataclass(frozen=True)
-class ReplicaHardware:
-    """One replica's GPU and host at its scrapes: `rows` index the run's samples, in time order."""
-
-    rows: np.ndarray
-    t: np.ndarray
-    gpu: G.GpuTrace
-    errors: G.ErrorTrace
-    fb_used_bytes: np.ndarray
-    fb_total_bytes: np.ndarray
-    nvlink: bool
-    node: dict[str, np.ndarray]
-
-
-def _hardware_changes(run: SimResult) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """replica -> hardware factor -> [(time, value)] as the engine logged them."""
-    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
-    for e in run.events:
-        if e.kind == "hardware":
-            for k, v in e.detail.items():
-                out.setdefault(e.replica, {}).setdefault(k, []).append((e.t, float(v)))
-    return out
-
-
-def _crashes(run: SimResult, reason: str) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for e in run.events:
-        if e.kind == "crash" and e.detail.get("reason") == reason:
-            out.setdefault(e.replica, []).append({"t": e.t, **e.detail})
-    return out
-
-
-def _plans(run: SimResult, name: str, setup: EngineSetup) -> list[tuple[float, MemoryPlan]]:
-    """The memory plans a replica ran with and since when: its start-up config, then each restart's
-    (the engine logs the knobs that changed and the model it loaded)."""
-    cfg, model = setup.config, setup.model
-    out = [(-np.inf, plan_memory(model, setup.gpu, cfg))]
-    for e in run.events:
-        if e.replica != name or e.kind != "engine_ready":
-            continue
-        changes = {k: v[1] for k, v in e.detail.get("changes", {}).items()}
-        if changes:
-            cfg = cfg.with_changes(**changes)
-        model = get_model(str(e.detail.get("model", model.name)))
-        out.append((e.t, plan_memory(model, setup.gpu, cfg)))
-    return out
-
-
-def _fb_used(run: SimResult, name: str, ctx: TelemetryContext, s: dict[str, np.ndarray], rows: np.ndarray
-             ) -> np.ndarray:
-    t = s["t"][rows].astype(float)
-    used = s["memory_used_bytes"][rows].astype(float)
-    total = s["memory_total_bytes"][rows].astype(float)
-    up = s["up"][rows].astype(bool)
-    setup = ctx.engines.get(name)
-    try:
-        plans = _plans(run, name, setup) if setup is not None else []
-    except (KeyError, ValueError):  # a setup the engine started but the plan cannot repeat: its own figure
-        plans = []
-    if not plans:
-        return np.where(up, used, 0.0)
-    starts = np.array([p[0] for p in plans])
-    idx = np.searchsorted(starts, t, side="right") - 1
-    held = np.array([float(p.weight_bytes + p.kv_bytes + p.activation_peak_bytes + p.cuda_graph_bytes
-                           + p.non_torch_bytes) for _, p in plans])[idx]
-    limit = np.array([float(p.activation_peak_bytes + p.headroom_bytes) for _, p in plans])[idx]
-    ooms = [(c["t"], float(c["leaked_bytes"])) for c in _crashes(run, "oom").get(name, [])]
-    return G.fb_used_bytes(t, up, used, total, held, limit, ooms)
-
-
-def _activity(s: dict[str, np.ndarray], rows: np.ndarray, changes: dict[str, list[tuple[float, float]]]
-              ) -> np.ndarray:
-    """(busy, tensor-active, DRAM-active) share of each scrape window. DRAM-active is the memory time at
-    the bandwidth the HBM delivered, scaled to its nominal bandwidth (bytes moved / nominal peak)."""
-    t = s["t"][rows].astype(float)
-    shares = G.window_shares(t, np.stack([s["busy_s_total"][rows], s["compute_s_total"][rows],
-                                          s["memory_s_total"][rows]], axis=1).astype(float))
-    shares[:, 2] *= G.window_mean(t, changes.get("hbm_bw_factor", []))
-    return shares
-
-
-def _replica_rng(ctx: TelemetryContext, salt: int, index: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([ctx.seed % (1 << 63), salt, index]))
-
-
-def _replica_errors(run: SimResult, ctx: TelemetryContext, s: dict[str, np.ndarray], name: str, index: int,
-                    rows: np.ndarray, shares: np.ndarray, changes: dict[str, list[tuple[float, float]]]
-                    ) -> tuple[G.ErrorTrace, bool]:
-    gpu = ctx.gpu_of(name)
-    nvlink = gpu.link.name.startswith("nvlink")
-    xids = [(c["t"], int(c.get("xid", 79))) for c in _crashes(run, "xid").get(name, [])]
-    errors = G.error_trace(s["t"][rows].astype(float), shares[:, 0], shares[:, 2], changes.get("hbm_bw_factor", []),
-                           changes.get("link_factor", []), nvlink, ctx.gpus_of(name) > 1, xids,
-                           _replica_rng(ctx, XID_SALT, index))
-    return errors, nvlink
-
-
-def _replica_rows(s: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
-    rep = s["replica"]
-    return [(str(name), np.nonzero(rep == name)[0]) for name in sorted(np.unique(rep).tolist())]
-
-
-def _samples(run: SimResult) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v) for k, v in run.samples.items() if k != "itl_counts"}
-
-
-def replica_hardware(run: SimResult, ctx: TelemetryContext) -> dict[str, ReplicaHardware]:
-    """Every replica's GPU and host series, from the run's samples and hardware events (see gpu_state and
-    node_metrics). The values the metrics table rounds and writes; tests read them before any rounding."""
-    s = _samples(run)
-    changes = _hardware_changes(run)
-    out: dict[str, ReplicaHardware] = {}
-    for index, (name, rows) in enumerate(_replica_rows(s)):
-        t = s["t"][rows].astype(float)
-        gpu = ctx.gpu_of(name)
-        mine = changes.get(name, {})
-        shares = _activity(s, rows, mine)
-        clock = G.window_mean(t, mine.get("clock_factor", []))
-        throttles = G.throttles_from(mine.get("clock_factor", []), ctx.throttle_causes.get(name, "thermal"))
-        trace = G.gpu_trace(t, shares, clock, gpu, throttles, _replica_rng(ctx, GPU_SALT, index))
-        errors, nvlink = _replica_errors(run, ctx, s, name, index, rows, shares, mine)
-        up = s["up"][rows].astype(bool)
-        queued = (s["running"][rows] + s["waiting"][rows]) > 0
-        node = node_series(
-            t, np.where(queued, 1.0, np.clip(shares[:, 0], 0.0, 1.0)),
-            per_window(t, s["requests_finished_total"][rows]), per_window(t, s["generation_tokens_total"][rows]),
-            G.window_mean(t, mine.get("host_overhead_factor", [])), up, ctx.gpus_of(name),
-            _replica_rng(ctx, NODE_SALT, index),
-        )
-        out[name] = ReplicaHardware(rows, t, trace, errors, _fb_used(run, name, ctx, s, rows),
-                                    s["memory_total_bytes"][rows].astype(float), nvlink, node)
-    return out
-
-
-def xid_events(run: SimResult, ctx: TelemetryContext) -> dict[str, tuple[G.Xid, ...]]:
-    """replica -> the Xids its GPU's driver logged (the same draws as replica_hardware's)."""
-    s = _samples(run)
-    changes = _hardware_changes(run)
-    out: dict[str, tuple[G.Xid, ...]] = {}
-    for index, (name, rows) in enumerate(_replica_rows(s)):
-        mine = changes.get(name, {})
-        out[name] = _replica_errors(run, ctx, s, name, index, rows, _activity(s, rows, mine), mine)[0].xids
-    return out
-
-
-def _dcgm_frames(run: SimResult, ctx: TelemetryContext) -> list[pd.DataFrame]:
-    """GPU series as dcgm-exporter reports them and host series as node_exporter does, for every replica at
-    every scrape (the exporters run whether or not the engine is up)."""
-    s = _samples(run)
-    frames: list[pd.DataFrame] = []
-    for hw in replica_hardware(run, ctx).values():
-        g, e = hw.gpu, hw.errors
-        mib = 1.0 / MIB
-        series: dict[str, np.ndarray] = {
-            "DCGM_FI_DEV_SM_CLOCK": np.round(g.sm_clock_mhz),
-            "DCGM_FI_DEV_GPU_UTIL": np.round(100.0 * g.busy),  # shares are <= 1 by construction: no clip
-            "DCGM_FI_DEV_POWER_USAGE": g.power_w,
-            "DCGM_FI_DEV_GPU_TEMP": np.round(g.temp_c),
-            "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": g.reasons.astype(float),
-            "DCGM_FI_DEV_FB_USED": np.round(hw.fb_used_bytes * mib),
-            "DCGM_FI_DEV_FB_FREE": np.round(np.maximum(hw.fb_total_bytes - hw.fb_used_bytes, 0.0) * mib),
-            "DCGM_FI_PROF_DRAM_ACTIVE": g.dram,
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": g.tensor,
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": g.busy,
-            "DCGM_FI_DEV_XID_ERRORS": e.last_xid,
-            "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": e.sbe,
-            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": e.dbe,
-            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": e.remapped_correctable,
-            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": e.remapped_uncorrectable,
-            "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": e.pcie_replay,
-        }
-        if hw.nvlink:
-            series["DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"] = e.nvlink_crc
-            series["DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"] = e.nvlink_replay
-        series.update(hw.node)
-        rep = s["replica"][hw.rows]
-        for metric, values in series.items():
-            frames.append(pd.DataFrame({"t": hw.t, "replica": rep, "name": metric,
-                                        "value": np.round(np.asarray(values, dtype=float), 3)}))
-    return frames
 
 
 # ----- events and logs --------------------------------------------------------------------------
@@ -453,7 +205,7 @@ def events_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     for x in ctx.external_events:
         rows.append(_ev(x.t, x.replica, x.kind, x.component, x.detail, x.old_value, x.new_value))
     df = pd.DataFrame(rows, columns=["t", "replica", "kind", "component", "detail", "old_value", "new_value"])
-    df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy(dtype=float)))
+    df.insert(0, "ts", timestamps(ctx.t0, df.pop("t").to_numpy(dtype=float)))
     for c in df.columns[1:]:
         df[c] = df[c].astype("string")
     return df.sort_values(["ts", "replica", "kind", "detail"], kind="stable").reset_index(drop=True)
@@ -507,7 +259,7 @@ def logs_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
             msg = "Received SIGTERM, draining requests" if e.kind == "drain_start" else "Shutting down engine"
             rows.append((e.t, e.replica, "INFO", "launcher.py", msg))
     df = pd.DataFrame(rows, columns=["t", "replica", "level", "component", "message"])
-    df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy(dtype=float)))
+    df.insert(0, "ts", timestamps(ctx.t0, df.pop("t").to_numpy(dtype=float)))
     for c in df.columns[1:]:
         df[c] = df[c].astype("string")
     return df.sort_values(["ts", "replica", "message"], kind="stable").reset_index(drop=True)
@@ -523,7 +275,7 @@ def _xid_lines(run: SimResult, ctx: TelemetryContext) -> list[tuple[float, str, 
     out: list[tuple[float, str, str, str, str]] = []
     for index, (name, xids) in enumerate(xid_events(run, ctx).items()):
         bus = G.PCI_BUS_IDS[index % len(G.PCI_BUS_IDS)]
-        pid = 2000 + int(_replica_rng(ctx, XID_SALT + 1, index).integers(0, 60000))
+        pid = 2000 + int(replica_rng(ctx, XID_SALT + 1, index).integers(0, 60000))
         for x in xids:
             lives = sum(1 for e in run.events if e.replica == name and e.kind == "engine_ready" and e.t <= x.t)
             who = f"pid={pid + 7 * lives}, name=python3" if x.code in (48, 79) else "pid='<unknown>', name=<unknown>"
@@ -577,7 +329,7 @@ def evals_table(ctx: TelemetryContext) -> pd.DataFrame:
             lo, hi = _wilson(k, suite.n)
             rows.append((suite.at_s, suite.model_version, task, k / suite.n, suite.n, lo, hi))
     df = pd.DataFrame(rows, columns=["t", "model_version", "task", "score", "n", "ci_low", "ci_high"])
-    df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy(dtype=float)))
+    df.insert(0, "ts", timestamps(ctx.t0, df.pop("t").to_numpy(dtype=float)))
     df["model_version"] = df["model_version"].astype("string")
     df["task"] = df["task"].astype("string")
     df["n"] = df["n"].astype(np.int64)
@@ -609,9 +361,50 @@ def probes_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
                      int(r["batch_at_first_token"][i]), r["output_hash"][i], round(drift, 7)))
     df = pd.DataFrame(rows, columns=["t", "replica", "probe_id", "prompt_id", "batch_size", "output_hash",
                                      "logprob_drift"])
-    df.insert(0, "ts", _ts(ctx.t0, df.pop("t").to_numpy(dtype=float)))
+    df.insert(0, "ts", timestamps(ctx.t0, df.pop("t").to_numpy(dtype=float)))
     for c in ("replica", "prompt_id", "output_hash"):
         df[c] = df[c].astype("string")
     df["probe_id"] = df["probe_id"].astype(np.int64)
     df["batch_size"] = df["batch_size"].astype(np.int64)
     return df
+
+
+# ----- the schema ---------------------------------------------------------------------------------
+# pandas dtype -> the DuckDB type a frame column of it becomes (duckdb's pandas scan)
+DUCKDB_TYPE_OF_DTYPE = {"int64": "BIGINT", "Int64": "BIGINT", "float64": "DOUBLE", "datetime64[us]": "TIMESTAMP",
+                        "string": "VARCHAR"}
+
+BUILDERS: dict[str, Callable[[SimResult, TelemetryContext], pd.DataFrame]] = {
+    "requests": requests_table,
+    "metrics": metrics_table,
+    "events": events_table,
+    "logs": logs_table,
+    "evals": lambda run, ctx: evals_table(ctx),
+    "probes": probes_table,
+}
+"""Table name -> the function that builds it; the names are exactly incidents.telemetry_schema.TABLE_NAMES."""
+
+
+def conform(name: str, df: pd.DataFrame) -> pd.DataFrame:
+    """`df` unchanged when its columns are the schema's for table `name`, in order, each of a dtype that
+    becomes the schema's DuckDB type; ValueError naming the difference otherwise (a builder and the schema
+    that disagree are a programming error, caught on every build). An empty frame may leave columns untyped
+    (object): the frames are hashed as built, so typing them here would change the content digest."""
+    want = schema.table(name)
+    if tuple(df.columns) != want.column_names:
+        raise ValueError(f"table {name}: built columns {list(df.columns)}, the schema says {list(want.column_names)}")
+    for col in want.columns:
+        got = DUCKDB_TYPE_OF_DTYPE.get(str(df[col.name].dtype))
+        if got is None and df.empty and df[col.name].dtype == object:
+            continue  # an empty frame built from no rows has untyped columns; the store types them
+        if got != col.type:
+            raise ValueError(f"table {name}: column {col.name} is {df[col.name].dtype} ({got}), the schema says "
+                             f"{col.type}")
+    return df
+
+
+def build_tables(run: SimResult, ctx: TelemetryContext) -> dict[str, pd.DataFrame]:
+    """Every table of the schema, in its order, each checked against it."""
+    if tuple(BUILDERS) != schema.TABLE_NAMES:
+        raise ValueError(f"table builders {list(BUILDERS)} differ from the schema's tables {list(schema.TABLE_NAMES)}")
+    return {name: conform(name, build(run, ctx)) for name, build in BUILDERS.items()}

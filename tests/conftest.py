@@ -1,5 +1,10 @@
 """Shared fixtures: one build cache for every test that simulates the library, so an incident's worlds
-are built once per run (the proof and the players tests use the same ones)."""
+are built once per run (the proof and the players tests use the same ones); the incident YAML fixtures
+of tests/data/incidents by name (`incident_data`, `mini_incident`, `good_incident_text`) rather than a
+path constant repeated in each module.
+
+Markers: `slow` (registered in pyproject.toml) marks the tests that simulate whole incidents, prove the
+library, drive the app or a browser; `make test-fast` (pytest -m "not slow") is the inner loop."""
 
 from __future__ import annotations
 
@@ -8,6 +13,26 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+INCIDENT_DATA = Path(__file__).parent / "data" / "incidents"
+"""The incident files the tests use (small fleets, short windows; tui-mini is the smallest)."""
+
+
+@pytest.fixture(scope="session")
+def incident_data() -> Path:
+    return INCIDENT_DATA
+
+
+@pytest.fixture(scope="session")
+def mini_incident() -> Path:
+    """tests/data/incidents/tui-mini.yaml: the smallest incident that builds telemetry and worlds."""
+    return INCIDENT_DATA / "tui-mini.yaml"
+
+
+@pytest.fixture(scope="session")
+def good_incident_text() -> str:
+    """The text of tests/data/incidents/good.yaml, a valid incident using most of the format."""
+    return (INCIDENT_DATA / "good.yaml").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="session")

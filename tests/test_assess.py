@@ -20,6 +20,8 @@ from incidents.spec import Incident
 from telemetry_gen.cache import ensure_database
 from telemetry_gen.worlds import NOISE, TRUTH, ensure_worlds, world_names, world_of
 
+pytestmark = pytest.mark.slow  # builds worlds and assesses queries on them
+
 DATA = Path(__file__).parent / "data" / "incidents"
 MINI = DATA / "tui-mini.yaml"
 CLOCK_SQL = "SELECT replica, min(value) AS low FROM metrics WHERE name = 'DCGM_FI_DEV_SM_CLOCK' GROUP BY replica"

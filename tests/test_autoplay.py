@@ -12,13 +12,15 @@ import pytest
 from click.testing import CliRunner
 
 from game.autoplay import autoplay, plan
-from game.cli_game import register
+from game.cli_game import COMMANDS
 from game.gateway import Gateway
 from game.observe import Read, observed_signals
 from game.session import RANK
 from incidents.loader import load_incident
 from incidents.spec import Incident
 from telemetry_gen.cache import ensure_database
+
+pytestmark = pytest.mark.slow  # plays fixture incidents with every strategy on their worlds
 
 INCIDENT = Path(__file__).parent / "data" / "incidents" / "drill-slow-replica.yaml"
 
@@ -95,8 +97,7 @@ def test_real_lucky_random_and_shotgun_rank_below_the_expert(incident: Incident)
 
 
 def test_autoplay_command_prints_one_json_object(incident: Incident, tmp_path: Path) -> None:
-    group = click.Group()
-    register(group)
+    group = click.Group(commands=COMMANDS)
     out = tmp_path / "auto.json"
     result = CliRunner().invoke(group, ["autoplay", "--strategy", "expert", str(INCIDENT), "--json",
                                         "--out", str(out)])
@@ -114,8 +115,7 @@ def test_autoplay_command_prints_one_json_object(incident: Incident, tmp_path: P
 
 
 def test_autoplay_rejects_bad_input_in_one_line(env: Path) -> None:
-    group = click.Group()
-    register(group)
+    group = click.Group(commands=COMMANDS)
     bad = CliRunner().invoke(group, ["autoplay", "--strategy", "expert", "no-such-incident", "--json"])
     assert bad.exit_code == 1
     doc = json.loads(bad.stdout)

@@ -43,6 +43,7 @@ def test_calc_unknown_model_is_one_clear_line(runner: CliRunner) -> None:
     assert code == 1 and out["ok"] is False and "Llama-9" in out["error"]
 
 
+@pytest.mark.slow
 def test_generate_is_deterministic_and_cached(runner: CliRunner, tmp_path: Path) -> None:
     code, first = run_json(runner, "generate", str(FIXTURE), "--seed", "4")
     assert code == 0 and first["cached"] is False
@@ -68,6 +69,7 @@ def test_export_writes_every_table_as_parquet(runner: CliRunner, tmp_path: Path)
         assert duckdb.execute(f"SELECT count(*) FROM '{path}'").fetchone()[0] == gen["rows"][table]
 
 
+@pytest.mark.slow
 def test_query_runs_through_the_gateway_and_refuses_writes(runner: CliRunner) -> None:
     sql = "SELECT replica, count(*) AS n FROM requests GROUP BY 1 ORDER BY 1"
     code, ok = run_json(runner, "query", str(FIXTURE), sql)

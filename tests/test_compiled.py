@@ -22,6 +22,8 @@ from incidents.loader import load_incident
 from telemetry_gen.runner import build_telemetry
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # builds and compares the compiled and the pure-Python engines
+
 # together: crashes and restarts, OOM, throttling, link loss, config and model rollouts, chunked
 # prefill off, fp8 KV, preemption storms, fallback routing, MoE skew, speculative decoding, determinism,
 # client timeouts

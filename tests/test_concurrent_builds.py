@@ -8,12 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-MINI = Path(__file__).parent / "data" / "incidents" / "tui-mini.yaml"
+import pytest
+
+pytestmark = pytest.mark.slow  # starts three processes building the same incident
 
 
-def test_three_cold_builds_at_once_all_succeed(tmp_path: Path) -> None:
+def test_three_cold_builds_at_once_all_succeed(tmp_path: Path, mini_incident: Path) -> None:
     env = {**os.environ, "SERVEDRILL_CACHE": str(tmp_path / "cache")}
-    procs = [subprocess.Popen([sys.executable, "-m", "tui.cli", "generate", str(MINI), "--json"],
+    procs = [subprocess.Popen([sys.executable, "-m", "tui.cli", "generate", str(mini_incident), "--json"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for _ in range(3)]
     outs = [p.communicate(timeout=600) for p in procs]

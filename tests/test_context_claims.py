@@ -16,6 +16,8 @@ from incidents.loader import check_incident_text, load_incident_text
 from incidents.spec import Symptom
 from telemetry_gen.proof import ClaimCheck, ProofReport, prove
 
+pytestmark = pytest.mark.slow  # proves fixture incidents (simulations with and without faults)
+
 DATA = Path(__file__).parent / "data" / "incidents"
 FIXTURE = DATA / "proof-context-claims.yaml"
 T0 = datetime(2025, 3, 4, 9, 0, 0)
@@ -98,6 +100,7 @@ def _result(holds: bool) -> ClaimResult:
 def test_context_claims_must_hold_with_and_without_the_faults(
     context: bool, with_faults: bool, without: bool, ok: bool
 ) -> None:
+
     check = ClaimCheck("s", "c", "at_most", _result(with_faults), _result(without), context=context)
     assert check.ok is ok
     assert (check.problem is None) is ok

@@ -18,7 +18,7 @@ import game.session as session_module
 import game.session.core as session_clock  # the one module of game.session that reads the clock
 from game.assess import score_session
 from game.autoplay import plan, play
-from game.cli_gameday import register
+from game.cli_gameday import COMMANDS
 from game.gameday import GameDay, check_gameday, load_gameday
 from game.gameday_collect import read_state, round_times
 from game.gameday_console import Console
@@ -51,8 +51,7 @@ teams:
 
 
 def group() -> click.Group:
-    g = click.Group()
-    register(g)
+    g = click.Group(commands=COMMANDS)
     return g
 
 
@@ -184,6 +183,7 @@ def test_the_check_command_reports_every_problem_on_its_line(tmp_path: Path) -> 
 # ---------------------------------------------------------------- collecting
 
 
+@pytest.mark.slow
 def test_collect_takes_submitted_sessions_of_the_roster(data: Path, day: Path) -> None:
     play_session(data, MINI, "ana", "expert")
     play_session(data, MINI, "dara", "lucky")
@@ -216,6 +216,7 @@ def test_collect_takes_submitted_sessions_of_the_roster(data: Path, day: Path) -
     assert read_state(day.parent / "results")["format"] == "servedrill-gameday"
 
 
+@pytest.mark.slow
 def test_collect_rescores_from_the_journal_or_does_not_collect(data: Path, tmp_path: Path) -> None:
     incident = tmp_path / "mini.yaml"
     incident.write_bytes(MINI.read_bytes())
@@ -247,6 +248,7 @@ def test_collect_rescores_from_the_journal_or_does_not_collect(data: Path, tmp_p
     assert all("not collected" in p and "changed" in p for p in again["problems"])
 
 
+@pytest.mark.slow
 def test_submit_hands_in_only_your_own(data: Path, day: Path) -> None:
     play_session(data, MINI, "ana")
     play_session(data, MINI, "ben", "lucky")
@@ -282,6 +284,7 @@ class Script:
         return None if step is None else str(step)
 
 
+@pytest.mark.slow
 def test_the_console_runs_a_round(data: Path, day: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gd: GameDay = load_gameday(day)
     offset = {"s": 0.0}

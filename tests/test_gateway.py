@@ -759,6 +759,7 @@ FRAGMENTS = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(st.text(max_size=80), st.lists(st.sampled_from(FRAGMENTS), max_size=14).map(" ".join)))
 def test_run_never_raises_and_never_writes(gw: Gateway, baseline: tuple, sql: str) -> None:

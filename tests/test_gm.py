@@ -62,6 +62,7 @@ def _started(incident_file: Path) -> Session:
     return session
 
 
+@pytest.mark.slow
 def test_an_item_from_another_process_is_delivered_once_and_not_again_after_resume(incident_file: Path) -> None:
     session = _started(incident_file)
     code = ("import sys; from game import gm; "

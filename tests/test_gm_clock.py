@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from game import gm
 from game.session import Session, held_gaps, read_held
 
@@ -62,6 +64,7 @@ def test_watch_counts_only_the_time_the_session_was_held(tmp_path: Path) -> None
         session.close()
 
 
+@pytest.mark.slow
 def test_a_submitted_round_is_timed_up_to_the_submission_on_the_held_clock(tmp_path: Path) -> None:
     path = _session(tmp_path, submit=True)
     snap = gm.watch_snapshot(path, now=1700009999.0)

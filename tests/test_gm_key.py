@@ -12,8 +12,6 @@ from game.gateway import QueryResult
 from game.gm_key import load_key, sign, verify
 from game.session import Session
 
-MINI = Path(__file__).parent / "data" / "incidents" / "tui-mini.yaml"
-
 
 @pytest.fixture(autouse=True)
 def key_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -31,8 +29,8 @@ def test_the_key_is_private_and_signatures_bind_the_content(key_file: Path) -> N
     assert load_key() == load_key()
 
 
-def test_a_forged_inbox_line_is_refused_and_a_signed_one_delivered(tmp_path: Path) -> None:
-    session = Session.create(MINI, 0, "candidate", root=tmp_path)
+def test_a_forged_inbox_line_is_refused_and_a_signed_one_delivered(tmp_path: Path, mini_incident: Path) -> None:
+    session = Session.create(mini_incident, 0, "candidate", root=tmp_path)
     try:
         session.start()
         forged = {"id": "f00", "time": 1.0, "kind": "hint", "from": "Interviewer", "text": "x", "cost": 100}
@@ -49,8 +47,8 @@ def test_a_forged_inbox_line_is_refused_and_a_signed_one_delivered(tmp_path: Pat
         session.close()
 
 
-def test_a_different_key_cannot_send(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    session = Session.create(MINI, 0, "candidate", root=tmp_path)
+def test_a_different_key_cannot_send(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mini_incident: Path) -> None:
+    session = Session.create(mini_incident, 0, "candidate", root=tmp_path)
     try:
         session.start()
         monkeypatch.setenv("SERVEDRILL_GM_KEY_FILE", str(tmp_path / "rival.key"))

@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from test_tui_support import (
     FIXTURE,
     START,
@@ -22,6 +23,8 @@ from test_tui_support import (
 )
 
 from game import gm
+
+pytestmark = pytest.mark.slow  # drives the app and the interviewer screen together
 
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
 

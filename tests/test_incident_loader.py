@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from incidents import loader
+from incidents import loader, yaml_reader
 from incidents.loader import (
     SCHEMA_COMMENT,
     Diagnostic,
@@ -76,14 +76,14 @@ def test_good_fixture_loads_with_defaults_and_normalised_values() -> None:
 
 def test_both_parsers_agree_on_values_and_positions(monkeypatch: pytest.MonkeyPatch) -> None:
     def parse() -> tuple[object, dict[object, tuple[int, int]], dict[object, tuple[int, int]]]:
-        parsed, diagnostics = loader._parse(GOOD_TEXT, "good.yaml")
+        parsed, diagnostics = yaml_reader.parse_yaml(GOOD_TEXT, "good.yaml")
         assert parsed is not None and diagnostics == []
         values = {k: (m.line, m.column) for k, m in parsed.value_marks.items()}
         keys = {k: (m.line, m.column) for k, m in parsed.key_marks.items()}
         return parsed.data, values, keys
 
     fast = parse()
-    monkeypatch.setattr(loader, "_CLoader", None)
+    monkeypatch.setattr(yaml_reader, "_FAST_LOADER", None)
     assert parse() == fast
 
 
@@ -130,7 +130,7 @@ FILE_CASES = [
 def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test with libyaml's fast parser (when installed) and with the pure-Python one."""
     if request.param == "python":
-        monkeypatch.setattr(loader, "_CLoader", None)
+        monkeypatch.setattr(yaml_reader, "_FAST_LOADER", None)
     return str(request.param)
 
 
@@ -647,6 +647,7 @@ _yaml_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(st.dictionaries(st.sampled_from([*Incident.model_fields, "extra"]), _yaml_values, max_size=8))
 def test_wrongly_typed_sections_never_raise(data: dict[str, object]) -> None:
@@ -715,7 +716,7 @@ def test_schema_describes_fields_and_enumerates_names() -> None:
 def test_schema_accepts_good_and_rejects_typos() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(incident_json_schema())
-    parsed, _ = loader._parse(GOOD_TEXT, "good.yaml")
+    parsed, _ = yaml_reader.parse_yaml(GOOD_TEXT, "good.yaml")
     assert parsed is not None
     assert list(validator.iter_errors(parsed.data)) == []
     parsed.data["fleet"]["engine"]["max_num_seq"] = 3
@@ -738,20 +739,7 @@ def test_library_incident_is_valid(path: Path) -> None:
 # ---------------------------------------------------------------- authoring rules and the telemetry catalog
 
 
-def test_table_columns_are_what_the_telemetry_builder_writes(in_library_cache: Path) -> None:
-    """incidents/ cannot import telemetry_gen (layers point down), so spec.TABLE_COLUMNS is a copy: it must
-    match the builder's column comments and a database it really built, column for column, in order."""
-    import duckdb
-
-    from telemetry_gen.cache import ensure_database
-    from telemetry_gen.store import COLUMN_COMMENTS
-
-    assert {t: tuple(c) for t, c in COLUMN_COMMENTS.items()} == {t: c for t, c in TABLE_COLUMNS.items()
-                                                                 if t != "catalog"}
-    info = ensure_database(load_incident(DATA / "proof-slow-replica.yaml"), 0)
-    with duckdb.connect(info.path, read_only=True) as con:
-        for table, columns in TABLE_COLUMNS.items():
-            assert tuple(d[0] for d in con.execute(f'SELECT * FROM "{table}" LIMIT 0').description) == columns
+# (spec.TABLE_COLUMNS against the telemetry schema and a built database: tests/test_telemetry_schema.py)
 
 
 def test_a_wrong_expect_column_is_caught_without_simulating() -> None:

@@ -192,8 +192,7 @@ def test_line_mode_prints_injects_between_prompts(incident_file: Path) -> None:
 
 
 def _cli(*args: str) -> Result:
-    group = click.Group()
-    cli_game.register(group)
+    group = click.Group(commands=cli_game.COMMANDS)
     return CliRunner().invoke(group, list(args))
 
 

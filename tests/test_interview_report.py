@@ -32,8 +32,7 @@ EXPLANATION = "Thermal or power capping"
 
 
 def _cli(*args: str) -> Result:
-    group = click.Group()
-    cli_watch.register(group)
+    group = click.Group(commands=cli_watch.COMMANDS)
     return CliRunner().invoke(group, list(args))
 
 

@@ -564,4 +564,4 @@ class KVCacheMachine(RuleBasedStateMachine):
 KVCacheMachine.TestCase.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-TestKVCacheStateful = KVCacheMachine.TestCase
+TestKVCacheStateful = pytest.mark.slow(KVCacheMachine.TestCase)  # hypothesis: ~17 s on a busy machine

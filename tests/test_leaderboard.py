@@ -18,7 +18,7 @@ import game.session as session_module
 import game.session.core as session_clock  # the one module of game.session that reads the clock
 from game.assess import score_session
 from game.autoplay import plan, play
-from game.cli_gameday import register
+from game.cli_gameday import COMMANDS
 from game.gameday import load_gameday
 from game.gameday_collect import write_state
 from game.gateway import Gateway
@@ -27,6 +27,8 @@ from game.leaderboard_report import plot_file, render_html, write_markdown
 from game.session import Session, load_transcript
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database
+
+pytestmark = pytest.mark.slow  # plays and scores a game day of sessions in its module fixtures
 
 DATA = Path(__file__).parent / "data" / "incidents"
 MINI = DATA / "tui-mini.yaml"
@@ -234,8 +236,7 @@ def test_html_and_markdown_reports_contain_the_plot(results: Path, tmp_path: Pat
 
 
 def test_leaderboard_command_json_keys(results: Path, tmp_path: Path) -> None:
-    group = click.Group()
-    register(group)
+    group = click.Group(commands=COMMANDS)
     html = tmp_path / "board.html"
     run = CliRunner().invoke(group, ["leaderboard", str(results), "--json", "--html", str(html)])
     assert run.exit_code == 0, run.output
@@ -257,8 +258,7 @@ def test_leaderboard_command_json_keys(results: Path, tmp_path: Path) -> None:
 
 
 def test_leaderboard_of_a_missing_folder_is_one_line(tmp_path: Path) -> None:
-    group = click.Group()
-    register(group)
+    group = click.Group(commands=COMMANDS)
     run = CliRunner().invoke(group, ["leaderboard", str(tmp_path / "nope"), "--json"])
     assert run.exit_code == 1
     assert json.loads(run.stdout)["ok"] is False
@@ -338,6 +338,5 @@ def test_a_forged_score_ranks_by_the_recomputed_score_with_a_notice(forged: Path
 
 
 def _group() -> click.Group:
-    group = click.Group()
-    register(group)
+    group = click.Group(commands=COMMANDS)
     return group

@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 
-from game.cli_incidents import unobserved_signals
+from game.cli_validate import unobserved_signals
 from incidents.loader import iter_library, load_incident
-from telemetry_gen.proof import ProofTask, default_jobs, prove_many
+from telemetry_gen.proof_pool import ProofTask, default_jobs, prove_many
+
+pytestmark = pytest.mark.slow  # proves every library incident on its seeds (minutes)
 
 CI_SEEDS = int(os.environ.get("SERVEDRILL_CI_SEEDS", "3"))
 """Seeds CI proves per incident (0 with worlds, the rest claims only): about 1.6x the simulations of the

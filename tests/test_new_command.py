@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from game import cli_incidents
-from game.cli_incidents import FAMILIES, find_family
 from game.commands import main
+from game.incident_families import FAMILIES, find_family
 from incidents.coverage import TOPICS, covers
 from incidents.loader import check_incident_file, load_incident
 

@@ -10,7 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from game.cli_game import register
+from game.cli_game import COMMANDS
 from game.hypotheses import shown_hypotheses
 from game.plain import (
     PlainGame,
@@ -49,8 +49,7 @@ def data(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _cli(*args: str, stdin: str | None = None) -> Result:
-    group = click.Group()
-    register(group)
+    group = click.Group(commands=COMMANDS)
     return CliRunner().invoke(group, list(args), input=stdin)
 
 
@@ -66,6 +65,7 @@ def test_parse_ranking_and_query_refs() -> None:
         parse_query_ref("last")
 
 
+@pytest.mark.slow
 def test_a_full_line_mode_game(data: Path) -> None:
     a, c, d = LABEL["throttle"], LABEL["bad-deploy"], LABEL["overload"]
     script = "\n".join([
@@ -150,6 +150,7 @@ def test_end_of_input_leaves_the_session_resumable(data: Path) -> None:
     assert summary.state == INVESTIGATING and summary.queries == 1
 
 
+@pytest.mark.slow
 def test_score_and_replay_a_transcript(data: Path) -> None:
     script = f"{SPLIT}\n{CLOCK}\nrank {LABEL['throttle']}=90 {LABEL['overload']}=10\nsubmit Q2\n"
     _cli("play", "--plain", str(INCIDENT), stdin=script)
@@ -187,6 +188,7 @@ def test_score_and_replay_a_transcript(data: Path) -> None:
     assert diff["total"] == doc["total"] and diff["score_matches"] is True
 
 
+@pytest.mark.slow
 def test_a_forged_score_is_reported_not_used(data: Path) -> None:
     _cli("play", "--plain", str(INCIDENT), stdin=f"SELECT 1\nrank {LABEL['throttle']}=100\nsubmit\n")
     [transcript] = (data / "transcripts").glob("*.json")
@@ -207,6 +209,7 @@ def test_a_forged_score_is_reported_not_used(data: Path) -> None:
     assert "(DIFFERENT)" in _cli("replay", str(transcript)).stdout
 
 
+@pytest.mark.slow
 def test_score_refuses_an_unsubmitted_transcript_unless_revealed(data: Path) -> None:
     _cli("play", "--plain", str(INCIDENT), stdin=f"{CLOCK}\nrank {LABEL['throttle']}=60 {LABEL['overload']}=40\nquit\n")
     [summary] = list_sessions(data)

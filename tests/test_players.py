@@ -85,7 +85,8 @@ def _ids(case: Any) -> str:
     return case.stem if isinstance(case, Path) else f"seed{case}"
 
 
-pytestmark = pytest.mark.usefixtures("in_library_cache")
+# slow: plays library incidents with scripted players on every world
+pytestmark = [pytest.mark.usefixtures("in_library_cache"), pytest.mark.slow]
 
 
 @pytest.mark.parametrize(("path", "seed"), CASES, ids=_ids)

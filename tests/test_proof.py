@@ -25,6 +25,8 @@ from telemetry_gen.proof import (
     result_difference,
 )
 
+pytestmark = pytest.mark.slow  # proves fixture incidents (simulations with and without faults, worlds)
+
 DATA = Path(__file__).parent / "data" / "incidents"
 C = TypeVar("C")
 
@@ -179,6 +181,7 @@ def test_false_report_summary(false_report: ProofReport) -> None:
 def test_a_failing_simulation_becomes_an_error_not_an_exception(
     throttle: Incident, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("engine exploded")
 

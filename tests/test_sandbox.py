@@ -36,6 +36,7 @@ def gw(db: Path):
     "SELECT count(*) FROM (SELECT unnest(range(1000000000)))",
     "SELECT length(repeat('ab', 400000000))",
 ])
+@pytest.mark.slow
 def test_unbounded_builders_stop_within_twice_the_limits(gw: Gateway, sql: str) -> None:
     peak = [0]
     done = threading.Event()

@@ -22,8 +22,9 @@ from incidents.variants import (
     catch_probability,
     proof_seeds,
 )
-from telemetry_gen import proof
-from telemetry_gen.proof import ClaimCheck, ProofReport, ProofTask, located
+from telemetry_gen import proof_pool
+from telemetry_gen.proof import ClaimCheck, ProofReport
+from telemetry_gen.proof_pool import ProofTask, located
 
 DATA = Path(__file__).parent / "data" / "incidents"
 SLOW = DATA / "proof-slow-replica.yaml"  # a fixed incident: no variables
@@ -69,7 +70,7 @@ def proofs(monkeypatch: pytest.MonkeyPatch) -> list[ProofTask]:
         seen.append(task)
         return _stand_in(task, inspect, progress)
 
-    monkeypatch.setattr(proof, "prove_task", fake)
+    monkeypatch.setattr(proof_pool, "prove_task", fake)
     return seen
 
 
@@ -147,6 +148,7 @@ def _cache(in_library_cache: Path) -> Path:
     return in_library_cache
 
 
+@pytest.mark.slow
 def test_parallel_proof_of_two_seeds_in_worker_processes(_cache: Path) -> None:
     result = run("validate", "--deep", "--seeds", "2", "--jobs", "2", "--claims-only", "--json", str(SLOW))
     assert result.exit_code == 0, result.output
@@ -170,12 +172,13 @@ def _die_once(incident: object, database: Path) -> list[str]:
     os._exit(1)
 
 
+@pytest.mark.slow
 def test_a_dead_worker_does_not_fail_the_rest_of_the_run(
     _cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SERVEDRILL_TEST_DIE_ONCE", str(tmp_path / "died"))
     tasks = [ProofTask(str(SLOW), seed, worlds=False) for seed in (0, 1, 2)]
-    runs = dict(proof.prove_many(tasks, 2, inspect=_die_once))
+    runs = dict(proof_pool.prove_many(tasks, 2, inspect=_die_once))
     assert (tmp_path / "died").exists()  # a worker did die
     assert sorted(t.seed for t in runs) == [0, 1, 2]
     assert all(run["ok"] for run in runs.values()), [run["problems"] for run in runs.values()]

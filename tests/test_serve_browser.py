@@ -23,6 +23,8 @@ import pytest
 from test_serve_support import serving
 from test_tui_support import FIXTURE
 
+pytestmark = pytest.mark.slow  # drives chromium against a served app
+
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed "

@@ -40,6 +40,7 @@ def served_commands(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str
     return calls
 
 
+@pytest.mark.slow
 def test_serve_is_listed_and_documents_its_options() -> None:
     out = subprocess.run([sys.executable, "-m", "tui.cli", "serve", "--help"], capture_output=True, text=True,
                          cwd=ROOT, check=False, timeout=60)
@@ -150,6 +151,7 @@ def server(tui_env: Path, tmp_path: Path) -> Iterator[int]:
         yield port
 
 
+@pytest.mark.slow
 def test_the_server_refuses_foreign_pages_and_too_many_sessions(server: int) -> None:
     import aiohttp
 
@@ -186,6 +188,7 @@ def test_the_server_refuses_foreign_pages_and_too_many_sessions(server: int) -> 
     assert out["first"] == 101 and out["second"] == 503
 
 
+@pytest.mark.slow
 def test_the_page_loads_nothing_from_outside_this_machine(server: int) -> None:
     """textual-serve's page asked Google Fonts for its font; ours points at the copy textual-serve ships."""
     import aiohttp
@@ -212,6 +215,7 @@ def test_the_page_loads_nothing_from_outside_this_machine(server: int) -> None:
     assert fonts and all(status == 200 and size > 10_000 for _, status, size in fonts), fonts
 
 
+@pytest.mark.slow
 def test_a_taken_port_is_one_line_not_a_traceback() -> None:
     import socket
 
@@ -230,6 +234,7 @@ ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b
 FAST_SQL = "SELECT replica, count(*) AS n FROM requests GROUP BY replica ORDER BY replica"
 
 
+@pytest.mark.slow
 def test_typing_at_machine_speed_in_a_served_tab_loses_no_key(tui_env: Path, tmp_path: Path) -> None:
     """A tab (a websocket speaking textual-serve's protocol, one message per key as xterm.js sends them)
     starts the incident and types its first query at once, no pause between keys, while the session opens

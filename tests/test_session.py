@@ -358,6 +358,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_acknowledged_events_survive_sigkill(root: Path) -> None:
     env = {**os.environ, "SERVEDRILL_DATA": str(root), "PYTHONPATH": str(ROOT)}
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(INCIDENT)], stdout=subprocess.PIPE,

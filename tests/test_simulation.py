@@ -15,6 +15,8 @@ from engine_model.request import Request
 from engine_model.scheduler import Scheduler, Sequence
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation, simulate
 
+pytestmark = pytest.mark.slow  # runs the engine model on fleets for minutes of simulated time
+
 
 def poisson_requests(rate: float, duration: float, prompt: int, output: int, seed: int = 0, *,
                      prefix_key: int = 0, prefix_tokens: int = 0, jitter: bool = True) -> list[Request]:

@@ -14,6 +14,8 @@ from incidents.loader import load_incident
 from telemetry_gen.runner import build_telemetry
 from telemetry_gen.store import write_database
 
+pytestmark = pytest.mark.slow  # builds fixture incidents' telemetry (module fixtures)
+
 FIXTURE = Path(__file__).parent / "data" / "incidents" / "steady-fleet.yaml"
 LIBRARY_INCIDENT = Path(__file__).parent.parent / "incidents" / "nondeterministic-outputs.yaml"
 

@@ -30,6 +30,8 @@ from telemetry_gen.node_metrics import VCPUS_PER_GPU
 from telemetry_gen.runner import build_telemetry, engine_setups, fleet_spec
 from telemetry_gen.worlds import build_world
 
+pytestmark = pytest.mark.slow  # simulates fixture incidents and checks table invariants
+
 LIBRARY = iter_library()
 IDS = [p.stem for p in LIBRARY]
 

@@ -17,6 +17,7 @@ pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_en
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_module_entry_point_lists_the_commands() -> None:
     out = subprocess.run([sys.executable, "-m", "tui.cli", "--help"], capture_output=True, text=True,
                          cwd=ROOT, check=False, timeout=60)
@@ -102,6 +103,7 @@ def test_bench_knows_the_tui_target(monkeypatch: pytest.MonkeyPatch) -> None:
     assert bad.exit_code == 1 and json.loads(bad.output)["ok"] is False
 
 
+@pytest.mark.slow
 def test_tui_bench_times_the_briefing_in_a_fresh_process(tui_env: Path) -> None:
     from tui.bench import run_tui_bench
 
@@ -112,6 +114,7 @@ def test_tui_bench_times_the_briefing_in_a_fresh_process(tui_env: Path) -> None:
     assert result["meets_target"] == (result["briefing_s"] <= 0.8 and result["query_ms"] <= 100)
 
 
+@pytest.mark.slow
 def test_tui_bench_times_queries_through_the_interface(tui_env: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     from tui.bench import QUERY, _child_queries

@@ -13,7 +13,10 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from test_tui_support import FIXTURE, make_app, open_workspace, run_async, screen_name, until
+
+pytestmark = pytest.mark.slow  # drives the app and restarts it
 
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
 

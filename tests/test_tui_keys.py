@@ -22,6 +22,8 @@ from test_tui_support import (
     until,
 )
 
+pytestmark = pytest.mark.slow  # drives the app key by key on a built incident
+
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
 
 SPLIT_SQL = ("SELECT time_bucket(INTERVAL '30 seconds', ts) AS t, replica, avg(prefill_s) AS prefill "

@@ -23,6 +23,8 @@ from textual import events
 
 from game.hypotheses import Shown
 
+pytestmark = pytest.mark.slow  # drives the app through whole games
+
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
 
 BOARD = [  # tui-mini's hypotheses as a session at seed 0 shows them (game.hypotheses.shown_hypotheses)

@@ -23,6 +23,8 @@ from test_tui_support import (
     until,
 )
 
+pytestmark = pytest.mark.slow  # renders the app at several sizes and compares SVG snapshots
+
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
 
 SIZE = (120, 36)

@@ -91,6 +91,7 @@ def _session(data: Path) -> Path:
     return found[0] if len(found) == 1 else Path("")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["close-not-leader", "close-leader", "sighup"])
 def test_the_game_exits_saved_when_its_terminal_goes(tui_env: Path, how: str) -> None:
     from game.session import Session

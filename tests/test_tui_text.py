@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_tui_support import FIXTURE, START, make_app, run_async, screen_name, until
 
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
@@ -88,6 +89,7 @@ def _no_raw_controls(app: Any) -> None:
         assert char not in svg, repr(char)
 
 
+@pytest.mark.slow
 def test_hostile_text_is_shown_literally_on_every_screen(tui_env: Path, tmp_path: Path) -> None:
     data = tui_env
     incident = _hostile_incident(tmp_path)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from game import cli_incidents
+from game import cli_validate
 from game.commands import main
 from incidents.loader import check_incident_file, iter_library, load_incident
 from incidents.spec import SCHEMA_PATH, incident_json_schema
@@ -104,7 +104,7 @@ def test_an_unexpected_exception_becomes_one_line(monkeypatch: pytest.MonkeyPatc
     def explode(path: object) -> list[object]:
         raise RuntimeError("loader bug")
 
-    monkeypatch.setattr(cli_incidents, "check_incident_file", explode)
+    monkeypatch.setattr(cli_validate, "check_incident_file", explode)
     result = run("validate", str(GOOD))
     assert result.exit_code == 1
     [line] = [ln for ln in result.output.splitlines() if "loader bug" in ln]
@@ -123,6 +123,7 @@ def test_json_shape() -> None:
     assert bad["diagnostics"][0]["line"] == 4
 
 
+@pytest.mark.slow
 def test_deep_json_proves_every_seed() -> None:
     path = DATA / "proof-slow-replica.yaml"
     result = run("validate", "--deep", "--json", "--seed", "0", "--seed", "1", str(path))
@@ -143,6 +144,7 @@ def _line_of(path: Path, text: str) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines(), start=1) if text in line)
 
 
+@pytest.mark.slow
 def test_deep_text_reports_the_failing_claim_at_its_line() -> None:
     path = DATA / "proof-false-claims.yaml"
     result = run("validate", "--deep", "--seed", "0", str(path))
@@ -168,6 +170,7 @@ def test_deep_skips_simulation_of_a_broken_file() -> None:
     assert entry["deep"] is None and entry["diagnostics"]
 
 
+@pytest.mark.slow
 def test_no_path_validates_the_whole_library() -> None:
     library = iter_library()
     result = run("validate", "--json")
@@ -271,6 +274,7 @@ def test_list_table_coverage_and_filters(library: Path) -> None:
     assert ids("--difficulty", "2") == []
 
 
+@pytest.mark.slow
 def test_the_library_covers_every_interview_topic_and_list_reports_it() -> None:
     from incidents.coverage import TOPICS
 
@@ -290,6 +294,7 @@ def test_topic_coverage_matches_tags_exactly() -> None:
     assert found["kv-capacity"] == ["a"] and found["fallback"] == [] and found["paged-kv"] == []
 
 
+@pytest.mark.slow
 def test_deep_fails_a_signal_its_own_query_cannot_observe(tmp_path: Path) -> None:
     text = (DATA / "proof-slow-replica.yaml").read_text()
     assert "columns: [name, value], replica: vllm-1}" in text
@@ -305,6 +310,7 @@ def test_deep_fails_a_signal_its_own_query_cannot_observe(tmp_path: Path) -> Non
     assert "every signal's reference query" in good.output
 
 
+@pytest.mark.slow
 def test_the_library_spans_every_difficulty() -> None:
     """At least two incidents at each difficulty 1-4 and one at 5 (a cascade or two concurrent faults)."""
     incidents = json.loads(run("list", "--json").output)["incidents"]

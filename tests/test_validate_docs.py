@@ -14,6 +14,8 @@ import pytest
 from incidents.loader import check_incident_file, load_incident
 from telemetry_gen.proof import MIN_LIKELIHOOD_RATIO, likelihood_separation, prove
 
+pytestmark = pytest.mark.slow  # proves the docs examples
+
 GUIDE = Path(__file__).resolve().parent.parent / "docs" / "authoring.md"
 MARKER = "<!-- walk-through: the complete file -->"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from game.cli_incidents import deep_seeds
+from game.cli_validate import deep_seeds
 from incidents.loader import (
     check_incident_text,
     has_variables,
@@ -279,6 +279,7 @@ def test_one_slow_replica_is_a_template_with_distinct_variants() -> None:
     assert load_incident(SLOW) == load_incident(SLOW, seed=0)
 
 
+@pytest.mark.slow
 def test_every_library_incident_loads_for_several_seeds() -> None:
     for path in iter_library():
         for seed in VALIDATION_SEEDS if has_variables(path) else (0,):
@@ -293,6 +294,7 @@ def _prove(seed: int) -> tuple[int, bool, list[str], dict]:
     return seed, report.ok, report.problems(), values
 
 
+@pytest.mark.slow
 def test_one_slow_replica_proves_its_claims_on_every_checked_seed() -> None:
     """The slow test (two simulations per seed): the variants really show what the incident claims."""
     workers = max(1, min(len(VALIDATION_SEEDS), os.cpu_count() or 1))

@@ -1,5 +1,8 @@
 """Load test of `servedrill serve`: many browser sessions at once, each playing an incident.
 
+(A standalone script of ~560 lines, run by hand or by tests/test_serve_load.py with SERVEDRILL_LOADTEST=1:
+one file to copy to a load machine, so it stays whole.)
+
 It starts its own `servedrill serve` on a free loopback port, with a fresh temporary data and cache
 directory, and opens N sessions the way a browser tab does: a websocket to `/ws` speaking
 textual-serve's protocol (JSON `["stdin", keys]` and `["resize", ...]` up, terminal output down). Each

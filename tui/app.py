@@ -12,7 +12,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,6 +21,7 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from tui.actions import bindings, commands
+from tui.app_api import Play
 from tui.library import LibraryEntry, read_entry, read_library
 
 CSS_FILE = Path(__file__).with_name("servedrill.tcss")
@@ -40,37 +40,8 @@ EXIT_GRACE_S = 0.8
 shutdown fares writing to a terminal that is not there."""
 
 
-@dataclass
-class Play:
-    """The game in progress: its incident file, and once ready its checked incident, telemetry
-    database, query gateway and session. `seed` is the telemetry seed the database was built with."""
-
-    entry: LibraryEntry
-    seed: int = 0
-    incident: Any = None
-    build: Any = None
-    gateway: Any = None
-    session: Any = None
-    flush_draft: Callable[[], None] | None = None
-    """Set by the workspace: writes its pending draft (the board, the editor) now."""
-
-    def close(self) -> None:
-        """Stop any query, close the gateway, write the draft and release the session file (resumable
-        later)."""
-        if self.gateway is not None:
-            self.gateway.close()
-            self.gateway = None
-        if self.flush_draft is not None:
-            flush, self.flush_draft = self.flush_draft, None
-            with contextlib.suppress(Exception):  # a draft is best effort; the journal is what counts
-                flush()
-        if self.session is not None:
-            self.session.close()
-            self.session = None
-
-
 class ServedrillApp(App[None]):
-    """The game. Arguments:
+    """The game; the screens see it through tui.app_api.GameApp. Arguments:
 
     - `incidents`: incident files for the picker (default: the library);
     - `preselect`: incident id or path highlighted first (default: one-slow-replica, else the first);

@@ -2,7 +2,9 @@
 the Textual app (line mode with --plain) and `bench` also knowing the `tui` target.
 
 The game's own play/resume/bench stay the line-mode and engine versions; this module wraps them, so the
-dependency points tui -> game only. Run as `python -m tui.cli ...` or through the console script."""
+dependency points tui -> game only. Its commands are module-level objects; `main` is a group of its own
+(game.commands.build_group), so importing this module changes no other group. Run as
+`python -m tui.cli ...` or through the console script."""
 
 from __future__ import annotations
 
@@ -13,13 +15,13 @@ from typing import Any
 import click
 
 from game.cli import emit, fail, format_bench
-from game.commands import main
-from tui.cli_watch import register as register_watch
+from game.commands import GAME_COMMANDS, build_group
+from tui import cli_watch
 
-# The game's commands, captured before this module puts its own under the same names.
-_GAME_PLAY = main.commands["play"]
-_GAME_RESUME = main.commands["resume"]
-_GAME_BENCH = main.commands["bench"]
+# The game's versions, which these wrap.
+_GAME_PLAY = GAME_COMMANDS["play"]
+_GAME_RESUME = GAME_COMMANDS["resume"]
+_GAME_BENCH = GAME_COMMANDS["bench"]
 
 
 @click.command("play")
@@ -169,9 +171,7 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
         fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
 
 
-for _command in (play, resume, bench, serve):
-    main.add_command(_command)
-register_watch(main)  # watch, send, report: the interviewer's side
+main = build_group(play, resume, bench, serve, *cli_watch.COMMANDS)  # watch, send, report: the interviewer's side
 
 __all__ = ["main"]
 

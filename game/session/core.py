@@ -6,7 +6,10 @@ inbox (`game.session.inbox`) is polled into the same journal; the draft sidecar 
 keeps what the UI has not recorded yet and the held intervals behind the game clock.
 
 This module is the package's one reader of the wall clock (`time.time()`): a test that moves the clock
-for every session action replaces `game.session.core.time`."""
+for every session action replaces `game.session.core.time`.
+
+Why one module a little over 500 lines: `Session` is the package's one stateful class, every method an
+action in the journalled order above; its parts (rules, journal, inbox, draft) are modules of their own."""
 
 from __future__ import annotations
 

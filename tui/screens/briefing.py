@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
 from tui.actions import bindings
+from tui.app_api import GameApp, Play, game_app
 from tui.formatting import clock_text
 from tui.library import LibraryEntry, entry_for_incident
 from tui.messages import (
@@ -29,9 +30,6 @@ from tui.messages import (
 )
 from tui.text import clean, literal, one_line, template
 from tui.widgets.keybar import KeyBar
-
-if TYPE_CHECKING:
-    from tui.app import Play, ServedrillApp
 
 
 def alert_card(entry: LibraryEntry, hints: list[str] | None = None) -> Content:
@@ -84,8 +82,8 @@ class BriefingScreen(Screen[None]):
         self._last_pct = -1
 
     @property
-    def served(self) -> ServedrillApp:
-        return self.app  # type: ignore[return-value]
+    def served(self) -> GameApp:
+        return game_app(self.app)
 
     @property
     def play(self) -> Play:

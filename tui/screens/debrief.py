@@ -7,7 +7,7 @@ a worker, with a progress line); this screen only lays them out and writes the f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -16,15 +16,13 @@ from textual.screen import Screen
 from textual.widgets import Markdown, Static
 
 from tui.actions import bindings
+from tui.app_api import GameApp, game_app
 from tui.messages import DebriefReady, ScoringProgress
 from tui.text import bounded, editable, one_line, template
 from tui.widgets.keybar import KeyBar
 
 MAX_DEBRIEF_CHARS = 2_000_000
 """The debrief document shown (and exported) is cut at this many characters."""
-
-if TYPE_CHECKING:
-    from tui.app import ServedrillApp
 
 GROUPS = (("conclusion", "conclusion"), ("evidence", "evidence"), ("pins", "pins"))
 """Score component groups shown on the score line, with their names there; penalties follow."""
@@ -72,8 +70,8 @@ class DebriefScreen(Screen[None]):
         self.transcript: Path | None = None
 
     @property
-    def served(self) -> ServedrillApp:
-        return self.app  # type: ignore[return-value]
+    def served(self) -> GameApp:
+        return game_app(self.app)
 
     def compose(self) -> ComposeResult:
         yield Static("Scoring: re-running your queries on every hypothesis's world…", id="debrief-score")

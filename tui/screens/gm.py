@@ -10,7 +10,9 @@ Reading the journal and scoring (which re-runs the candidate's queries on every 
 happen in a worker thread, one look at a time; the screen only lays out the snapshot. Keys send a
 message (m), a hint (h) or an inject (i) into the candidate's session through its inbox; the
 candidate's workspace shows them within a second. `servedrill watch SESSION` opens it; the command
-palette offers it too."""
+palette offers it too.
+
+The text of its panels is tui/gm_text.py's (pure functions of the snapshot)."""
 
 from __future__ import annotations
 
@@ -25,17 +27,23 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui.formatting import cell_text, clock_text
+from tui.gm_text import (
+    board_text,
+    evidence_text,
+    feed_text,
+    is_revealed,
+    query_detail,
+    query_rows,
+    score_text,
+    status_text,
+    truth_text,
+)
 from tui.text import clean, one_line, template
-
-MAX_SQL_CHARS = 8000
-"""The candidate's SQL is shown up to this many characters in the query detail."""
 
 POLL_S = 0.5
 """How often the screen looks for new lines in the candidate's journal and inbox."""
@@ -47,158 +55,6 @@ EXTRA_COMMANDS = (
     ("Write the interview report", "Markdown and HTML next to the session file.", "write_report"),
 )
 """Palette entries of this screen: (title, help, action)."""
-
-HIDDEN = ("[dim]Hidden until the candidate submits (servedrill watch --reveal shows it from the start)."
-          "[/dim]")
-
-
-# ---------------------------------------------------------------- text of the panels (pure)
-
-
-def _clock(seconds: float | None) -> str:
-    return "-:--" if seconds is None else clock_text(seconds)
-
-
-def _labels(snap: dict[str, Any]) -> dict[str, str]:
-    return {h["id"]: h["label"] for h in snap["hypotheses"]}
-
-
-def _revealed(snap: dict[str, Any]) -> bool:
-    return bool(snap.get("revealed")) and "score" in snap
-
-
-def _join(lines: list[Content]) -> Content:
-    return Content("\n").join(lines)
-
-
-def status_text(snap: dict[str, Any]) -> Content:
-    s = snap["session"]
-    hints = snap["hints"]
-    queries = f"queries {len(snap['queries'])}" + (f" / {s['query_budget']}" if s["query_budget"] else "")
-    if _revealed(snap):
-        score = snap["score"]
-        total = f"[b]score {score['total']:.1f}" + ("" if score["submitted"] else " so far") + "[/b]"
-    else:
-        total = "[dim]answer hidden[/dim]"
-    waiting = [p for p in snap["pending"] if not p.get("problem")]
-    pending = f"  ·  [b]{len(waiting)} waiting[/b]" if waiting else ""
-    return template(f"[b]$player[/b] on $incident  ·  $state  ·  time {_clock(s['elapsed_s'])}  ·  {queries}  ·  "
-                    f"hints {hints['taken']} / {hints['total']}  ·  {total}{pending}",
-                    player=one_line(s["player"], 60), incident=one_line(s["incident_id"], 80),
-                    state=one_line(s["state"], 20))
-
-
-def query_rows(snap: dict[str, Any], width: int = 60) -> list[tuple[Text, ...]]:
-    """(Qn, at, result, what it ruled out, SQL) per query, as literal Text cells (a DataTable reads a str
-    cell as markup, and the SQL is the candidate's); what it ruled out (by board label) only once the
-    answer is revealed."""
-    labels = _labels(snap)
-    revealed = _revealed(snap)
-    rows = []
-    for q in snap["queries"]:
-        outcome = f"{q['row_count']} rows" if q["ok"] else "error"
-        if q["schema_exploration"]:
-            ruled = "schema"
-        elif not revealed or not q["ok"]:
-            ruled = "·" if q["ok"] else "-"
-        else:
-            ruled = ", ".join(sorted(labels.get(r, "?") for r in q.get("ruled_out", []))) or "nothing"
-        rows.append(tuple(Text(one_line(cell, 200), end="") for cell in (
-            f"Q{q['index']}", _clock(q["elapsed_s"]), outcome, ruled, one_line(q["sql"], width))))
-    return rows
-
-
-def query_detail(query: dict[str, Any] | None) -> Content:
-    if query is None:
-        return template("[dim]No queries yet. They appear here as the candidate runs them.[/dim]")
-    head = template(f"[b]Q{query['index']}[/b] at {_clock(query['elapsed_s'])}\n$sql\n",
-                    sql=clean(query["sql"].strip(), MAX_SQL_CHARS, multiline=True, lines=60))
-    if not query["ok"]:
-        return head + template("[red]error: $error[/red]",
-                               error=clean(str(query["error"]), 2000, multiline=True, lines=20))
-    cols = query["columns"]
-    lines = ["  ".join(cell_text(c) for c in cols)] + ["  ".join(cell_text(v) for v in row) for row in query["rows"]]
-    more = query["row_count"] - len(query["rows"])
-    tail = f"\n… {more} more rows" if more > 0 else ""
-    return head + template("$rows", rows="\n".join(lines)) + Content(tail)
-
-
-def truth_text(snap: dict[str, Any]) -> Content:
-    if not _revealed(snap):
-        return template(HIDDEN)
-    labels = _labels(snap)
-    lines = [template("[b green]$label  $title[/]\n$explanation", label=one_line(labels.get(t["id"], "?"), 4),
-                      title=one_line(t["title"], 200), explanation=clean(t["explanation"], 2000, multiline=True))
-             for t in snap["truth"]]
-    return _join(lines) if lines else Content("(no true cause)")
-
-
-def evidence_text(snap: dict[str, Any]) -> Content:
-    """Which rival each query ruled out first, and the rivals still open (revealed only)."""
-    if not _revealed(snap):
-        return template(HIDDEN)
-    evidence = snap["evidence"]
-    lines = [template(f"[green]✓ Q{r['query']}[/] rules out [b]$label[/b] $title", label=one_line(r["label"], 4),
-                      title=one_line(r["title"], 44))
-             for r in sorted(evidence["ruled_out"], key=lambda r: (r["query"], r["label"]))]
-    lines += [template("[dim]· open[/] [b]$label[/b] $title", label=one_line(r["label"], 4),
-                       title=one_line(r["title"], 44))
-              for r in evidence["still_open"]]
-    return _join(lines) if lines else Content("(no rivals)")
-
-
-def board_text(snap: dict[str, Any]) -> Content:
-    true = {h["id"] for h in snap["hypotheses"] if h.get("true")}
-    board = snap["board"]
-    lines = []
-    if not board["ranking"]:
-        lines.append(template("[dim]No ranking saved yet.[/dim]"))
-    for n, r in enumerate(board["ranking"], start=1):
-        mark = " [green]◆ truth[/]" if r["id"] in true else ""
-        lines.append(template(f"{n}. [b]$label[/b] $title  [b]{r['confidence']:.0f}%[/b]{mark}",
-                              label=one_line(r["label"], 4), title=one_line(r["title"], 40)))
-    history = board["history"]
-    if history:
-        lines.append(template(f"[dim]{len(history)} ranking change{'s' if len(history) != 1 else ''}, "
-                              f"last at {_clock(history[-1]['elapsed_s'])}[/dim]"))
-    pins = board.get("pins", [])
-    if pins:
-        lines.append(Content("Pins: " + ", ".join(
-            f"Q{p['query']} {'+' if p['stance'] == 'supports' else '−'}{one_line(p['label'], 4)}" for p in pins)))
-    sub = snap["submission"]
-    if sub is not None:
-        lines.append(template(f"[b]Submitted[/b] at {_clock(sub['elapsed_s'])}"))
-    return _join(lines)
-
-
-def score_text(snap: dict[str, Any]) -> Content:
-    if not _revealed(snap):
-        return template(HIDDEN)
-    score = snap["score"]
-    lines = [template(f"[b]{score['total']:.1f} / 100[/b]" + ("" if score["submitted"] else " (if submitted now)"))]
-    for c in score["components"]:
-        pts = f"{c['points']:+.1f}" if c["group"] == "penalty" else f"{c['points']:.1f}/{c['max']:.0f}"
-        lines.append(Content(f"{one_line(c['title'], 34):<34} {pts:>9}"))
-    return _join(lines)
-
-
-def feed_text(snap: dict[str, Any]) -> Content:
-    lines = []
-    for u in snap["updates"]:
-        who = "you" if u["source"] == "gm" else ("incident" if u["source"] == "incident" else "candidate")
-        cost = f" -{u['cost']} pts" if u["cost"] else ""
-        lines.append(template(f"{_clock(u['elapsed_s'])} [b]$kind[/b] ($who{cost}) $sender: $text",
-                              kind=one_line(u["kind"], 20), who=who, sender=one_line(u["from"], 60),
-                              text=one_line(u["text"], 90)))
-    for p in snap["pending"]:
-        text = p.get("text") or (f"incident inject {p.get('index')}" if p["kind"] == "inject" else "next hint")
-        state = "[red]refused: $problem[/]" if p.get("problem") else "[yellow]waiting[/]"
-        lines.append(template(f"{state} [b]$kind[/b] $text", problem=one_line(str(p.get("problem") or ""), 200),
-                              kind=one_line(str(p["kind"]), 20), text=one_line(str(text), 90)))
-    if not lines:
-        return template("[dim]Nothing delivered yet. m sends a message, h a hint, i an inject.[/dim]")
-    return _join(lines)
-
 
 # ---------------------------------------------------------------- sending
 
@@ -449,7 +305,7 @@ class GMScreen(Screen[None]):
             table.move_cursor(row=min(row, table.row_count - 1))
         self._query_count = len(rows)
         self._show_detail()
-        revealed = _revealed(snap)
+        revealed = is_revealed(snap)
         self.query_one("#gm-truth", Static).update(truth_text(snap))
         for wid, text in (("gm-evidence", evidence_text(snap)), ("gm-score", score_text(snap))):
             panel = self.query_one(f"#{wid}", Static)

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Input, Static
 
 from game.library_view import TOPICS, covers, topic_coverage
 from tui.actions import bindings
+from tui.app_api import GameApp, game_app
 from tui.formatting import one_line
 from tui.library import LibraryEntry, default_index, filter_entries
 from tui.messages import LibraryScanned
@@ -23,8 +24,6 @@ from tui.widgets.keybar import KeyBar
 
 if TYPE_CHECKING:
     from textual.timer import Timer
-
-    from tui.app import ServedrillApp
 
 SOLVED_SCORE = 70.0
 """A best score at least this counts an incident (and the topics it covers) as solved."""
@@ -103,8 +102,8 @@ class PickerScreen(Screen[None]):
         self._shown_widths: tuple[int, int] | None = None
 
     @property
-    def served(self) -> ServedrillApp:
-        return self.app  # type: ignore[return-value]
+    def served(self) -> GameApp:
+        return game_app(self.app)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):

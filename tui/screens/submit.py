@@ -4,7 +4,7 @@ many there are and what they are worth."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.table import Table
 from textual import on
@@ -14,11 +14,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 from tui.actions import bindings
+from tui.app_api import GameApp, game_app
 from tui.board import Board
 from tui.text import literal, one_line, template
-
-if TYPE_CHECKING:
-    from tui.app import ServedrillApp
 
 
 def ranking_table(board: Board) -> Table:
@@ -56,8 +54,8 @@ class SubmitScreen(ModalScreen[bool]):
         self.board = board
 
     @property
-    def served(self) -> ServedrillApp:
-        return self.app  # type: ignore[return-value]
+    def served(self) -> GameApp:
+        return game_app(self.app)
 
     def compose(self) -> ComposeResult:
         session = self.served.play.session  # type: ignore[union-attr]

@@ -13,11 +13,17 @@ notes are recorded at once, the ranking when the player saves it or submits.
 
 Updates (the incident's timed injects and what the interviewer sends through the session's inbox) are
 polled twice a second and after each query (`Session.due_updates`); each one is a notification and an
-entry in the Updates tab of the sidebar (F4), which a resumed session fills with those delivered before."""
+entry in the Updates tab of the sidebar (F4), which a resumed session fills with those delivered before.
+
+Why one module of ~770 lines: it is one Screen whose handlers share its state (the visible pane, the
+running query, the draft timer), and Textual registers `@on` handlers from each class's own body, so
+splitting it into mixins would make every part a Screen subclass of its own. What is not the screen's
+wiring lives elsewhere already: widgets in tui/widgets/, board logic in tui/board.py, result views in
+tui/resultview.py, dialogs in tui/screens/dialogs.py."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -27,6 +33,7 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
 
 from tui.actions import PANE_SCOPES, bindings
+from tui.app_api import GameApp, Play, game_app
 from tui.board import Board, evidence_by_hypothesis, latest_notes
 from tui.formatting import clock_text, one_line
 from tui.messages import QueryDone, QueryRefused, SchemaLoaded
@@ -43,9 +50,6 @@ from tui.widgets.results import ResultsPanel
 from tui.widgets.schema import SchemaTree
 from tui.widgets.sql_editor import CompletionMenu, SqlEditor
 from tui.widgets.updates_feed import UpdatesFeed, update_title
-
-if TYPE_CHECKING:
-    from tui.app import Play, ServedrillApp
 
 MARKER_KINDS = ("deploy", "restart", "crash")
 """Change-log kinds marked on plots."""
@@ -106,8 +110,8 @@ class WorkspaceScreen(Screen[None]):
         self.compact = False
 
     @property
-    def served(self) -> ServedrillApp:
-        return self.app  # type: ignore[return-value]
+    def served(self) -> GameApp:
+        return game_app(self.app)
 
     @property
     def play(self) -> Play:

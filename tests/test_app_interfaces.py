@@ -1,0 +1,55 @@
+"""The screens see the app only through tui.app_api.GameApp, and the command groups are assembled, never
+mutated at import: the seams issue 17 asked for."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports anywhere (top level, functions, TYPE_CHECKING blocks)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def test_no_screen_or_widget_imports_the_app_module() -> None:
+    offenders = [str(p.relative_to(ROOT)) for folder in ("tui/screens", "tui/widgets")
+                 for p in sorted((ROOT / folder).rglob("*.py")) if "tui.app" in _imported_modules(p)]
+    assert offenders == [], "use tui.app_api.GameApp instead"
+    assert "tui.app" not in _imported_modules(ROOT / "tui" / "app_api.py")
+
+
+def test_the_app_provides_every_member_of_the_interface() -> None:
+    from tui.app import ServedrillApp
+    from tui.app_api import GameApp
+
+    app = ServedrillApp()
+    for name in GameApp.__annotations__:
+        assert hasattr(app, name), f"ServedrillApp has no attribute {name}"
+    methods = [n for n, v in vars(GameApp).items() if inspect.isfunction(v) and not n.startswith("_")]
+    assert "mark" in methods and "export_transcript" in methods
+    for name in methods:
+        want = list(inspect.signature(getattr(GameApp, name)).parameters)
+        got = list(inspect.signature(getattr(ServedrillApp, name)).parameters)
+        assert got == want, f"ServedrillApp.{name}{got} differs from GameApp.{name}{want}"
+
+
+def test_the_tui_group_is_its_own_and_leaves_the_game_group_alone() -> None:
+    from game import commands
+    from tui.cli import main as tui_main
+
+    game_play = commands.GAME_COMMANDS["play"]
+    assert commands.main.commands["play"] is game_play
+    assert tui_main.commands["play"] is not game_play
+    assert {"serve", "watch", "send", "report"} <= set(tui_main.commands)
+    assert not {"serve", "watch"} & set(commands.main.commands)
+    assert set(commands.GAME_COMMANDS) <= set(tui_main.commands)

@@ -65,6 +65,16 @@ FAULT_KINDS: dict[str, tuple[str, dict[str, str]]] = {
          "prompt_scale": "multiplier on prompt tokens (beyond the shared system prompt) at intensity 1",
          "output_scale": "multiplier on output tokens at intensity 1"},
     ),
+    "client_change": (
+        "a client rollout or config change: how long an app's clients wait, and how they retry",
+        {"app": "only this app's clients change (default: every app)",
+         "timeout_s": "seconds a client waits for the whole response at intensity 1",
+         "max_attempts": "attempts per request, the first included, at intensity 1",
+         "backoff_s": "seconds before the first retry (doubling per attempt) at intensity 1",
+         "backoff_max_s": "cap on the backoff, seconds, at intensity 1",
+         "jitter": "largest random fraction taken off each backoff at intensity 1 (0: lockstep retries)",
+         "version": "client version label the change log records for the rollout"},
+    ),
     "eval_harness_change": (
         "the offline eval harness changed: every version in service is re-scored, unrelated to the model",
         {"eval_deltas": "task -> score change at intensity 1"},
@@ -72,9 +82,10 @@ FAULT_KINDS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 # Kinds that act before the engines: on the requests clients send (telemetry_gen.runner changes the
-# workload) or on the offline evaluations. The simulation ignores them.
+# workload; client_change reaches the simulation as its `clients`, engine_model.clients) or on the offline
+# evaluations. The simulation's fault handling ignores them.
 WORKLOAD_FAULTS: frozenset[str] = frozenset(
-    {"gateway_latency", "traffic_surge", "workload_shift", "eval_harness_change"}
+    {"gateway_latency", "traffic_surge", "workload_shift", "eval_harness_change", "client_change"}
 )
 
 

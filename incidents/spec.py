@@ -77,6 +77,9 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "temperature",
         "seed",
         "output_hash",
+        # only when the workload's clients retry (workload.retry, an app's retry, or a client_change fault)
+        "attempt",
+        "first_request_id",
     ),
     "metrics": ("ts", "replica", "name", "value"),
     "events": ("ts", "replica", "kind", "component", "detail", "old_value", "new_value"),
@@ -114,6 +117,8 @@ COLUMN_TYPES: dict[str, str] = {
     "temperature": "DOUBLE",
     "seed": "BIGINT",
     "output_hash": "VARCHAR",
+    "attempt": "BIGINT",
+    "first_request_id": "BIGINT",
     "name": "VARCHAR",
     "value": "DOUBLE",
     "kind": "VARCHAR",
@@ -299,6 +304,24 @@ class LengthDist(_Strict):
         return self
 
 
+class Retry(_Strict):
+    """How clients retry a request that failed (error) or that they gave up waiting for (timeout).
+
+    The retry is a new request sent after a backoff of backoff_s * 2**(attempt - 1) seconds, capped at
+    backoff_max_s and shortened by a random fraction of up to `jitter` of itself. The defaults are the
+    OpenAI Python client's (3 attempts, 0.5 s doubling to at most 8 s, jitter 0.25).
+    """
+
+    max_attempts: int = Field(3, ge=1, le=20, description="Attempts per request, the first included (1: never "
+                              "retries).")
+    backoff_s: float = Field(0.5, ge=0, description="Seconds before the first retry (doubles per attempt).")
+    backoff_max_s: float = Field(8.0, ge=0, description="Cap on the backoff, seconds.")
+    jitter: float = Field(0.25, ge=0, le=1, description="Largest random fraction taken off each backoff (1: 'full "
+                          "jitter', 0: every client retries in lockstep).")
+    on_timeout: bool = Field(True, description="Retry when the client gave up waiting.")
+    on_error: bool = Field(True, description="Retry an error response.")
+
+
 class App(_Strict):
     """One client application: its share of traffic, request shapes and sampling settings."""
 
@@ -321,6 +344,7 @@ class App(_Strict):
     rate_shape: Literal["daily", "flat", "batch"] = Field(
         "daily", description="daily follows the diurnal curve, flat ignores it, batch arrives in bulk."
     )
+    retry: Retry | None = Field(None, description="How this app's clients retry (default: workload.retry).")
 
 
 def _apps_tag(value: Any) -> str:
@@ -340,6 +364,8 @@ class Workload(_Strict):
         Annotated[Literal["standard"], Tag("apps_standard")] | Annotated[list[App], Tag("apps_list")],
         Discriminator(_apps_tag),
     ] = Field("standard", description='"standard" for the built-in app mix, or a list of apps.')
+    retry: Retry | None = Field(None, description="How every app's clients retry unless the app says otherwise "
+                                "(absent: clients never retry).")
 
 
 def _scope_tag(value: Any) -> str | None:

@@ -53,6 +53,11 @@ COLUMN_COMMENTS: dict[str, dict[str, str]] = {
         "temperature": "sampling temperature (0 = greedy)",
         "seed": "sampling seed the client sent (NULL if none)",
         "output_hash": "hash of the generated text (equal hashes = identical outputs)",
+        "attempt": "which attempt of its client's request this row is: 1 the first send, 2 the first retry, ... "
+                   "(a retry is a new request with its own id, sent after a backoff when an attempt timed out or "
+                   "failed; present when the clients retry)",
+        "first_request_id": "request_id of the first attempt of the same client request (= request_id when "
+                            "attempt = 1): count(*) / count(DISTINCT first_request_id) is the retry amplification",
     },
     "metrics": {
         "ts": "scrape time (UTC)",

@@ -64,7 +64,9 @@ class TelemetryContext:
 
     `engines`: each replica's starting setup (replicas not in it use `gpu` and `gpus_per_replica`, and their
     FB gauges show the engine's own memory figure). `throttle_causes`: replica -> why its clock was throttled
-    when the engine ran it slower ("thermal", the default, or "power"); the engine does not model the cause."""
+    when the engine ran it slower ("thermal", the default, or "power"); the engine does not model the cause.
+    `client_columns`: the requests table gets attempt and first_request_id (the incident's clients may retry;
+    without them the table is as it always was)."""
 
     t0: datetime
     gpu: GPUProfile
@@ -75,6 +77,7 @@ class TelemetryContext:
     probe_app: str = "probe"
     engines: dict[str, EngineSetup] = field(default_factory=dict)
     throttle_causes: dict[str, str] = field(default_factory=dict)
+    client_columns: bool = False
 
     def gpu_of(self, replica: str) -> GPUProfile:
         setup = self.engines.get(replica)
@@ -148,6 +151,10 @@ def requests_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
             "output_hash": pd.Series(r["output_hash"], dtype="string"),
         }
     )
+    if ctx.client_columns:
+        df["attempt"] = np.asarray(r["attempt"], dtype=np.int64)
+        first = np.asarray(r["first_request_id"], dtype=np.int64)
+        df["first_request_id"] = np.where(first >= 0, first, df["request_id"].to_numpy())
     df = df[df["app"] != ctx.probe_app]
     return df.sort_values(["ts", "request_id"], kind="stable").reset_index(drop=True)
 

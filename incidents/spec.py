@@ -90,6 +90,10 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "catalog": ("table", "column", "type", "description", "table_description"),
 }
 
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"requests": ("attempt", "first_request_id")}
+"""Columns a table has only in some incidents: the clients' attempt columns exist when its clients can retry
+(telemetry_gen.clients.declares_clients). Elsewhere the table holds TABLE_COLUMNS without these."""
+
 # DuckDB type of each column name (one name means one type in every table). Used only to bind
 # authors' SQL against empty tables, so a mismatch here can at worst hide a type error.
 COLUMN_TYPES: dict[str, str] = {

@@ -161,3 +161,31 @@ def test_backoff_with_jitter_damps_the_storm(storm_runs: dict[str, SimResult]) -
     assert amplification(backoff) < 0.9 * amplification(eager)
     assert goodput(backoff, 240) > 1.05 * goodput(eager, 240)
     assert np.mean(backoff.samples["waiting"]) < 0.8 * np.mean(eager.samples["waiting"])
+
+
+def test_a_storm_is_reproducible(storm_runs: dict[str, SimResult]) -> None:
+    again = overload(RetryPolicy(max_attempts=6, backoff_s=0.0, backoff_max_s=0.0, jitter=0.0))
+    assert repr(again.requests) == repr(storm_runs["eager"].requests)
+
+
+# ----- the library's retry storm --------------------------------------------------------------------------
+def test_the_retry_storm_incident_has_the_attempt_columns_in_both_worlds() -> None:
+    """chat-fails-long-after-spike: its clients retry, so every world has attempt and first_request_id; the
+    client release multiplies attempts, and without it nobody retries (nothing fails)."""
+    from incidents.loader import find_incident, load_incident
+    from incidents.spec import TABLE_COLUMNS
+    from telemetry_gen.runner import build_telemetry
+
+    inc = load_incident(find_incident("chat-fails-long-after-spike"), seed=0)
+    truth, baseline = build_telemetry(inc, 0), build_telemetry(inc, 0, ablate=True)
+    for tel in (truth, baseline):
+        assert tuple(tel.tables["requests"].columns) == TABLE_COLUMNS["requests"]
+    req = truth.tables["requests"]
+    chat = req[req["app"] == "chat"]
+    assert len(chat) / chat["first_request_id"].nunique() > 2.0
+    assert (chat["attempt"] > 1).sum() > 1000
+    assert set(baseline.tables["requests"]["attempt"]) == {1}
+    # the release is in the change log only when it happened
+    deploys = truth.tables["events"]
+    assert deploys["detail"].str.contains("chat-client deployed version 4.0.0").any()
+    assert not baseline.tables["events"]["detail"].str.contains("chat-client").any()

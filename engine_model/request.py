@@ -44,6 +44,8 @@ class Request:
     # seconds the request spent in the API gateway in front of the router: `arrival_s` is its arrival at
     # the router, and the client sent it at arrival_s - gateway_s (its timeout runs from then)
     gateway_s: float = 0.0
+    # LoRA adapter the request names (0: the base model); see lora.py
+    lora: int = 0
     # which send of its client's request this is (1: the first; a retry is a new request, see clients.py)
     attempt: int = 1
     # request_id of the first attempt when this is a retry (-1: this is the first attempt)

@@ -8,8 +8,10 @@ validator's counterfactual).
 Workload-side faults (engine_model.faults.WORKLOAD_FAULTS) act here, before the simulation:
 `traffic_surge` adds requests drawn from a seed of their own, `workload_shift` rescales token
 counts, `gateway_latency` delays requests on their way to the router, `eval_harness_change`
-re-scores the evaluations. The base workload's draws never change (common random numbers), so
-two worlds of one incident differ only by their faults.
+re-scores the evaluations. `client_change` changes how clients time out and retry: it reaches the
+simulation as its `clients` (telemetry_gen.clients), which sends the retries. The base workload's
+draws never change (common random numbers), so two worlds of one incident differ only by their
+faults.
 """
 
 from __future__ import annotations

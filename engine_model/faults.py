@@ -82,7 +82,7 @@ FAULT_KINDS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 # Kinds that act before the engines: on the requests clients send (telemetry_gen.runner changes the
-# workload; client_change reaches the simulation as its `clients`, engine_model.clients) or on the offline
+# workload; client_change reaches the simulation as its `clients`, engine_model.retries) or on the offline
 # evaluations. The simulation's fault handling ignores them.
 WORKLOAD_FAULTS: frozenset[str] = frozenset(
     {"gateway_latency", "traffic_surge", "workload_shift", "eval_harness_change", "client_change"}

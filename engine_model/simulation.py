@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any
 
-from engine_model.clients import Clients
+from engine_model.retries import Clients
 from engine_model.config import ENGINE_KNOBS, EngineConfig
 from engine_model.faults import Fault
 from engine_model.profiles import get_gpu, get_model

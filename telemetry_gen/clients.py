@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine_model.clients import NO_RETRY, ClientChange, Clients, RetryPolicy
+from engine_model.retries import NO_RETRY, ClientChange, Clients, RetryPolicy
 from incidents.spec import FaultSpec, Incident, Retry
 
 CLIENT_FAULT = "client_change"

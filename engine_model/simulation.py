@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any
 
-from engine_model.retries import Clients
 from engine_model.config import ENGINE_KNOBS, EngineConfig
 from engine_model.faults import Fault
 from engine_model.profiles import get_gpu, get_model
 from engine_model.replica import Deploy, Outcome, Replica
 from engine_model.request import Request
 from engine_model.results import REQUEST_FIELDS, SAMPLE_FIELDS, EngineEvent, SimResult, empty_columns
+from engine_model.retries import Clients
 from engine_model.router import Router
 from engine_model.scheduler import Sequence
 

@@ -7,11 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from engine_model.retries import NO_RETRY, ClientChange, Clients, RetryPolicy, uniform
 from engine_model.config import EngineConfig
 from engine_model.faults import Fault
 from engine_model.request import Request
 from engine_model.results import SimResult
+from engine_model.retries import NO_RETRY, ClientChange, Clients, RetryPolicy, uniform
 from engine_model.simulation import FleetSpec, PoolSpec, simulate
 
 

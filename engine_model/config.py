@@ -39,6 +39,11 @@ class EngineConfig:
     scheduling_policy: str = "fcfs"  # fcfs | priority
     # 0 = no cap; >0 caps the new prefill tokens one request may take per step
     long_prefill_token_threshold: int = 0
+    # LoRA (vLLM --enable-lora): GPU adapter slots (--max-loras; 0 = LoRA off, vLLM's default when enabled
+    # is 1), host cache (--max-cpu-loras; below max_loras counts as max_loras), --max-lora-rank (default 16)
+    max_loras: int = 0
+    max_cpu_loras: int = 0
+    max_lora_rank: int = 16
 
     def with_changes(self, **changes: Any) -> EngineConfig:
         """Copy with knobs changed; unknown knob names raise KeyError."""
@@ -58,6 +63,8 @@ class EngineConfig:
             raise ValueError("gpu_memory_utilization must be within 0.05..1.0")
         if self.weight_dtype not in WEIGHT_DTYPES:
             raise ValueError(f"weight_dtype must be one of {WEIGHT_DTYPES}")
+        if self.max_loras < 0 or self.max_cpu_loras < 0 or self.max_lora_rank < 1:
+            raise ValueError("max_loras and max_cpu_loras must be >= 0 and max_lora_rank >= 1")
         if self.kv_cache_dtype not in KV_DTYPES:
             raise ValueError(f"kv_cache_dtype must be one of {KV_DTYPES}")
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:

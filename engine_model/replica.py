@@ -19,6 +19,7 @@ from engine_model.config import EngineConfig
 from engine_model.determinism import first_token_logprob, output_hash
 from engine_model.frontend import Frontend, FrontendConfig
 from engine_model.kv_cache import KVCache
+from engine_model.lora import AdapterCache, adapter_bytes
 from engine_model.memory import MemoryPlan, plan_memory, step_activation_bytes
 from engine_model.profiles import GPUProfile, ModelProfile
 from engine_model.request import Request
@@ -127,6 +128,11 @@ class Replica:
         self.cost = StepCostModel(model, self.gpu, config, expert_skew=self.expert_skew)
         self.kv = KVCache(self.mem.num_blocks, config.block_size, config.enable_prefix_caching)
         self.sched = Scheduler(config, self.kv, self.cost.tokens_per_decode_step)
+        # LoRA adapter slots, cold after every (re)start; None when LoRA is off
+        self.adapters: AdapterCache | None = (
+            AdapterCache(config.max_loras, config.max_cpu_loras, adapter_bytes(model, config.max_lora_rank))
+            if config.max_loras > 0 else None
+        )
         k1 = config.num_speculative_tokens + 1
         worst_tokens = max(config.max_num_batched_tokens, config.max_model_len) + config.max_num_seqs * k1
         self._act_worst = step_activation_bytes(model, config, worst_tokens, config.max_num_seqs,
@@ -223,6 +229,16 @@ class Replica:
             oom = self._check_memory(plan, now)
             if oom is not None:
                 return oom
+        if self.adapters is not None:
+            # adapters the step needs that are not in a GPU slot are copied in first; the step starts after
+            # that, and decoding sequences wait for it (their next token's gap includes it)
+            used = {s.req.lora for s, _ in chunks if s.req.lora}
+            used.update(s.req.lora for s in self.sched.decoding.values() if s.req.lora)
+            load_s = self.adapters.activate(used) if used else 0.0
+            if load_s > 0.0:
+                if self.sched.decoding:
+                    self._stall += load_s
+                now += load_s
         hw, cost = self.hw, self.cost
         decode_seqs, decode_ctx = plan.decode_seqs, plan.decode_ctx
         parts = cost.step_parts(plan.prefill_tokens, plan.prefill_attn, decode_seqs, decode_ctx, hw, len(chunks))

@@ -49,3 +49,9 @@ class Request:
     # later (engine_model.clients)
     loop: int = -1
     think_s: float = 0.0
+    # LoRA adapter the request names (0: the base model); see lora.py
+    lora: int = 0
+    # which send of its client's request this is (1: the first; a retry is a new request, see retries.py)
+    attempt: int = 1
+    # request_id of the first attempt when this is a retry (-1: this is the first attempt)
+    first_request_id: int = -1

@@ -14,6 +14,7 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "prompt_tokens", "cached_tokens", "output_tokens", "num_preemptions", "replica",
     "route", "model", "model_version", "status", "finish_reason", "output_hash",
     "batch_at_first_token", "app", "tenant", "temperature", "seed", "prompt_hash", "first_logprob",
+    "attempt", "first_request_id",
 )
 
 SAMPLE_FIELDS: tuple[str, ...] = (

@@ -323,15 +323,18 @@ class Scheduler:
             # it preempted again (thrash). It waits for a step in which the running set fits.
             waiting = self.waiting
             if not plan.preempted:
-                while waiting and budget > 0 and slots > 0:
-                    seq = waiting[0][3]
-                    got = self._admit(seq, budget)
-                    if got is None:
-                        break
-                    heapq.heappop(waiting)
-                    self._add_chunk(plan, seq, got)
-                    budget -= got
-                    slots -= 1
+                if cfg.max_loras > 0:
+                    self._admit_waiting_lora(plan, budget, slots)
+                else:
+                    while waiting and budget > 0 and slots > 0:
+                        seq = waiting[0][3]
+                        got = self._admit(seq, budget)
+                        if got is None:
+                            break
+                        heapq.heappop(waiting)
+                        self._add_chunk(plan, seq, got)
+                        budget -= got
+                        slots -= 1
         # a prefill chunk may have preempted a decoding sequence newer than it: count what still decodes
         n_decode = len(self.decoding)
         plan.decode_seqs = n_decode
@@ -342,6 +345,35 @@ class Scheduler:
             plan.kind = "decode_run"
             plan.n_steps = self._decode_run_length(max_run_steps)
         return plan
+
+    def _admit_waiting_lora(self, plan: StepPlan, budget: int, slots: int) -> None:
+        """Admit waiting sequences as plan() does, but a batch holds at most max_loras distinct adapters: a
+        request whose adapter would be one too many is skipped for this step and keeps its place in the
+        queue (vLLM V1's scheduler does the same)."""
+        cap = self.config.max_loras
+        active = {s.req.lora for s in self.prefilling if s.req.lora}
+        active.update(s.req.lora for s in self.decoding.values() if s.req.lora)
+        waiting = self.waiting
+        skipped: list[tuple[int, float, int, Sequence]] = []
+        while waiting and budget > 0 and slots > 0:
+            entry = waiting[0]
+            seq = entry[3]
+            adapter = seq.req.lora
+            if adapter and adapter not in active and len(active) >= cap:
+                heapq.heappop(waiting)
+                skipped.append(entry)
+                continue
+            got = self._admit(seq, budget)
+            if got is None:
+                break
+            heapq.heappop(waiting)
+            if adapter:
+                active.add(adapter)
+            self._add_chunk(plan, seq, got)
+            budget -= got
+            slots -= 1
+        for entry in skipped:
+            heapq.heappush(waiting, entry)
 
     def _chunk(self, seq: Sequence, budget: int) -> int:
         chunk = min(seq.prefill_len - seq.computed, budget)

@@ -32,6 +32,7 @@ from engine_model.profiles import get_gpu, get_model
 from engine_model.replica import Deploy, Outcome, Replica
 from engine_model.request import Request
 from engine_model.results import REQUEST_FIELDS, SAMPLE_FIELDS, EngineEvent, SimResult, empty_columns
+from engine_model.retries import Clients
 from engine_model.router import Router
 from engine_model.scheduler import Sequence
 
@@ -83,7 +84,7 @@ class Simulation:
 
     def __init__(self, fleet: FleetSpec, requests: list[Request], faults: list[Fault], duration_s: float,
                  *, sample_interval_s: float = 10.0, drain_s: float = 600.0,
-                 progress: Callable[[float], None] | None = None) -> None:
+                 progress: Callable[[float], None] | None = None, clients: Clients | None = None) -> None:
         self.fleet = fleet
         # closed-loop clients: their held requests (arrival_s inf) leave the list and are sent when an
         # earlier request of their pool ends
@@ -96,6 +97,13 @@ class Simulation:
         # after the window, run until every request has finished or its client has given up
         self.drain_s = max(drain_s, max((r.timeout_s for r in requests), default=0.0))
         self.progress = progress
+        # clients that retry (None: none do): their retries arrive from a heap of (arrival, order, request)
+        self.clients = clients
+        self._retry_q: list[tuple[float, int, Request]] = []
+        self._retry_n = 0
+        self._unscaled: dict[int, Request] = {}  # request id -> request as sent, when a replica rescaled it
+        if clients is not None:
+            self.drain_s = max(self.drain_s, clients.max_timeout())
         self.primary = self._make_pool(fleet.primary, "primary", 0)
         self.fallback = (
             self._make_pool(fleet.fallback, "fallback", len(self.primary)) if fleet.fallback else []
@@ -176,6 +184,7 @@ class Simulation:
             return math.inf if t - req.gateway_s >= duration else t
 
         timed_at, deadlines = self._timed_at, self._deadlines
+        retry_q = self._retry_q
         inf = math.inf
         t_list = arrival_time(i)
         loops = self.loops
@@ -192,6 +201,10 @@ class Simulation:
                 if t_late < t_arr:
                     t_arr = t_late
             t_ev = heap[0][0] if heap else inf
+            # a client's retry goes first when it is strictly earlier than the next arrival
+            t_in, from_retry = t_arr, False
+            if retry_q and retry_q[0][0] < t_arr:
+                t_in, from_retry = retry_q[0][0], True
             # the earliest pending step end (ties: the one timed first), and the earliest end of an
             # intake on an idle replica (a busy one picks its requests up at its next step boundary)
             t_step = inf
@@ -211,7 +224,7 @@ class Simulation:
             # A client deadline goes first if it falls before the next arrival, handover and step end and
             # no later than the next heap event. Only deadlines that early are looked at: most requests
             # finished long before theirs, and their entries are dropped when reached.
-            t_first = t_arr if t_arr < t_step else t_step
+            t_first = t_in if t_in < t_step else t_step
             if t_hand < t_first:
                 t_first = t_hand
             t_dl = inf
@@ -226,7 +239,7 @@ class Simulation:
                             t_dl, due = head[0], queue
                         break
                     queue.popleft()  # finished, failed or aborted already
-            if t_arr == inf and t_ev == inf and stepper is None and hander is None and due is None:
+            if t_in == inf and t_ev == inf and stepper is None and hander is None and due is None:
                 break
             self.n_events += 1
             if progress is not None and self.n_events % 20000 == 0:
@@ -238,9 +251,11 @@ class Simulation:
                 self.now = t_dl
                 self._client_gave_up(replicas[idx], seq)
                 continue
-            if t_arr <= t_ev and t_arr <= t_step and t_arr <= t_hand:
-                self.now = t_arr
-                if t_arr == t_list:
+            if t_in <= t_ev and t_in <= t_step and t_in <= t_hand:
+                self.now = t_in
+                if from_retry:
+                    self._arrival(heapq.heappop(retry_q)[2])
+                elif t_arr == t_list:
                     self._arrival(reqs[i])
                     i += 1
                     t_list = arrival_time(i)
@@ -310,6 +325,8 @@ class Simulation:
             "unfinished": float(sum(r.outstanding for r in self.replicas)),
             "frontend_busy_s": sum(r.frontend.busy_s_total for r in self.replicas),
         }
+        if self.clients is not None:
+            stats["retries"] = float(self.clients.retries_sent)
         return SimResult(
             requests=self.req_cols,
             samples=self.samples,
@@ -322,11 +339,15 @@ class Simulation:
 
     # ----- handlers -------------------------------------------------------------------------
     def _arrival(self, req: Request) -> None:
+        if self.clients is not None and req.attempt == 1:
+            req = self.clients.on_send(req)
         rep, route = self.router.choose(req)
         if rep is None or rep.state == "down":
             self._record_rejected(req, rep, route)
             return
         if rep.output_scale != 1.0:
+            if self.clients is not None:
+                self._unscaled[req.request_id] = req
             scaled = max(1, min(req.max_tokens, round(req.output_tokens * rep.output_scale)))
             req = replace(req, output_tokens=scaled)
         end = rep.plan_end if rep.plan is not None else -1.0
@@ -473,7 +494,21 @@ class Simulation:
             req.seed,
             req.prompt_hash,
             out.first_logprob,
+            req.attempt,
+            req.first_request_id,
         ))
+        if self.clients is not None:
+            sent = self._unscaled.pop(req.request_id, req) if self._unscaled else req
+            if out.status != "ok":
+                self._client_retry(sent, out)
+
+    def _client_retry(self, req: Request, out: Outcome) -> None:
+        """The client of a failed or timed-out attempt may send it again after a backoff."""
+        assert self.clients is not None
+        nxt = self.clients.retry(req, out.status, out.finish_s)
+        if nxt is not None:
+            self._retry_n += 1
+            heapq.heappush(self._retry_q, (nxt.arrival_s, self._retry_n, nxt))
 
     def _record_rejected(self, req: Request, rep: Replica | None, route: str) -> None:
         """The router had no live replica, or sent the request to a crashed one it has not noticed yet."""

@@ -34,6 +34,8 @@ TOPICS: tuple[Topic, ...] = (
     Topic("parallelism", "Tensor parallelism over a slow or degraded link; pipeline bubbles",
           ("interconnect", "pipeline-parallel")),
     Topic("fallback", "A fallback route that silently switched models", ("fallback",)),
+    Topic("retries", "Client timeouts and retries: a retry storm that outlives its trigger",
+          ("retry-storm", "metastable")),
     Topic("ttft-after-deploy", "p99 TTFT tripled after a deploy", ("ttft-after-deploy",), family=True),
     Topic("oom-at-peak", "OOM at peak", ("oom-at-peak",), family=True),
     Topic("nondeterministic-outputs", "Nondeterministic outputs", ("nondeterministic-outputs",), family=True),

@@ -80,6 +80,7 @@ from incidents.telemetry_columns import (
     COLUMN_TYPES,
     NUMERIC_AGGREGATES,
     NUMERIC_TYPES,
+    OPTIONAL_COLUMNS,
     TABLE_COLUMNS,
     TIME_AGGREGATES,
     TWO_SIDED,
@@ -100,6 +101,7 @@ __all__ = [
     "NOISE_KINDS",
     "NUMERIC_AGGREGATES",
     "NUMERIC_TYPES",
+    "OPTIONAL_COLUMNS",
     "REPLICA_NAME_RE",
     "SCHEMA_PATH",
     "SLUG_RE",
@@ -293,6 +295,24 @@ class ReplayArrival(_Strict):
 Arrival = Annotated[ClosedLoopArrival | BurstArrival | ReplayArrival, Field(discriminator="kind")]
 
 
+class Retry(_Strict):
+    """How clients retry a request that failed (error) or that they gave up waiting for (timeout).
+
+    The retry is a new request sent after a backoff of backoff_s * 2**(attempt - 1) seconds, capped at
+    backoff_max_s and shortened by a random fraction of up to `jitter` of itself. The defaults are the
+    OpenAI Python client's (3 attempts, 0.5 s doubling to at most 8 s, jitter 0.25).
+    """
+
+    max_attempts: int = Field(3, ge=1, le=20, description="Attempts per request, the first included (1: never "
+                              "retries).")
+    backoff_s: float = Field(0.5, ge=0, description="Seconds before the first retry (doubles per attempt).")
+    backoff_max_s: float = Field(8.0, ge=0, description="Cap on the backoff, seconds.")
+    jitter: float = Field(0.25, ge=0, le=1, description="Largest random fraction taken off each backoff (1: 'full "
+                          "jitter', 0: every client retries in lockstep).")
+    on_timeout: bool = Field(True, description="Retry when the client gave up waiting.")
+    on_error: bool = Field(True, description="Retry an error response.")
+
+
 class App(_Strict):
     """One client application: its share of traffic, request shapes and sampling settings."""
 
@@ -335,6 +355,7 @@ class App(_Strict):
         0.3, ge=0, le=3, description="rate_shape batch: log-space std of job sizes (mean size: the app's rate "
         "times batch_period_s)."
     )
+    retry: Retry | None = Field(None, description="How this app's clients retry (default: workload.retry).")
 
     @model_validator(mode="after")
     def _shape(self) -> App:
@@ -386,6 +407,8 @@ class Workload(_Strict):
         Annotated[Literal["standard"], Tag("apps_standard")] | Annotated[list[App], Tag("apps_list")],
         Discriminator(_apps_tag),
     ] = Field("standard", description='"standard" for the built-in app mix, or a list of apps.')
+    retry: Retry | None = Field(None, description="How every app's clients retry unless the app says otherwise "
+                                "(absent: clients never retry).")
 
 
 

@@ -100,6 +100,13 @@ TABLES: tuple[Table, ...] = (
         _c("temperature", "DOUBLE", "", "sampling temperature (0 = greedy)"),
         _c("seed", "BIGINT", "", "sampling seed the client sent (NULL if none)"),
         _c("output_hash", "VARCHAR", "", "hash of the generated text (equal hashes = identical outputs)"),
+        _c("attempt", "BIGINT", "count",
+           "which attempt of its client's request this row is: 1 the first send, 2 the first retry, ... (a retry "
+           "is a new request with its own id, sent after a backoff when an attempt timed out or failed; present "
+           "when the clients retry)"),
+        _c("first_request_id", "BIGINT", "",
+           "request_id of the first attempt of the same client request (= request_id when attempt = 1): "
+           "count(*) / count(DISTINCT first_request_id) is the retry amplification"),
     )),
     Table("metrics", "Prometheus samples in long format: vLLM engine series (vllm:*) and dcgm-exporter GPU series "
           "(DCGM_*), one scrape per interval per replica, and the replica's host node "
@@ -158,6 +165,10 @@ CATALOG = Table("catalog", "Every table and column with what it holds and its un
 """The view telemetry_gen.store makes over DuckDB's own column list (its column names and the view comment)."""
 
 TABLE_NAMES: tuple[str, ...] = tuple(t.name for t in TABLES)
+
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"requests": ("attempt", "first_request_id")}
+"""Columns a table has only in some incidents, always last: the clients' attempt columns exist when the
+incident's clients can retry (telemetry_gen.clients.declares_clients); elsewhere the table ends before them."""
 
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {t.name: t.column_names for t in (*TABLES, CATALOG)}
 """Table (and the catalog view) -> column names in order: what incident files may name."""

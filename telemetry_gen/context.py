@@ -53,7 +53,9 @@ class TelemetryContext:
 
     `engines`: each replica's starting setup (replicas not in it use `gpu` and `gpus_per_replica`, and their
     FB gauges show the engine's own memory figure). `throttle_causes`: replica -> why its clock was throttled
-    when the engine ran it slower ("thermal", the default, or "power"); the engine does not model the cause."""
+    when the engine ran it slower ("thermal", the default, or "power"); the engine does not model the cause.
+    `client_columns`: the requests table gets attempt and first_request_id (the incident's clients may retry;
+    without them the table is as it always was)."""
 
     t0: datetime
     gpu: GPUProfile
@@ -64,6 +66,7 @@ class TelemetryContext:
     probe_app: str = "probe"
     engines: dict[str, EngineSetup] = field(default_factory=dict)
     throttle_causes: dict[str, str] = field(default_factory=dict)
+    client_columns: bool = False
 
     def gpu_of(self, replica: str) -> GPUProfile:
         setup = self.engines.get(replica)

@@ -8,8 +8,10 @@ validator's counterfactual).
 Workload-side faults (engine_model.faults.WORKLOAD_FAULTS) act here, before the simulation:
 `traffic_surge` adds requests drawn from a seed of their own, `workload_shift` rescales token
 counts, `gateway_latency` delays requests on their way to the router, `eval_harness_change`
-re-scores the evaluations. The base workload's draws never change (common random numbers), so
-two worlds of one incident differ only by their faults.
+re-scores the evaluations. `client_change` changes how clients time out and retry: it reaches the
+simulation as its `clients` (telemetry_gen.clients), which sends the retries. The base workload's
+draws never change (common random numbers), so two worlds of one incident differ only by their
+faults.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from engine_model.simulation import FleetSpec, PoolSpec, Simulation, replica_nam
 from incidents.spec import App as AppSpecYaml
 from incidents.spec import BurstArrival, ClosedLoopArrival, FaultSpec, Incident, ReplayArrival, replica_index
 from telemetry_gen import tables as T
+from telemetry_gen.clients import client_deploys, client_model, declares_clients
 from telemetry_gen.quality import base_scores
 from telemetry_gen.store import table_digest
 from telemetry_gen.workload import (
@@ -460,16 +463,21 @@ def build_telemetry(inc: Incident, seed: int, *, ablate: bool = False, progress:
     # the SRE probes go to the router directly (no gateway)
     reqs = sorted(reqs + probe_requests(inc.window.duration_s), key=lambda r: (r.arrival_s, r.request_id))
     fleet = fleet_spec(inc)
+    timeouts = {a.name: a.timeout_s for a in workload_spec(inc).apps}
     sim = Simulation(fleet, reqs, engine_faults(inc, ablate=ablate), inc.window.duration_s,
                      sample_interval_s=inc.window.scrape_interval_s,
-                     progress=(lambda f: say(0.05 + 0.8 * f, "simulating")))
+                     progress=(lambda f: say(0.05 + 0.8 * f, "simulating")),
+                     clients=client_model(inc, seed, timeouts, ablate=ablate))
     run = sim.run()
     say(0.85, "tables")
     gpu = get_gpu(inc.fleet.gpu)
     ctx = T.TelemetryContext(
         t0=inc.window.start, gpu=gpu, gpus_per_replica=inc.fleet.tensor_parallel * inc.fleet.pipeline_parallel,
-        seed=seed, evals=eval_suites(inc, ablate), external_events=external_events(inc),
-        engines=engine_setups(fleet), throttle_causes=throttle_causes(inc, ablate=ablate),
+        seed=seed, evals=eval_suites(inc, ablate), engines=engine_setups(fleet),
+        external_events=external_events(inc) + [
+            T.ExternalEvent(t, "deploy", part, detail) for t, part, detail in client_deploys(inc, ablate=ablate)
+        ],
+        throttle_causes=throttle_causes(inc, ablate=ablate), client_columns=declares_clients(inc),
     )
     tables = T.build_tables(run, ctx)
     digest = table_digest(tables)

@@ -88,6 +88,10 @@ def requests_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
             "output_hash": pd.Series(r["output_hash"], dtype="string"),
         }
     )
+    if ctx.client_columns:
+        df["attempt"] = np.asarray(r["attempt"], dtype=np.int64)
+        first = np.asarray(r["first_request_id"], dtype=np.int64)
+        df["first_request_id"] = np.where(first >= 0, first, df["request_id"].to_numpy())
     df = df[df["app"] != ctx.probe_app]
     return df.sort_values(["ts", "request_id"], kind="stable").reset_index(drop=True)
 
@@ -391,9 +395,15 @@ def conform(name: str, df: pd.DataFrame) -> pd.DataFrame:
     that disagree are a programming error, caught on every build). An empty frame may leave columns untyped
     (object): the frames are hashed as built, so typing them here would change the content digest."""
     want = schema.table(name)
-    if tuple(df.columns) != want.column_names:
-        raise ValueError(f"table {name}: built columns {list(df.columns)}, the schema says {list(want.column_names)}")
+    names = want.column_names
+    optional = schema.OPTIONAL_COLUMNS.get(name, ())
+    if optional and tuple(df.columns) == names[: len(names) - len(optional)]:
+        names = tuple(df.columns)  # built without its optional columns (they come last)
+    if tuple(df.columns) != names:
+        raise ValueError(f"table {name}: built columns {list(df.columns)}, the schema says {list(names)}")
     for col in want.columns:
+        if col.name not in names:
+            continue
         got = DUCKDB_TYPE_OF_DTYPE.get(str(df[col.name].dtype))
         if got is None and df.empty and df[col.name].dtype == object:
             continue  # an empty frame built from no rows has untyped columns; the store types them

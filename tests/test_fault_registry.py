@@ -61,6 +61,7 @@ BASE: dict[str, Any] = {
 # one fault of every kind, with params that make it bite on the fixture at intensity 1
 EXAMPLES: dict[str, dict[str, Any]] = {
     "batch_invariance_off": {"scope": {"replicas": [0]}},
+    "client_change": {"params": {"timeout_s": 0.5, "max_attempts": 4, "backoff_s": 0.0}},
     "config_change": {"params": {"max_num_seqs": 4}, "scope": {"replicas": [0]}},
     "eval_harness_change": {"params": {"eval_deltas": {"gsm8k": -0.1}}},
     "fallback_routing": {"params": {"queue_threshold": 0}},

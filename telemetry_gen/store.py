@@ -44,7 +44,9 @@ def write_database(path: Path, tables: dict[str, pd.DataFrame]) -> None:
         for name, df in tables.items():
             described = schema.table(name)
             # typed from the schema, so a table is typed alike whether or not its frame had rows
-            columns = ", ".join(f'"{c.name}" {c.type}' for c in described.columns)
+            # (the columns the frame has: a table's optional columns, schema.OPTIONAL_COLUMNS, may be absent)
+            present = set(df.columns)
+            columns = ", ".join(f'"{c.name}" {c.type}' for c in described.columns if c.name in present)
             con.execute(f'CREATE TABLE "{name}" ({columns})')
             con.register("_frame", df)
             con.execute(f'INSERT INTO "{name}" SELECT * FROM _frame')

@@ -123,11 +123,11 @@ def test_retries_of_a_crash_arrive_after_their_backoff_as_new_attempts() -> None
 
 
 def overload(policy: RetryPolicy) -> SimResult:
-    """One replica at about half of what it can carry (1000-token prompts, 400-token answers: it finishes
-    about 13 requests/s), a 30 s spike to 21 requests/s, clients that wait 15 s."""
-    reqs = requests(7, 240, 1000, 400, timeout_s=15.0, seed=5)
+    """One replica that serves 8 requests/s with a short queue (1000-token prompts, 400-token answers), a
+    30 s spike to 24 requests/s, clients that wait 15 s."""
+    reqs = requests(8, 240, 1000, 400, timeout_s=15.0, seed=5)
     spike = [dataclasses.replace(r, request_id=100_000 + r.request_id, arrival_s=30.0 + r.arrival_s)
-             for r in requests(14, 30, 1000, 400, timeout_s=15.0, seed=6)]
+             for r in requests(16, 30, 1000, 400, timeout_s=15.0, seed=6)]
     reqs = sorted(reqs + spike, key=lambda r: r.arrival_s)
     return simulate(fleet(), reqs, [], 240, clients=clients(policy, until=240))
 

@@ -27,11 +27,14 @@ def test_the_built_database_is_the_schema(in_library_cache: Path) -> None:
         for t in schema.TABLES:
             cols = con.execute("SELECT column_name, data_type, comment FROM duckdb_columns() WHERE table_name = ? "
                                "ORDER BY column_index", [t.name]).fetchall()
-            assert cols == [(c.name, c.type, c.description) for c in t.columns], t.name
+            # the fixture's clients never retry: the table ends before its optional columns
+            optional = schema.OPTIONAL_COLUMNS.get(t.name, ())
+            assert cols == [(c.name, c.type, c.description) for c in t.columns if c.name not in optional], t.name
             assert con.execute(f'SELECT count(*) FROM "{t.name}"').fetchone() != (0,), f"{t.name} is empty"
         catalog = con.execute('SELECT "table", "column", type, description FROM catalog').fetchall()
         assert sorted(catalog) == sorted((t.name, c.name, c.type, c.description)
-                                         for t in schema.TABLES for c in t.columns)
+                                         for t in schema.TABLES for c in t.columns
+                                         if c.name not in schema.OPTIONAL_COLUMNS.get(t.name, ()))
         cols = [d[0] for d in con.execute("SELECT * FROM catalog LIMIT 0").description]
         assert tuple(cols) == schema.CATALOG.column_names
         (view_comment,) = con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'catalog'").fetchone()

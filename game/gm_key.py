@@ -44,12 +44,22 @@ def load_key(*, create: bool = False) -> bytes | None:
         return None
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = secrets.token_bytes(32)
+    # written whole under a temporary name, then linked into place: a reader racing the first use never
+    # sees an empty or half-written key file (it would take it for no key), and of two creators racing,
+    # the first link wins and the other reads that key
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first: use theirs
-        return load_key()
-    with os.fdopen(fd, "w", encoding="ascii") as fh:
-        fh.write(key.hex() + "\n")
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(key.hex() + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:  # another process or thread made it first: use theirs
+            return load_key()
+    finally:
+        tmp.unlink(missing_ok=True)
     return key
 
 

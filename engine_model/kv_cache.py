@@ -23,6 +23,10 @@ tests. The simulator calls grow/free once per sequence per block boundary, so wo
 off the common path: a free block's refcount slot already holds 1 (the count it is handed out with),
 and only the blocks of a sequence that can be cached or shared are visited one by one on free; the
 rest move to the free list as one slice.
+
+Why one module of ~600 lines: the block pool, the prefix hash index and the free list are one data structure
+whose invariants (reference counts, evictable blocks, hash ownership) span every method; splitting them would
+separate code that must change together.
 """
 
 from __future__ import annotations

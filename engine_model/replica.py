@@ -7,6 +7,9 @@ a request's first token and its finish are the times the API server sent them.
 Lifecycle: up -> (draining ->) down -> up. A replica goes down when it crashes (OOM,
 injected crash) or to apply a redeploy; it comes back after a restart delay with a cold
 prefix cache. Faults change `hw` (hardware condition) or the config.
+
+Why one module a little over 500 lines: `Replica` is one stateful class (its scheduler, API-server intake,
+hardware factors and the step it is running), and every method changes that state under the same invariants.
 """
 
 from __future__ import annotations

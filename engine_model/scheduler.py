@@ -34,6 +34,10 @@ the budget covers the running set, which max_num_seqs <= max_num_batched_tokens 
 usual). Chunked prefill off is kept as V0's prefill-only steps (V1 cannot turn it off for
 generative models). A resumed sequence hits only its prompt blocks in the prefix cache (the
 KV model never caches blocks of generated tokens; V1 would hit those too).
+
+Why one module of ~550 lines: it is one class, the V1 scheduling step (budgets, running before waiting,
+chunked prefill, preemption, prefix hits, LoRA slots); its rules interact and are checked together by the
+stateful tests.
 """
 
 from __future__ import annotations

@@ -9,6 +9,11 @@ A request reaches a replica's API server (`frontend.Frontend`) when the router p
 engine's queue when the API server has taken it in. A busy engine picks up whatever has reached its
 queue at its next step boundary; an idle one is woken when the next intake ends, and takes every
 request that has reached its queue by then (requests that arrive together are scheduled together).
+
+Why one module a little over 500 lines: it is the event loop and the fault hooks it calls back into; the
+loop's ordering rules (which of arrival, retry, handover, step end or deadline goes first) only read correctly
+in one place. The faults themselves live in engine_model/fault_kinds/, the closed-loop and retry clients in
+clients.py and retries.py.
 """
 
 from __future__ import annotations

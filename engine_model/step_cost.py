@@ -78,6 +78,10 @@ The NCCL all-reduce (profiles.LINKS nvlink3/nvlink4 allreduce_call_s and efficie
 (FAST_ALLREDUCE_*) is fitted to vLLM's H100 device-communicator benchmark (see the constants).
 Attention: Vidur's attention.csv files are too large to copy; the ATTN_* factors are fitted to the
 published kernel figures named at the constants.
+
+Why one module of ~760 lines: every fitted efficiency sits beside the roofline formula it calibrates, with its
+source; the constants mean nothing apart from their formula, and the hardware and model figures themselves are
+in profiles.py.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ shared base pieces; incidents.telemetry_columns the queryable tables; incidents.
 cross-reference rules. Every public name of those is importable from here too.
 
 Regenerate `incidents/schema.json` after changing a model: `python -m incidents.spec`.
+
+Why one module of ~680 lines: it is the incident format as one pydantic model tree, from which the JSON Schema
+for editors is generated; fault, shared and column definitions already live in fault_spec.py, spec_common.py
+and telemetry_schema.py.
 """
 
 from __future__ import annotations

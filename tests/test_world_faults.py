@@ -351,12 +351,16 @@ def test_router_skew_sends_the_share_to_the_scoped_replicas(policy: str) -> None
     assert _share(ended, 200.0, {"vllm-1", "vllm-2"}) == pytest.approx(0.5, abs=0.08 if policy == "affinity" else 0.03)
 
 
-def test_router_skew_in_a_world_overloads_the_scoped_replica(truth) -> None:
+def test_router_skew_in_a_world_loads_the_scoped_replica(truth) -> None:
     tel = build_telemetry(incident(world("skew")), SEED)
     late = after(tel.tables["requests"])
     assert (late.replica == "vllm-0").mean() == pytest.approx(0.6, abs=0.03)
-    q = late[late.status == "ok"].groupby("replica").queue_s.mean()
-    assert q["vllm-0"] > 2 * max(q["vllm-1"], q["vllm-2"])
+    # 0.6 of the traffic on one of three replicas: it runs about three times the others' batch (the fixture's
+    # load is light, so this shows in the engine's running count rather than in queueing)
+    m = tel.tables["metrics"]
+    running = m[(m.name == "vllm:num_requests_running") & (m.ts >= m.ts.min() + pd.Timedelta(seconds=AT + 30))]
+    mean = running.groupby("replica").value.mean()
+    assert mean["vllm-0"] > 2 * max(mean["vllm-1"], mean["vllm-2"])
     assert build_telemetry(incident(world("skew", intensity=0.0)), SEED).digest == truth.digest
 
 

@@ -472,8 +472,13 @@ class Simulation:
         # one tuple per request in REQUEST_FIELDS order, turned into columns once at the end of run()
         # (23 column appends per request cost more)
         seq, req = out.seq, out.seq.req
-        if req.loop >= 0:
-            self.loops.ended(req, out.finish_s)  # its client sends its next request
+        retried = False
+        if self.clients is not None and out.status != "ok":
+            sent = self._unscaled.pop(req.request_id, req) if self._unscaled else req
+            retried = self._client_retry(sent, out)
+        if req.loop >= 0 and not retried:
+            # its client sends its next request (a client that retries sends it when the retries end)
+            self.loops.ended(req, out.finish_s)
         self._req_rows.append((
             req.request_id,
             req.arrival_s,
@@ -502,18 +507,18 @@ class Simulation:
             req.attempt,
             req.first_request_id,
         ))
-        if self.clients is not None:
-            sent = self._unscaled.pop(req.request_id, req) if self._unscaled else req
-            if out.status != "ok":
-                self._client_retry(sent, out)
+        if self.clients is not None and out.status == "ok" and self._unscaled:
+            self._unscaled.pop(req.request_id, None)
 
-    def _client_retry(self, req: Request, out: Outcome) -> None:
-        """The client of a failed or timed-out attempt may send it again after a backoff."""
+    def _client_retry(self, req: Request, out: Outcome) -> bool:
+        """The client of a failed or timed-out attempt may send it again after a backoff; whether it will."""
         assert self.clients is not None
         nxt = self.clients.retry(req, out.status, out.finish_s)
-        if nxt is not None:
-            self._retry_n += 1
-            heapq.heappush(self._retry_q, (nxt.arrival_s, self._retry_n, nxt))
+        if nxt is None:
+            return False
+        self._retry_n += 1
+        heapq.heappush(self._retry_q, (nxt.arrival_s, self._retry_n, nxt))
+        return True
 
     def _record_rejected(self, req: Request, rep: Replica | None, route: str) -> None:
         """The router had no live replica, or sent the request to a crashed one it has not noticed yet."""

@@ -3,6 +3,7 @@ changes; their YAML keys and the errors bad values give."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -376,3 +377,22 @@ def test_editing_the_trace_changes_the_build_cache_key(tmp_path: Path) -> None:
     assert incident_key(load_incident(path), 0) == before
     (tmp_path / "traces" / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,100,20\n10,201,30\n")
     assert incident_key(load_incident(path), 0) != before
+
+
+def test_a_closed_loop_client_that_retries_sends_its_next_request_only_when_its_retries_end() -> None:
+    """Clients with a timeout shorter than the service time: each attempt times out and is retried; a
+    closed-loop client keeps one request (with its retries) in flight, never its next one beside it."""
+    from engine_model.retries import Clients, RetryPolicy
+
+    app = AppSpec("load", 1.0, FIXED_PROMPT, FIXED_OUTPUT, arrival="closed", clients=4, requests=40,
+                  think_time_s=0.0)
+    reqs = [dataclasses.replace(r, timeout_s=0.05) for r in generate_requests(_spec(app), seed=3)]
+    policy = RetryPolicy(max_attempts=3, backoff_s=0.01, backoff_max_s=0.01, jitter=0.0)
+    run = simulate(_fleet(), reqs, [], 600.0, clients=Clients({}, policy, (), seed=1, send_until=600.0))
+    r = run.requests
+    assert max(r["attempt"]) == 3  # retries happened
+    sent = np.array(r["arrival_s"]) - np.array(r["gateway_s"])
+    finish = np.array(r["finish_s"])
+    # an attempt and its retry never overlap (the retry leaves after the failure), so a client has at most
+    # one attempt in flight, and the pool at most four
+    assert _in_flight_max(sent, finish) <= 4

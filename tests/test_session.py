@@ -379,7 +379,10 @@ def test_acknowledged_events_survive_sigkill(root: Path) -> None:
         if len(acked) >= 200:
             break
     child.send_signal(signal.SIGKILL)
-    rest, err = child.communicate(timeout=10)
+    child.wait(timeout=10)
+    # read the rest through the same file objects: readline() may already hold later acks in its buffer,
+    # which communicate() (reading the raw pipes) would drop, and the test would see unacked events on disk
+    rest, err = child.stdout.read(), child.stderr.read() if child.stderr is not None else ""
     acked += [int(v.split(" ", 1)[1]) for v in rest.splitlines() if v.startswith("ack ")]
     assert path is not None, err
     assert len(acked) >= 200, err

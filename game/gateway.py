@@ -233,9 +233,11 @@ class LocalGateway:
     def cancel(self) -> bool:
         """Interrupt the running query, if any; it ends with error "cancelled". Safe from any thread.
 
-        Returns True when a query was running and has been told to stop."""
+        Returns True when a query was running and has been told to stop. Calling it again interrupts
+        again: an interrupt that reached the connection before the query started executing is lost, and
+        the sandbox repeats its cancel until the answer comes."""
         with self._state_lock:
-            if self._active is None or self._stop_reason is not None:
+            if self._active is None or self._stop_reason == "timeout":
                 return False
             self._stop_reason = "cancelled"
             self._con.interrupt()

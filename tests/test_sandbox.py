@@ -105,3 +105,30 @@ def test_limits_parse() -> None:
     assert MEMORY_HEADROOM < 2
     with pytest.raises(ValueError):
         memory_bytes("lots")
+
+
+def test_a_cancel_that_lands_before_the_query_starts_is_repeated(db: Path) -> None:
+    """The first interrupt reaches the connection before the statement runs (and is lost); a repeated
+    cancel must still stop the query as cancelled, not leave it to the time limit."""
+    gw = LocalGateway(db, timeout_s=30.0)
+    armed, go = threading.Event(), threading.Event()
+    execute = gw._execute
+
+    def late_execute(sql: str, checked: object) -> object:
+        armed.set()
+        go.wait()
+        return execute(sql, checked)  # type: ignore[arg-type]
+
+    gw._execute = late_execute  # type: ignore[method-assign]
+    out = {}
+    runner = threading.Thread(target=lambda: out.setdefault("r", gw.run("SELECT sum(i) FROM range(100000000000) t(i)")))
+    runner.start()
+    armed.wait()
+    assert gw.cancel()  # before execution: this interrupt is lost
+    go.set()
+    while runner.is_alive():
+        gw.cancel()
+        runner.join(0.05)
+    gw.close()
+    assert out["r"].error_kind == "cancelled"
+    assert out["r"].duration_s < gw.timeout_s

@@ -157,10 +157,13 @@ def test_play_a_whole_incident(tui_env: Path, size: tuple[int, int]) -> None:
             assert transcript.is_file() and transcript.with_suffix(".md").is_file()
             assert transcript.with_suffix(".md").read_text().startswith("# Debrief")
 
-            # back to the list: the best score shows
+            # back to the list: the best score shows once the rescan lands (an earlier scan may have
+            # finished before the game began, so `scanned` alone says nothing about this score)
+            [picker] = [s for s in app.screen_stack if type(s).__name__ == "PickerScreen"]
+            scans = picker.scans
             await pilot.press("escape")
             await until(pilot, lambda: screen_name(app) == "PickerScreen")
-            await until(pilot, lambda: app.screen.scanned, timeout=10)
+            await until(pilot, lambda: app.screen.scans > scans, timeout=10, what="the rescan")
             assert app.screen.best["tui-mini"] == report.total
             seen["total"] = report.total
             seen["builds"] = [p for p in app.world_builds.values() if p is not None]

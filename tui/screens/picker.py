@@ -98,6 +98,8 @@ class PickerScreen(Screen[None]):
         self.unfinished: dict[str, list[Any]] = {}
         self.best: dict[str, float] = {}
         self.scanned = False
+        # scans finished: a rescan on return keeps the old figures on show (scanned stays True) until it lands
+        self.scans = 0
         self._scan_timer: Timer | None = None
         self._shown_widths: tuple[int, int] | None = None
 
@@ -170,6 +172,7 @@ class PickerScreen(Screen[None]):
 
     def on_library_scanned(self, message: LibraryScanned) -> None:
         self.unfinished, self.best, self.scanned = message.unfinished, message.best, True
+        self.scans += 1
         self._fill(self.query_one(DataTable).cursor_row)
 
     @on(Input.Changed, "#picker-filter")

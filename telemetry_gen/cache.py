@@ -42,7 +42,7 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
-def _trace_digests(inc: Incident) -> str:
+def trace_digests(inc: Incident) -> str:
     """Digests of the traces the workload replays: their rows are not in the incident's YAML."""
     apps = inc.workload.apps
     rows = [] if isinstance(apps, str) else [a.arrival._rows for a in apps if isinstance(a.arrival, ReplayArrival)]
@@ -51,7 +51,7 @@ def _trace_digests(inc: Incident) -> str:
 
 def incident_key(inc: Incident, seed: int) -> str:
     payload = json.dumps(inc.model_dump(mode="json"), sort_keys=True)
-    traces = _trace_digests(inc)
+    traces = trace_digests(inc)
     payload = f"{payload}|{traces}" if traces else payload  # keys of incidents without traces stay as they were
     return hashlib.sha256(f"{payload}|{seed}|{code_version()}".encode()).hexdigest()[:24]
 

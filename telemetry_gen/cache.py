@@ -29,16 +29,27 @@ def cache_dir() -> Path:
     return Path(base) / "servedrill"
 
 
+# Modules and data of telemetry_gen that never shape a built database: the proof and benchmark tools and
+# the cache itself. Leaving them out of code_version keeps cached databases and proof records valid across
+# edits to them.
+_NOT_TELEMETRY = frozenset({"cache.py", "proof.py", "proof_pool.py", "proof_report.py", "proof_record.py",
+                            "fidelity.py", "result_diff.py", "evidence.py"})
+
+
 @cache
 def code_version() -> str:
-    """Hash of the simulator's and telemetry builder's source, so a code change invalidates the cache."""
+    """Hash of the source that shapes a built database (the simulator and the telemetry builder, not the
+    proof and benchmark tools), so a change to it invalidates the cache."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for pkg in _PACKAGES:
         for path in sorted((root / pkg).rglob("*")):
-            if path.suffix in (".py", ".csv", ".json") and "__pycache__" not in path.parts:
-                h.update(str(path.relative_to(root)).encode())
-                h.update(path.read_bytes())
+            if path.suffix not in (".py", ".csv", ".json") or "__pycache__" in path.parts:
+                continue
+            if pkg == "telemetry_gen" and (path.name in _NOT_TELEMETRY or path.name.startswith("fidelity_")):
+                continue
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 

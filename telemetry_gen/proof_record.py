@@ -9,9 +9,11 @@ faults. CI then proves a few seeds itself and checks the record against them:
 
 * the record covers every seed of the policy, 0 .. PROOF_SEEDS-1, and every one of them passed;
 * it was made from this YAML (and the traces it replays): an edited incident needs a new proof;
-* for every seed CI proved, the telemetry digests it built equal the recorded ones. The digests are the
-  simulation's output, so any change to the engine or the telemetry builder that changes what a player
-  sees makes the record stale, while a refactor that changes nothing seen keeps it valid.
+* it is not stale: a record is stale when both the code that shapes the telemetry
+  (telemetry_gen.cache.code_version) and the telemetry itself differ from what was proven, for some seed
+  CI proved. Either alone is not enough: a refactor changes the code but not one byte of telemetry, and
+  another CPU can round a last bit differently (NumPy picks its kernels by CPU) so the same code builds
+  other bytes. A change to the engine that changes what a player sees changes both.
 
 A record holds no clock time, so proving unchanged code twice writes the same bytes.
 """
@@ -120,9 +122,12 @@ def make_record(incident_path: Path | str, incident_id: str, runs: Iterable[Mapp
             elif entry.get("worlds") and entry.get("ok") and seeds[key]["ok"]:
                 seeds[key]["worlds"] = True
     ordered = dict(sorted(seeds.items(), key=lambda kv: int(kv[0])))
+    from telemetry_gen.cache import code_version
+
     return {
         "format": RECORD_FORMAT,
         "incident": incident_id,
+        "code": code_version(),
         "source_sha256": sha,
         "policy_seeds": PROOF_SEEDS,
         "ok": all(e["ok"] for e in ordered.values()),
@@ -167,13 +172,16 @@ def check_record(incident_path: Path | str, runs: Iterable[Mapping[str, Any]] = 
         problems.append(f"{where}: seed {s} failed its proof: {first}")
     if len(failed) > 5:
         problems.append(f"{where}: ... and {len(failed) - 5} more failing seeds")
+    from telemetry_gen.cache import code_version
+
+    same_code = record.get("code") == code_version()
     for run in runs:
         entry = recorded.get(str(run["seed"]))
         digests = run.get("digests") or {}
-        if entry is None or not digests.get("faults"):
+        if same_code or entry is None or not digests.get("faults"):
             continue
         if (entry.get("faults"), entry.get("ablation")) != (digests.get("faults"), digests.get("ablation")):
-            problems.append(f"{where}: stale: seed {run['seed']} simulates to other telemetry than was proven "
-                            f"(the engine or telemetry builder changed since) (hint: {PROVE_HINT})")
+            problems.append(f"{where}: stale: the engine or telemetry builder changed since the proof and seed "
+                            f"{run['seed']} now simulates to other telemetry (hint: {PROVE_HINT})")
             break
     return problems

@@ -64,11 +64,20 @@ def test_an_edited_yaml_makes_the_record_stale(tmp_path: Path) -> None:
     assert "recorded for another version of proof-slow-replica.yaml" in problem
 
 
-def test_telemetry_that_differs_from_the_recorded_makes_the_record_stale(tmp_path: Path) -> None:
+def test_a_record_is_stale_when_both_the_code_and_the_telemetry_changed(tmp_path: Path) -> None:
     path = incident(tmp_path)
     write_record(path, "x", [run(s) for s in range(PROOF_SEEDS)])
-    [problem] = check_record(path, [run(0), run(1, ablation="changed")])
-    assert "stale: seed 1 simulates to other telemetry" in problem
+    changed = [run(0), run(1, ablation="changed")]
+    # same code, other bytes: another CPU's rounding, not a change; the record stands
+    assert check_record(path, changed) == []
+    record = json.loads(record_path(path).read_text())
+    record["code"] = "older"
+    record_path(path).write_text(json.dumps(record))
+    # other code, same bytes: a refactor; the record stands
+    assert check_record(path, [run(0), run(1)]) == []
+    # other code and other bytes: the engine changed what players see
+    [problem] = check_record(path, changed)
+    assert "stale: the engine or telemetry builder changed since the proof and seed 1 now simulates" in problem
 
 
 def test_records_merge_only_over_the_same_yaml_and_telemetry(tmp_path: Path) -> None:

@@ -317,18 +317,26 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
             _print_file(upto, verbose)
             printed += 1
 
+    records: list[Path] = []
+
+    def finished(result: FileResult) -> None:
+        # a file's record is written as soon as its seeds are done: an interrupted library run keeps them
+        if record:
+            records.extend(write_records([result]))
+        if not as_json:
+            show(result)
+
     proving = [r for r in results if not r.diagnostics] if deep else []
     chosen = chosen_seeds(seeds, sample)
     workers = jobs or default_jobs()
     if proving:
         try:
             prove_files(results, chosen, jobs=workers, claims_only=claims_only,
-                        progress=None if as_json else _Counter(), on_file=None if as_json else show)
+                        progress=None if as_json else _Counter(), on_file=finished)
         except Exception as exc:
             for r in proving:
                 if r.deep is None:
                     r.diagnostics = [internal_error(r.path, exc)]
-    records = write_records(results) if record else []
     ok = all(r.ok for r in results)
     wall = time.perf_counter() - started
     if as_json:

@@ -127,3 +127,18 @@ def test_unchanged_proofs_write_the_same_bytes(tmp_path: Path) -> None:
 def test_record_needs_deep() -> None:
     result = CliRunner().invoke(main, ["validate", "--record", str(FIXTURE)])
     assert result.exit_code == 2 and "--record needs --deep" in result.output
+
+
+def test_validate_record_writes_what_the_simulation_proved(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("SERVEDRILL_CACHE", str(tmp_path / "cache"))
+    path = incident(tmp_path)
+    result = CliRunner().invoke(main, ["validate", "--deep", "--claims-only", "--seed", "0", "--jobs", "1",
+                                       "--record", "--json", str(path)])
+    out = json.loads(result.output)
+    assert result.exit_code == 0 and out["records"] == [str(record_path(path))]
+    record = read_record(path)
+    assert record is not None and list(record["seeds"]) == ["0"] and record["ok"]
+    digests = out["files"][0]["deep"]["runs"][0]["digests"]
+    assert record["seeds"]["0"]["faults"] == digests["faults"] and len(digests["faults"]) == 64
+    assert record["seeds"]["0"]["faults"] != record["seeds"]["0"]["ablation"]
+    assert check_record(path, out["files"][0]["deep"]["runs"], seeds=[0]) == []

@@ -168,6 +168,8 @@ def test_adapters_need_an_engine_that_serves_them_and_lora_knobs_need_adapters()
     d = data()
     d["workload"]["apps"][1]["adapters"]["rank"] = 64
     assert any("exceeds the engine's max_lora_rank 16" in m for m in messages(d))
+    d = data(faults=[{**SLOTS_CUT, "params": {"max_lora_rank": 8}}])
+    assert any("max_lora_rank 8 is below the rank of the workload's adapters (16)" in m for m in messages(d))
     d = data(faults=[SLOTS_CUT])
     del d["workload"]["apps"][1]["adapters"]
     found = messages(d)

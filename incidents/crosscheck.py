@@ -502,7 +502,8 @@ def _check_adapters(data: Mapping[str, Any], engine: dict[str, Any]) -> list[Iss
     with_adapters = [(i, _dict(a)) for i, a in enumerate(_list(apps)) if _dict(_dict(a).get("adapters"))]
     issues: list[Issue] = []
     if not with_adapters:
-        places = [(("fleet", "engine", k), k) for k in LORA_KNOBS if k in engine]
+        places: list[tuple[tuple[str | int, ...], str]] = [(("fleet", "engine", k), k) for k in LORA_KNOBS
+                                                            if k in engine]
         for where, faults in _all_worlds(data):
             for i, f in enumerate(faults):
                 params = _dict(_dict(f).get("params"))

@@ -342,7 +342,7 @@ class Adapters(_Strict):
     rank: int = Field(16, ge=1, le=512, description="LoRA rank of every adapter (at most the engine's "
                       "max_lora_rank): it sizes the weights a load copies into a GPU slot.")
     popularity: Popularity = Field(
-        default_factory=lambda: ZipfPopularity(kind="zipf"),
+        default_factory=lambda: ZipfPopularity(kind="zipf", skew=1.0),
         description="Which adapter a request names: {kind: zipf, skew: 1.0} (default) or {kind: uniform}.",
     )
     share: float = Field(1.0, gt=0, le=1, description="Fraction of the app's requests that name an adapter "

@@ -34,7 +34,15 @@ from engine_model.request import Request
 from engine_model.results import SimResult
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation, replica_names
 from incidents.spec import App as AppSpecYaml
-from incidents.spec import BurstArrival, ClosedLoopArrival, FaultSpec, Incident, ReplayArrival, replica_index
+from incidents.spec import (
+    BurstArrival,
+    ClosedLoopArrival,
+    FaultSpec,
+    Incident,
+    ReplayArrival,
+    ZipfPopularity,
+    replica_index,
+)
 from telemetry_gen import tables as T
 from telemetry_gen.clients import client_deploys, client_model, declares_clients
 from telemetry_gen.quality import base_scores
@@ -196,9 +204,9 @@ def _adapter_mix(app: AppSpecYaml) -> AdapterMix | None:
     d = app.adapters
     if d is None:
         return None
-    kind = d.popularity.kind
-    return AdapterMix(count=d.count, rank=d.rank, popularity=kind,
-                      skew=d.popularity.skew if kind == "zipf" else 0.0, share=d.share)
+    pop = d.popularity
+    skew = pop.skew if isinstance(pop, ZipfPopularity) else 0.0
+    return AdapterMix(count=d.count, rank=d.rank, popularity=pop.kind, skew=skew, share=d.share)
 
 
 # lengths of a replayed app come from its trace; its LengthDist is never drawn from

@@ -15,7 +15,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --no-input -q
 export PIP_ROOT_USER_ACTION := ignore
 export PIP_NO_WARN_SCRIPT_LOCATION := 1
 
-.PHONY: play run test test-fast lint bench clean setup
+.PHONY: play run test test-fast lint bench clean setup prove
 
 # $(call step,NAME,WHAT,HOW LONG,COMMAND): say what starts and how long it usually takes, run COMMAND with
 # its output appended to $(LOG), say every 30 s that it is still going, then how long it took. On a
@@ -88,6 +88,11 @@ test: $(STAMP)
 # the inner loop: every test but those marked slow (tests/conftest.py says which); make test still runs all
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# the library on the whole seed policy (claims on seeds 0-58), written to incidents/proofs/ for CI to check
+# (tests/test_library_proof.py); an hour or more on two cores. Commit the records it writes.
+prove: $(STAMP)
+	$(BIN)/servedrill validate --deep --claims-only --record incidents/
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -22,9 +22,10 @@ another):
   element size: 1 byte for fp8 (FlashAttention-3 and vLLM's paged kernels read fp8 KV and convert in
   registers; GPUStack measured vLLM 0.9.2's mean TPOT on Qwen3-8B / H100 / ShareGPT drop from 126.55 to
   103.21 ms with an fp8 KV cache, docs/performance-lab/references/the-impact-of-quantization-on-vllm-
-  inference-performance.md in github.com/gpustack/gpustack). The two attention kernels' overheads
-  (KV write, attention) are added per layer; a decode step stays affine in its context, which the closed
-  forms of decode_run_time rely on.
+  inference-performance.md in github.com/gpustack/gpustack). The two attention kernels' fixed costs
+  are added per layer: the KV write's KERNEL_OVERHEAD_S and the attention kernel's measured floor
+  ATTN_KERNEL_FIXED_S; a decode step stays affine in its context, which the closed forms of
+  decode_run_time rely on.
 * LM head on the sampled rows only, then the sampler over the vocabulary.
 * Tensor parallel: weights, heads and KV heads split over TP ranks; two all-reduces per layer of
   tokens * hidden * 2 bytes over `gpu.link` (tp_allreduce_s): vLLM's one-shot kernels (custom all-reduce /
@@ -111,6 +112,15 @@ ATTN_COMPUTE_EFFICIENCY_BY_GPU: dict[str, float] = {"H100-SXM": 0.65, "H200": 0.
 # 64 sequences, page 16) on H100 SXM in microsoft/onnxruntime#21414 add 3.0 TB/s of bandwidth per extra
 # byte between 256 and 512 tokens of context (39.5 -> 61.9 us for 67 -> 131 MiB): 0.89 of 3.35 TB/s.
 ATTN_BW_EFFICIENCY = 0.88
+# The attention kernel's fixed GPU time per call (one call per layer per step: V1 runs prefill and decode
+# tokens of a step through one varlen attention call), in place of the generic KERNEL_OVERHEAD_S. The same
+# table of microsoft/onnxruntime#21414 (H100 SXM, paged batch decode, Llama-3-70B heads, page 16) gives
+# 15.06 us of GPU time for 11 MiB of KV (64 sequences x 32 tokens) and 17.90 us for 19 MiB: after the bytes
+# at ATTN_BW_EFFICIENCY (3.9 and 6.8 us) the kernel takes 11.1 us at any size (the 256- and 512-token rows
+# leave 15-16 us). Was KERNEL_OVERHEAD_S (3.5 us, fitted to GEMM and elementwise operators, not attention),
+# which left light-load decode steps 1-15 % faster than vLLM's nightly latency tests. Assumed alike on
+# other GPUs (no public figure found).
+ATTN_KERNEL_FIXED_S = 11e-6
 
 # ---- all-reduce inside vLLM (fitted; see tp_allreduce_s) ------------------------------------------
 # vLLM runs TP all-reduces up to a few MiB with its own one-shot kernels, not NCCL. Fitted to vLLM's
@@ -139,6 +149,7 @@ _DENSE_GEMM_KERNELS = 4  # QKV, O, gate_up, down
 _ELEMENTWISE_KERNELS = 5  # input norm, post-attention norm, rotary, SiLU-and-mul, residual add
 _MOE_EXTRA_KERNELS = 4  # router GEMM, top-k, token alignment, expert-output reduction
 _ATTN_KERNELS = 2  # KV-cache write, attention
+_ATTN_FIXED_S = KERNEL_OVERHEAD_S + ATTN_KERNEL_FIXED_S  # their fixed GPU time per layer and step
 
 # Memo bounds: a fleet run sees a few thousand step shapes per replica and a handful of hardware states;
 # a table that outgrows its bound is cleared (entries are pure functions of their key, so only speed
@@ -545,7 +556,7 @@ class StepCostModel:
         bw_e = self._bw * ELEMENTWISE_BW_EFFICIENCY * hw.hbm_bw_factor
         # embedding gather and KV-cache writes of the new tokens
         small_m = tokens * (m.hidden * 2.0 + layers * self._kv_layer_bytes) / bw_e
-        device = layers * (lin_t + _ATTN_KERNELS * KERNEL_OVERHEAD_S) + head_t + small_m
+        device = layers * (lin_t + _ATTN_FIXED_S) + head_t + small_m
         compute = layers * lin_c + head_c
         stream = layers * lin_s + head_s + small_m
         memory = layers * lin_m + head_m + stream
@@ -571,7 +582,7 @@ class StepCostModel:
             # k sequential passes of a one-layer draft head over the decode sequences, sharing the LM head
             d_t, d_c, d_m, d_s = self._linear_memo(float(decode_seqs), memo)
             h_t, h_c, h_m, h_s = self._head_memo(float(decode_seqs), memo)
-            device += k * (d_t + h_t + _ATTN_KERNELS * KERNEL_OVERHEAD_S)
+            device += k * (d_t + h_t + _ATTN_FIXED_S)
             compute += k * (d_c + h_c)
             stream += k * (d_s + h_s)
             memory += k * (d_m + h_m + d_s + h_s)

@@ -285,16 +285,21 @@ def _print_file(result: FileResult, verbose: bool = False) -> None:
               help="Processes proving seeds at once (default: the cores available).")
 @click.option("--claims-only", is_flag=True,
               help="--deep without the hypothesis worlds: 2 simulations per seed instead of 3 plus 1 per distractor.")
+@click.option("--record", is_flag=True,
+              help="--deep also writes each file's proof record (proofs/<id>.json beside it), which CI checks "
+              "the library against; seeds already recorded from the same YAML and telemetry are kept.")
 @click.option("--verbose", "-v", is_flag=True, help="Print every check of every seed, not only the failures.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tuple[int, ...], jobs: int | None,
-             claims_only: bool, verbose: bool, as_json: bool) -> None:
+             claims_only: bool, record: bool, verbose: bool, as_json: bool) -> None:
     """Check incident files (default: the whole library); PATHS may be files, folders or library ids.
 
     Prints every problem as file:line:column: message (hint: ...) and exits 1 if there is any.
     """
     from telemetry_gen.proof_pool import default_jobs
 
+    if record and not deep:
+        raise click.UsageError("--record needs --deep: a record says what the simulation proved")
     started = time.perf_counter()
     results: list[FileResult] = []
     for path, problems in expand_paths(paths):
@@ -323,10 +328,12 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
             for r in proving:
                 if r.deep is None:
                     r.diagnostics = [internal_error(r.path, exc)]
+    records = write_records(results) if record else []
     ok = all(r.ok for r in results)
     wall = time.perf_counter() - started
     if as_json:
         base.emit({"ok": ok, "files": [r.to_dict() for r in results],
+                   **({"records": [str(p) for p in records]} if record else {}),
                    **({"deep": {"seeds": list(chosen), "jobs": workers, "claims_only": claims_only,
                                 "proofs": len(proving) * len(chosen), "wall_s": round(wall, 1)}} if deep else {})})
     elif not results:
@@ -342,4 +349,17 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
             click.echo(f"deep: {n} proof{'s' * (n != 1)} ({f} file{'s' * (f != 1)} x {k} seed{'s' * (k != 1)}"
                        f"{', claims only' if claims_only else ''}) in {wall:.0f} s with {workers} "
                        f"job{'s' * (workers != 1)}")
+        for path in records:
+            click.echo(f"recorded {path}")
     sys.exit(0 if ok else 1)
+
+
+def write_records(results: list[FileResult]) -> list[Path]:
+    """Write the proof record of every file that was proven (telemetry_gen.proof_record); their paths."""
+    from telemetry_gen.proof_record import write_record
+
+    written = []
+    for r in results:
+        if r.deep:
+            written.append(write_record(r.path, str(r.deep[0].get("incident") or Path(r.path).stem), r.deep))
+    return written

@@ -29,20 +29,31 @@ def cache_dir() -> Path:
     return Path(base) / "servedrill"
 
 
+# Modules and data of telemetry_gen that never shape a built database: the proof and benchmark tools and
+# the cache itself. Leaving them out of code_version keeps cached databases and proof records valid across
+# edits to them.
+_NOT_TELEMETRY = frozenset({"cache.py", "proof.py", "proof_pool.py", "proof_report.py", "proof_record.py",
+                            "fidelity.py", "result_diff.py", "evidence.py"})
+
+
 @cache
 def code_version() -> str:
-    """Hash of the simulator's and telemetry builder's source, so a code change invalidates the cache."""
+    """Hash of the source that shapes a built database (the simulator and the telemetry builder, not the
+    proof and benchmark tools), so a change to it invalidates the cache."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for pkg in _PACKAGES:
         for path in sorted((root / pkg).rglob("*")):
-            if path.suffix in (".py", ".csv", ".json") and "__pycache__" not in path.parts:
-                h.update(str(path.relative_to(root)).encode())
-                h.update(path.read_bytes())
+            if path.suffix not in (".py", ".csv", ".json") or "__pycache__" in path.parts:
+                continue
+            if pkg == "telemetry_gen" and (path.name in _NOT_TELEMETRY or path.name.startswith("fidelity_")):
+                continue
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
-def _trace_digests(inc: Incident) -> str:
+def trace_digests(inc: Incident) -> str:
     """Digests of the traces the workload replays: their rows are not in the incident's YAML."""
     apps = inc.workload.apps
     rows = [] if isinstance(apps, str) else [a.arrival._rows for a in apps if isinstance(a.arrival, ReplayArrival)]
@@ -51,7 +62,7 @@ def _trace_digests(inc: Incident) -> str:
 
 def incident_key(inc: Incident, seed: int) -> str:
     payload = json.dumps(inc.model_dump(mode="json"), sort_keys=True)
-    traces = _trace_digests(inc)
+    traces = trace_digests(inc)
     payload = f"{payload}|{traces}" if traces else payload  # keys of incidents without traces stay as they were
     return hashlib.sha256(f"{payload}|{seed}|{code_version()}".encode()).hexdigest()[:24]
 

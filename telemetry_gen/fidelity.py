@@ -46,6 +46,10 @@ from engine_model.simulation import FleetSpec, PoolSpec, Simulation
 from telemetry_gen.workload import AppSpec, LengthDist, RateCurve, ReplayTrace, WorkloadSpec, generate_requests
 
 POINTS_PATH = Path(__file__).resolve().parent / "data" / "fidelity_points.yaml"
+# per-request ShareGPT lengths (input, output tokens) for points with `lengths: sharegpt`; how the file was
+# made, and how it departs from the benchmark's own sample, is in tools/sharegpt_lengths.py
+SHAREGPT_LENGTHS_PATH = Path(__file__).resolve().parent / "data" / "fidelity_sharegpt_lengths.csv"
+LENGTH_SOURCES = ("fixed", "sharegpt")
 METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "output_throughput_tok_s", "decode_step_ms", "prefill_step_ms")
 TARGET_MEDIAN_ABS_ERROR = 0.10  # issue 14: median |relative error| per metric at most 10 %
 _NO_TIMEOUT_S = 1e7  # benchmark clients wait for every response
@@ -71,6 +75,7 @@ class FidelityPoint:
     seed: int = 0
     prefill_bound: bool = False
     config: dict[str, Any] = field(default_factory=dict)
+    lengths: str = "fixed"  # fixed: every request input_tokens / output_tokens; sharegpt: see sharegpt_lengths
 
     def engine_config(self) -> EngineConfig:
         cfg = EngineConfig(tensor_parallel_size=self.tp).with_changes(**self.config)
@@ -109,7 +114,10 @@ def load_points(path: Path = POINTS_PATH) -> list[FidelityPoint]:
             seed=int(load.get("seed", 0)),
             prefill_bound=bool(item.get("prefill_bound", False)),
             config=dict(item.get("config") or {}),
+            lengths=str(item.get("lengths", "fixed")),
         )
+        if point.lengths not in LENGTH_SOURCES:
+            raise ValueError(f"{name}: lengths must be one of {LENGTH_SOURCES}, not {point.lengths!r}")
         if kind == "concurrency" and point.concurrency < 1:
             raise ValueError(f"{name}: a concurrency load needs concurrency >= 1")
         out.append(point)
@@ -144,9 +152,40 @@ def point_workload(point: FidelityPoint) -> WorkloadSpec:
     return WorkloadSpec(duration_s=horizon, rate=RateCurve(base_rps=1.0, daily_amplitude=0.0), apps=(app,))
 
 
+def _scaled(values: list[int], total: int) -> list[int]:
+    """`values` scaled so that they sum to `total` exactly (largest remainders get the rounding), each >= 1."""
+    raw = [v * total / sum(values) for v in values]
+    out = [max(1, math.floor(x)) for x in raw]
+    order = sorted(range(len(raw)), key=lambda i: raw[i] - math.floor(raw[i]), reverse=True)
+    for i in order[: max(0, total - sum(out))]:
+        out[i] += 1
+    return out
+
+
+def sharegpt_lengths(n: int, input_tokens: int, output_tokens: int) -> list[tuple[int, int]]:
+    """(input, output) tokens of the first `n` requests of the ShareGPT sample, scaled so their totals are
+    n * input_tokens and n * output_tokens (a point's published means). `vllm bench serve` sends the
+    dataset's requests in sample order with max_tokens = the reply's length, so a replay needs the
+    spread, not only the means: a run's duration ends with its longest replies, decoded at a small batch."""
+    rows = [line.split(",") for line in SHAREGPT_LENGTHS_PATH.read_text().splitlines()[1:] if line.strip()]
+    if n > len(rows):
+        raise ValueError(f"the ShareGPT sample has {len(rows)} requests, not {n}")
+    ins = _scaled([int(r[0]) for r in rows[:n]], n * input_tokens)
+    outs = _scaled([int(r[1]) for r in rows[:n]], n * output_tokens)
+    return list(zip(ins, outs, strict=True))
+
+
 def make_requests(point: FidelityPoint) -> list[Request]:
-    """The point's requests (request_id 0..n-1 in send order; a closed loop's held ones have arrival inf)."""
-    return generate_requests(point_workload(point), seed=point.seed)
+    """The point's requests (request_id 0..n-1 in send order; a closed loop's held ones have arrival inf).
+    With `lengths: sharegpt` request i gets row i of the ShareGPT sample (sharegpt_lengths)."""
+    reqs = generate_requests(point_workload(point), seed=point.seed)
+    if point.lengths == "sharegpt":
+        lengths = sharegpt_lengths(len(reqs), point.input_tokens, point.output_tokens)
+        for r in reqs:
+            r.prompt_tokens, r.output_tokens = lengths[r.request_id]
+            r.max_tokens = r.output_tokens
+            r.prefix_tokens = min(r.prefix_tokens, r.prompt_tokens)
+    return reqs
 
 
 @dataclass(frozen=True)

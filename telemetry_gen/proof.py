@@ -225,11 +225,11 @@ def prove(
     stage = "simulation with the faults"
     try:
         fault = ensure_database(incident, seed, progress=lambda f, s: say(0.3 * f, f"faults: {s}"))
-        report.fault_wall_s = fault.build_s
+        report.fault_wall_s, report.fault_digest = fault.build_s, fault.digest
         stage = "simulation without the faults"
         ablation = ensure_database(incident, seed, ablate=True,
                                    progress=lambda f, s: say(0.3 + 0.2 * f, f"ablation: {s}"))
-        report.ablation_wall_s = ablation.build_s
+        report.ablation_wall_s, report.ablation_digest = ablation.build_s, ablation.digest
         stage = "checking the claims"
         say(0.5, "checking")
         started = time.perf_counter()

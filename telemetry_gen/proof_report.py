@@ -287,6 +287,10 @@ class ProofReport:
     inspection: list[str] = field(default_factory=list)
     inspected: bool = False
     worlds_checked: bool = True  # False: prove(worlds=False) checked the claims only
+    # content digests of the telemetry with and without the faults (telemetry_gen.store.table_digest): what
+    # a proof record (telemetry_gen.proof_record) ties its verdict to
+    fault_digest: str | None = None
+    ablation_digest: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -386,6 +390,7 @@ class ProofReport:
             "discrimination": [d.to_dict() for d in self.discrimination],
             "worlds": [w.to_dict() for w in self.worlds],
             "worlds_checked": self.worlds_checked,
+            "digests": {"faults": self.fault_digest, "ablation": self.ablation_digest},
             "inspection": list(self.inspection),
             "failures": [{"check": f.check, "subject": list(f.subject), "problem": f.problem}
                          for f in self.failures()],

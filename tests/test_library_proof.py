@@ -4,6 +4,10 @@ page states and can be ruled out by some reference query; the players tests reus
 seeds 1 .. CI_SEEDS-1 claims only. `servedrill validate --deep` proves the full sample, PROOF_SEEDS
 seeds with every world; run it before changing an incident or the engine.
 
+The whole seed policy is held through proof records (telemetry_gen.proof_record): `make prove` proves every
+seed of the policy and records the verdicts with the telemetry's digests; here each record must cover
+every seed, have passed, match the YAML, and agree with the telemetry CI just built for its own seeds.
+
 Both kinds of proof go through `prove_many` in one process per core, so the suite pays about what one
 complete seed per incident used to cost serially."""
 
@@ -19,6 +23,7 @@ import pytest
 from game.cli_validate import unobserved_signals
 from incidents.loader import iter_library, load_incident
 from telemetry_gen.proof_pool import ProofTask, default_jobs, prove_many
+from telemetry_gen.proof_record import RECORD_FOLDER, check_record
 
 pytestmark = pytest.mark.slow  # proves every library incident on its seeds (minutes)
 
@@ -50,3 +55,17 @@ def test_incident_proves_itself_on_the_ci_seeds(path: Path, proofs: dict[tuple[s
     incident = load_incident(path)
     assert len(runs[0]["worlds"]) == sum(1 for h in incident.hypotheses if not h.true)
     assert all(run["worlds_checked"] is False for run in runs[1:])
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.stem)
+def test_incident_is_proven_on_every_seed_of_the_policy(path: Path,
+                                                        proofs: dict[tuple[str, int], dict[str, Any]]) -> None:
+    runs = [proofs[(str(path), seed)] for seed in range(CI_SEEDS)]
+    problems = check_record(path, runs)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_proof_record_belongs_to_a_library_incident() -> None:
+    folder = LIBRARY[0].parent / RECORD_FOLDER
+    orphans = sorted(p.name for p in folder.glob("*.json") if not (folder.parent / f"{p.stem}.yaml").is_file())
+    assert not orphans, f"records without an incident (delete them): {orphans}"

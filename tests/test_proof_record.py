@@ -1,0 +1,129 @@
+"""Proof records (telemetry_gen.proof_record): what `validate --deep --record` keeps, how records merge, and
+every way `check_record` refuses one."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from game.commands import main
+from incidents.variants import PROOF_SEEDS
+from telemetry_gen.proof_record import (
+    check_record,
+    make_record,
+    read_record,
+    record_path,
+    write_record,
+)
+
+FIXTURE = Path(__file__).parent / "data" / "incidents" / "proof-slow-replica.yaml"
+
+
+def run(seed: int, *, ok: bool = True, faults: str = "f", ablation: str = "a", worlds: bool = False,
+        claims: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A run dict as telemetry_gen.proof_pool.located gives it, reduced to what a record reads."""
+    return {"seed": seed, "ok": ok, "error": None, "worlds_checked": worlds,
+            "digests": {"faults": f"{faults}{seed}", "ablation": f"{ablation}{seed}"},
+            "problems": [] if ok else [f"symptom s: fails on seed {seed}"], "claims": claims or []}
+
+
+def incident(tmp_path: Path) -> Path:
+    target = tmp_path / "lib" / FIXTURE.name
+    target.parent.mkdir()
+    shutil.copy(FIXTURE, target)
+    return target
+
+
+def test_a_full_passing_record_checks_clean_and_a_fresh_run_with_the_same_telemetry_agrees(tmp_path: Path) -> None:
+    path = incident(tmp_path)
+    written = write_record(path, "proof-slow-replica", [run(s) for s in range(PROOF_SEEDS)])
+    assert written == record_path(path) == path.parent / "proofs" / "proof-slow-replica.json"
+    assert check_record(path, [run(0), run(1)]) == []
+
+
+def test_no_record_missing_seeds_and_failed_seeds_are_each_reported(tmp_path: Path) -> None:
+    path = incident(tmp_path)
+    assert "no proof record" in check_record(path)[0]
+    write_record(path, "x", [run(s) for s in range(3)])
+    [problem] = check_record(path)
+    assert f"{PROOF_SEEDS - 3} of the policy's {PROOF_SEEDS} seeds not proven (first: 3)" in problem
+    write_record(path, "x", [run(s, ok=s != 7) for s in range(PROOF_SEEDS)])
+    [problem] = check_record(path)
+    assert "seed 7 failed its proof: symptom s: fails on seed 7" in problem
+
+
+def test_an_edited_yaml_makes_the_record_stale(tmp_path: Path) -> None:
+    path = incident(tmp_path)
+    write_record(path, "x", [run(s) for s in range(PROOF_SEEDS)])
+    path.write_text(path.read_text() + "\n# an edit\n")
+    [problem] = check_record(path)
+    assert "recorded for another version of proof-slow-replica.yaml" in problem
+
+
+def test_a_record_is_stale_when_both_the_code_and_the_telemetry_changed(tmp_path: Path) -> None:
+    path = incident(tmp_path)
+    write_record(path, "x", [run(s) for s in range(PROOF_SEEDS)])
+    changed = [run(0), run(1, ablation="changed")]
+    # same code, other bytes: another CPU's rounding, not a change; the record stands
+    assert check_record(path, changed) == []
+    record = json.loads(record_path(path).read_text())
+    record["code"] = "older"
+    record_path(path).write_text(json.dumps(record))
+    # other code, same bytes: a refactor; the record stands
+    assert check_record(path, [run(0), run(1)]) == []
+    # other code and other bytes: the engine changed what players see
+    [problem] = check_record(path, changed)
+    assert "stale: the engine or telemetry builder changed since the proof and seed 1 now simulates" in problem
+
+
+def test_records_merge_only_over_the_same_yaml_and_telemetry(tmp_path: Path) -> None:
+    path = incident(tmp_path)
+    # a claims-only pass over every seed, then worlds over seed 0: both kept
+    write_record(path, "x", [run(s) for s in range(PROOF_SEEDS)])
+    write_record(path, "x", [run(0, worlds=True)])
+    record = read_record(path)
+    assert record is not None and len(record["seeds"]) == PROOF_SEEDS and record["seeds"]["0"]["worlds"]
+    # proving seed 0 again claims only keeps its worlds verdict: same telemetry
+    write_record(path, "x", [run(0)])
+    assert read_record(path)["seeds"]["0"]["worlds"]  # type: ignore[index]
+    # new physics: the old seeds go, only what was proven with it stays
+    write_record(path, "x", [run(0, faults="new")])
+    assert list(read_record(path)["seeds"]) == ["0"]  # type: ignore[index]
+    # an edited YAML: the same
+    write_record(path, "x", [run(s) for s in range(4)])
+    path.write_text(path.read_text() + "\n# an edit\n")
+    write_record(path, "x", [run(9)])
+    assert list(read_record(path)["seeds"]) == ["9"]  # type: ignore[index]
+
+
+def test_a_record_names_the_claim_closest_to_failing() -> None:
+    claims = [
+        {"symptom": "far", "context": False, "with_faults": {"margin": 4.0, "required": 2.0},
+         "without_faults": {"margin": -1.0, "required": 2.0}},
+        # holds with a 10% margin, but without the faults misses the threshold by only 5%
+        {"symptom": "near", "context": False, "with_faults": {"margin": 0.2, "required": 2.0},
+         "without_faults": {"margin": -0.1, "required": 2.0}},
+        # a context claim must hold on both sides: its margin without counts as is
+        {"symptom": "context", "context": True, "with_faults": {"margin": 1.0, "required": 1.0},
+         "without_faults": {"margin": 0.5, "required": 1.0}},
+    ]
+    record = make_record(FIXTURE, "x", [run(0, claims=claims)])
+    assert record["seeds"]["0"]["weakest"] == {"symptom": "near", "margin": 0.05}
+
+
+def test_unchanged_proofs_write_the_same_bytes(tmp_path: Path) -> None:
+    path = incident(tmp_path)
+    write_record(path, "x", [run(s) for s in range(5)])
+    first = record_path(path).read_bytes()
+    write_record(path, "x", [run(s) for s in range(5)])
+    assert record_path(path).read_bytes() == first
+    assert json.loads(first)["ok"] is True
+
+
+def test_record_needs_deep() -> None:
+    result = CliRunner().invoke(main, ["validate", "--record", str(FIXTURE)])
+    assert result.exit_code == 2 and "--record needs --deep" in result.output

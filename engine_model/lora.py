@@ -42,15 +42,20 @@ class AdapterCache:
         self.slots = slots
         self.host_slots = max(host_slots, slots)
         self.bytes_per_adapter = bytes_per_adapter
+        # bytes of adapters whose rank differs from max_lora_rank (the others weigh bytes_per_adapter)
+        self.sizes: dict[int, int] = {}
         self.gpu: OrderedDict[int, None] = OrderedDict()
         self.host: OrderedDict[int, None] = OrderedDict()
         self.loads_total = 0  # copies into a GPU slot
         self.disk_loads_total = 0  # of those, adapters read from disk first
         self.load_s_total = 0.0
 
-    def load_time_s(self, from_disk: bool) -> float:
-        t = self.bytes_per_adapter / H2D_BYTES_PER_S
-        return t + self.bytes_per_adapter / DISK_BYTES_PER_S if from_disk else t
+    def load_time_s(self, from_disk: bool, nbytes: int = -1) -> float:
+        """Seconds to copy an adapter of `nbytes` (default bytes_per_adapter) into a GPU slot, reading it
+        from disk first when `from_disk`."""
+        size = self.bytes_per_adapter if nbytes < 0 else nbytes
+        t = size / H2D_BYTES_PER_S
+        return t + size / DISK_BYTES_PER_S if from_disk else t
 
     def activate(self, adapters: set[int]) -> float:
         """Make every adapter of a step (at most `slots` distinct, the scheduler's cap) resident; returns the
@@ -75,6 +80,6 @@ class AdapterCache:
                 self.host.move_to_end(a)
             self.gpu[a] = None
             self.loads_total += 1
-            spent += self.load_time_s(from_disk)
+            spent += self.load_time_s(from_disk, self.sizes.get(a, self.bytes_per_adapter))
         self.load_s_total += spent
         return spent

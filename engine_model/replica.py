@@ -237,6 +237,10 @@ class Replica:
             # that, and decoding sequences wait for it (their next token's gap includes it)
             used = {s.req.lora for s, _ in chunks if s.req.lora}
             used.update(s.req.lora for s in self.sched.decoding.values() if s.req.lora)
+            for s, _ in chunks:
+                rank = s.req.lora_rank
+                if rank and s.req.lora and rank != self.config.max_lora_rank:
+                    self.adapters.sizes[s.req.lora] = adapter_bytes(self.model, rank)
             load_s = self.adapters.activate(used) if used else 0.0
             if load_s > 0.0:
                 if self.sched.decoding:
@@ -488,6 +492,7 @@ class Replica:
     def sample(self, now: float) -> dict[str, Any]:
         """State as a scrape at `now` would see it (counters cumulative over the replica's life)."""
         up = self.state != "down"
+        lora = up and self.adapters is not None
         leak = self.leaked_bytes(now) if up else 0
         mem_used = (
             self.mem.weight_bytes + self.mem.kv_bytes + self.mem.activation_peak_bytes
@@ -523,4 +528,12 @@ class Replica:
             "link_factor": self.hw.link_factor,
             "memory_used_bytes": min(mem_used, self.mem.total_bytes),
             "memory_total_bytes": self.mem.total_bytes,
+            # LoRA (vllm:lora_requests_info): GPU slots, and the adapters of running and of waiting requests
+            "max_lora": self.config.max_loras if lora else 0,
+            "lora_running": self._adapters_of(self.sched.running_sequences()) if lora else (),
+            "lora_waiting": self._adapters_of(self.sched.waiting_sequences()) if lora else (),
         }
+
+    @staticmethod
+    def _adapters_of(seqs: list[Sequence]) -> tuple[int, ...]:
+        return tuple(sorted({s.req.lora for s in seqs if s.req.lora}))

@@ -49,8 +49,10 @@ class Request:
     # later (engine_model.clients)
     loop: int = -1
     think_s: float = 0.0
-    # LoRA adapter the request names (0: the base model); see lora.py
+    # LoRA adapter the request names (0: the base model) and that adapter's rank (0: the engine's
+    # max_lora_rank); the rank sizes the adapter's weights and so its load time, see lora.py
     lora: int = 0
+    lora_rank: int = 0
     # which send of its client's request this is (1: the first; a retry is a new request, see retries.py)
     attempt: int = 1
     # request_id of the first attempt when this is a retry (-1: this is the first attempt)

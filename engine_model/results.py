@@ -14,7 +14,7 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "prompt_tokens", "cached_tokens", "output_tokens", "num_preemptions", "replica",
     "route", "model", "model_version", "status", "finish_reason", "output_hash",
     "batch_at_first_token", "app", "tenant", "temperature", "seed", "prompt_hash", "first_logprob",
-    "attempt", "first_request_id",
+    "attempt", "first_request_id", "lora",
 )
 
 SAMPLE_FIELDS: tuple[str, ...] = (
@@ -23,7 +23,7 @@ SAMPLE_FIELDS: tuple[str, ...] = (
     "prefix_queries_total", "prefix_hits_total", "spec_draft_tokens_total", "spec_accepted_tokens_total",
     "spec_drafts_total", "requests_finished_total", "busy_s_total", "compute_s_total", "memory_s_total",
     "steps_total", "itl_counts", "itl_sum", "clock_factor", "hbm_bw_factor", "link_factor",
-    "memory_used_bytes", "memory_total_bytes",
+    "memory_used_bytes", "memory_total_bytes", "max_lora", "lora_running", "lora_waiting",
 )
 
 

@@ -158,6 +158,12 @@ class Scheduler:
         """num_running + num_waiting (the router asks this of every replica per request)."""
         return len(self.prefilling) + len(self.decoding) + len(self.waiting)
 
+    def running_sequences(self) -> list[Sequence]:
+        return self.prefilling + list(self.decoding.values())
+
+    def waiting_sequences(self) -> list[Sequence]:
+        return [s for *_, s in self.waiting]
+
     def all_sequences(self) -> list[Sequence]:
         return [s for *_, s in self.waiting] + self.prefilling + list(self.decoding.values())
 

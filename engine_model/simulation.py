@@ -506,6 +506,7 @@ class Simulation:
             out.first_logprob,
             req.attempt,
             req.first_request_id,
+            req.lora,
         ))
         if self.clients is not None and out.status == "ok" and self._unscaled:
             self._unscaled.pop(req.request_id, None)

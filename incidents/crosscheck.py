@@ -484,6 +484,57 @@ def _check_rate_changes(workload: dict[str, Any]) -> list[Issue]:
     return issues
 
 
+LORA_KNOBS = ("max_loras", "max_cpu_loras", "max_lora_rank")
+
+
+def _all_worlds(data: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], list[Any]]]:
+    """(location, fault list) of the faults and of every hypothesis's world."""
+    out: list[tuple[tuple[str | int, ...], list[Any]]] = [(("faults",), _list(data.get("faults")))]
+    out += [(("hypotheses", j, "world"), _list(_dict(h).get("world")))
+            for j, h in enumerate(_list(data.get("hypotheses")))]
+    return out
+
+
+def _check_adapters(data: Mapping[str, Any], engine: dict[str, Any]) -> list[Issue]:
+    """Apps with adapters need an engine that serves them (max_loras >= 1) with max_lora_rank >= their rank;
+    LoRA knobs without any adapter in the workload would change nothing and are refused."""
+    apps = _dict(data.get("workload")).get("apps")
+    with_adapters = [(i, _dict(a)) for i, a in enumerate(_list(apps)) if _dict(_dict(a).get("adapters"))]
+    issues: list[Issue] = []
+    if not with_adapters:
+        places: list[tuple[tuple[str | int, ...], str]] = [(("fleet", "engine", k), k) for k in LORA_KNOBS
+                                                            if k in engine]
+        for where, faults in _all_worlds(data):
+            for i, f in enumerate(faults):
+                params = _dict(_dict(f).get("params"))
+                loc = (*where, i, "params")
+                places += [((*loc, k), k) for k in LORA_KNOBS if _dict(f).get("kind") == "config_change"
+                           and k in params]
+        for loc, knob in places:
+            issues.append(Issue(loc, f"{knob} has no effect: no app of the workload names LoRA adapters",
+                                "give an app `adapters: {count: N}`, or drop the knob", on_key=True))
+        return issues
+    max_loras, max_rank = engine.get("max_loras", 0), engine.get("max_lora_rank", 16)
+    if not isinstance(max_loras, int) or max_loras < 1:
+        issues.append(Issue(("fleet", "engine"), "apps name LoRA adapters, but the engine serves none",
+                            "set fleet.engine.max_loras (GPU adapter slots, vLLM --max-loras) to 1 or more"))
+    ranks = [(i, _dict(app.get("adapters")).get("rank", 16)) for i, app in with_adapters]
+    top = max((r for _, r in ranks if isinstance(r, int)), default=0)
+    for i, rank in ranks:
+        if isinstance(rank, int) and isinstance(max_rank, int) and rank > max_rank:
+            issues.append(Issue(("workload", "apps", i, "adapters", "rank"),
+                                f"rank {rank} exceeds the engine's max_lora_rank {max_rank} (vLLM refuses "
+                                "such adapters)", "raise fleet.engine.max_lora_rank or lower the rank"))
+    for where, faults in _all_worlds(data):
+        for k, f in enumerate(faults):
+            new_rank = _dict(_dict(f).get("params")).get("max_lora_rank")
+            if _dict(f).get("kind") == "config_change" and isinstance(new_rank, int) and new_rank < top:
+                issues.append(Issue((*where, k, "params", "max_lora_rank"),
+                                    f"max_lora_rank {new_rank} is below the rank of the workload's adapters "
+                                    f"({top}): vLLM would refuse their requests", "keep it at least the rank"))
+    return issues
+
+
 def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     """Problems that span sections of an incident, in file order of sections.
 
@@ -516,6 +567,7 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     issues += _check_models(fleet, faults)
     issues += _check_workload_times(_dict(data.get("workload")), duration)
     issues += _check_rate_changes(_dict(data.get("workload")))
+    issues += _check_adapters(data, engine)
     for i, raw in enumerate(faults):
         issues += _check_fault(i, _dict(raw), n_replicas, duration, fleet=fleet)
     issues += _check_noise(_list(data.get("noise")), n_replicas, duration)

@@ -317,6 +317,38 @@ class Retry(_Strict):
     on_error: bool = Field(True, description="Retry an error response.")
 
 
+class ZipfPopularity(_Strict):
+    """Adapter k (1 the most popular) is named with probability proportional to k^-skew."""
+
+    kind: Literal["zipf"]
+    skew: float = Field(1.0, gt=0, le=4, description="Zipf exponent: 0.5 a flat tail, 1 typical, 2 a few hot "
+                        "adapters take most requests.")
+
+
+class UniformPopularity(_Strict):
+    """Every adapter is named alike."""
+
+    kind: Literal["uniform"]
+
+
+Popularity = Annotated[ZipfPopularity | UniformPopularity, Field(discriminator="kind")]
+
+
+class Adapters(_Strict):
+    """LoRA adapters an app's requests name as their model (vLLM --enable-lora; the fleet's engine must set
+    max_loras >= 1). Adapter k is `<app>-lora-<k>`, as in requests.adapter."""
+
+    count: int = Field(ge=1, le=1000, description="Distinct adapters the app's requests name.")
+    rank: int = Field(16, ge=1, le=512, description="LoRA rank of every adapter (at most the engine's "
+                      "max_lora_rank): it sizes the weights a load copies into a GPU slot.")
+    popularity: Popularity = Field(
+        default_factory=lambda: ZipfPopularity(kind="zipf", skew=1.0),
+        description="Which adapter a request names: {kind: zipf, skew: 1.0} (default) or {kind: uniform}.",
+    )
+    share: float = Field(1.0, gt=0, le=1, description="Fraction of the app's requests that name an adapter "
+                         "(the others go to the base model).")
+
+
 class App(_Strict):
     """One client application: its share of traffic, request shapes and sampling settings."""
 
@@ -360,6 +392,9 @@ class App(_Strict):
         "times batch_period_s)."
     )
     retry: Retry | None = Field(None, description="How this app's clients retry (default: workload.retry).")
+    adapters: Adapters | None = Field(
+        None, description="LoRA adapters the app's requests name (absent: all go to the base model)."
+    )
 
     @model_validator(mode="after")
     def _shape(self) -> App:

@@ -66,7 +66,11 @@ _METRIC_NAME = (
     "slowdown, 64 hardware thermal slowdown. DCGM_FI_DEV_XID_ERRORS is the last Xid code (0 none). "
     "ECC_SBE/DBE_VOL_TOTAL, *_REMAPPED_ROWS, NVLINK_CRC_*/REPLAY and PCIE_REPLAY are error counts. "
     "node_cpu_seconds_total{mode} CPU-seconds summed over the node's CPUs (per mode: user, system, "
-    "iowait, idle), node_load1 runnable tasks, node_pressure_cpu_waiting_seconds_total seconds"
+    "iowait, idle), node_load1 runnable tasks, node_pressure_cpu_waiting_seconds_total seconds. "
+    'vllm:lora_requests_info{max_lora="N",running_lora_adapters="a,b",waiting_lora_adapters="c"} (only on '
+    "engines that serve LoRA adapters): an info gauge whose labels are the GPU adapter slots and the adapters "
+    "of the running and of the waiting requests at the scrape (comma-separated, '' for none), its value the "
+    "scrape's Unix time"
 )
 
 TABLES: tuple[Table, ...] = (
@@ -107,6 +111,9 @@ TABLES: tuple[Table, ...] = (
         _c("first_request_id", "BIGINT", "",
            "request_id of the first attempt of the same client request (= request_id when attempt = 1): "
            "count(*) / count(DISTINCT first_request_id) is the retry amplification"),
+        _c("adapter", "VARCHAR", "",
+           "LoRA adapter the request named as its model ('' for the base model; present when the workload "
+           "serves adapters)"),
     )),
     Table("metrics", "Prometheus samples in long format: vLLM engine series (vllm:*) and dcgm-exporter GPU series "
           "(DCGM_*), one scrape per interval per replica, and the replica's host node "
@@ -166,9 +173,11 @@ CATALOG = Table("catalog", "Every table and column with what it holds and its un
 
 TABLE_NAMES: tuple[str, ...] = tuple(t.name for t in TABLES)
 
-OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"requests": ("attempt", "first_request_id")}
-"""Columns a table has only in some incidents, always last: the clients' attempt columns exist when the
-incident's clients can retry (telemetry_gen.clients.declares_clients); elsewhere the table ends before them."""
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"requests": ("attempt", "first_request_id", "adapter")}
+"""Columns a table has only in some incidents, always last and in schema order when present: the clients'
+attempt columns exist when the incident's clients can retry (telemetry_gen.clients.declares_clients), the
+adapter column when its workload serves LoRA adapters (incidents.spec.Incident.declares_adapters); elsewhere
+the table ends before them."""
 
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {t.name: t.column_names for t in (*TABLES, CATALOG)}
 """Table (and the catalog view) -> column names in order: what incident files may name."""

@@ -55,7 +55,9 @@ class TelemetryContext:
     FB gauges show the engine's own memory figure). `throttle_causes`: replica -> why its clock was throttled
     when the engine ran it slower ("thermal", the default, or "power"); the engine does not model the cause.
     `client_columns`: the requests table gets attempt and first_request_id (the incident's clients may retry;
-    without them the table is as it always was)."""
+    without them the table is as it always was). `adapter_names`: the name of LoRA adapter id i + 1 (the
+    workload's adapters); when there are any, the requests table gets its adapter column and engines that
+    serve adapters export vllm:lora_requests_info."""
 
     t0: datetime
     gpu: GPUProfile
@@ -67,6 +69,7 @@ class TelemetryContext:
     engines: dict[str, EngineSetup] = field(default_factory=dict)
     throttle_causes: dict[str, str] = field(default_factory=dict)
     client_columns: bool = False
+    adapter_names: tuple[str, ...] = ()
 
     def gpu_of(self, replica: str) -> GPUProfile:
         setup = self.engines.get(replica)

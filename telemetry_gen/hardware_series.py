@@ -17,6 +17,8 @@ from telemetry_gen import gpu_state as G
 from telemetry_gen.context import MIB, EngineSetup, TelemetryContext
 from telemetry_gen.node_metrics import node_series, per_window
 
+TUPLE_SAMPLES = ("itl_counts", "lora_running", "lora_waiting")  # sample fields holding a tuple per scrape
+
 # dcgm-exporter field names (../shared/reference/dcgm: default counters, plus the opt-in ECC and NVLink error
 # counters; DCGM_FI_DEV_CLOCKS_EVENT_REASONS is field 112, named DCGM_FI_DEV_CLOCK_THROTTLE_REASONS before DCGM 3.3).
 XID_SALT, GPU_SALT, NODE_SALT = 7919, 7927, 7933  # streams of draws of their own, per replica
@@ -125,7 +127,7 @@ def _replica_rows(s: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
 
 
 def _samples(run: SimResult) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v) for k, v in run.samples.items() if k != "itl_counts"}
+    return {k: np.asarray(v) for k, v in run.samples.items() if k not in TUPLE_SAMPLES}
 
 
 def replica_hardware(run: SimResult, ctx: TelemetryContext) -> dict[str, ReplicaHardware]:

@@ -34,13 +34,22 @@ from engine_model.request import Request
 from engine_model.results import SimResult
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation, replica_names
 from incidents.spec import App as AppSpecYaml
-from incidents.spec import BurstArrival, ClosedLoopArrival, FaultSpec, Incident, ReplayArrival, replica_index
+from incidents.spec import (
+    BurstArrival,
+    ClosedLoopArrival,
+    FaultSpec,
+    Incident,
+    ReplayArrival,
+    ZipfPopularity,
+    replica_index,
+)
 from telemetry_gen import tables as T
 from telemetry_gen.clients import client_deploys, client_model, declares_clients
 from telemetry_gen.quality import base_scores
 from telemetry_gen.store import table_digest
 from telemetry_gen.workload import (
     DEFAULT_MAX_MODEL_LEN,
+    AdapterMix,
     AppSpec,
     Burst,
     LengthDist,
@@ -49,6 +58,7 @@ from telemetry_gen.workload import (
     RateCurve,
     ReplayTrace,
     WorkloadSpec,
+    adapter_names,
     generate_requests,
 )
 from telemetry_gen.workload import standard_apps as _standard_apps
@@ -177,6 +187,7 @@ def workload_spec(inc: Incident) -> WorkloadSpec:
                 max_tokens=a.max_tokens, rate_shape=a.rate_shape, timeout_s=a.timeout_s,
                 batch_period_s=a.batch_period_s, batch_duration_s=a.batch_duration_s,
                 batch_size_sigma=a.batch_size_sigma, length_correlation=a.length_correlation,
+                adapters=_adapter_mix(a),
                 **_arrival_fields(a),
             )
             for a in w.apps
@@ -187,6 +198,15 @@ def workload_spec(inc: Incident) -> WorkloadSpec:
         changes.setdefault(c.app, []).append(RateChange(c.start_s, c.factor, duration, c.tenant))
     apps = tuple(replace(a, rate_changes=tuple(changes[a.name])) if a.name in changes else a for a in apps)
     return WorkloadSpec(duration_s=inc.window.duration_s, rate=curve, apps=apps)
+
+
+def _adapter_mix(app: AppSpecYaml) -> AdapterMix | None:
+    d = app.adapters
+    if d is None:
+        return None
+    pop = d.popularity
+    skew = pop.skew if isinstance(pop, ZipfPopularity) else 0.0
+    return AdapterMix(count=d.count, rank=d.rank, popularity=pop.kind, skew=skew, share=d.share)
 
 
 # lengths of a replayed app come from its trace; its LengthDist is never drawn from
@@ -322,9 +342,13 @@ def surge_requests(spec: WorkloadSpec, seed: int, faults: list[FaultSpec], first
         curve = replace(rate, base_rps=base_rps, bursts=(*rate.bursts, *off))
         extra_spec = WorkloadSpec(duration_s=spec.duration_s, rate=curve, apps=apps)
         reqs = generate_requests(extra_spec, _derived_seed(seed, "traffic_surge", k), max_model_len)
+        # the surge's adapters are numbered within its own apps: renumber them as in the whole workload
+        ids = {i + 1: j + 1 for i, j in enumerate(map(adapter_names(spec).index, adapter_names(extra_spec)))}
         for r in reqs:
             r.request_id = next_id
             next_id += 1
+            if r.lora:
+                r.lora = ids[r.lora]
         out.append(reqs)
     return out
 
@@ -478,6 +502,7 @@ def build_telemetry(inc: Incident, seed: int, *, ablate: bool = False, progress:
             T.ExternalEvent(t, "deploy", part, detail) for t, part, detail in client_deploys(inc, ablate=ablate)
         ],
         throttle_causes=throttle_causes(inc, ablate=ablate), client_columns=declares_clients(inc),
+        adapter_names=adapter_names(workload_spec(inc)),
     )
     tables = T.build_tables(run, ctx)
     digest = table_digest(tables)

@@ -21,6 +21,7 @@ from incidents import telemetry_schema as schema
 from telemetry_gen import gpu_state as G
 from telemetry_gen.context import EngineSetup, EvalSuite, ExternalEvent, TelemetryContext, timestamps
 from telemetry_gen.hardware_series import (
+    TUPLE_SAMPLES,
     XID_SALT,
     ReplicaHardware,
     dcgm_frames,
@@ -92,6 +93,9 @@ def requests_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
         df["attempt"] = np.asarray(r["attempt"], dtype=np.int64)
         first = np.asarray(r["first_request_id"], dtype=np.int64)
         df["first_request_id"] = np.where(first >= 0, first, df["request_id"].to_numpy())
+    if ctx.adapter_names:
+        names = np.array(["", *ctx.adapter_names], dtype=object)
+        df["adapter"] = pd.Series(names[np.asarray(r["lora"], dtype=np.int64)], dtype="string")
     df = df[df["app"] != ctx.probe_app]
     return df.sort_values(["ts", "request_id"], kind="stable").reset_index(drop=True)
 
@@ -125,7 +129,7 @@ LATENCY_HISTOGRAMS = {
 
 def metrics_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     """Prometheus-style samples in long format (ts, replica, name, value), one scrape per interval."""
-    s = {k: np.asarray(v) for k, v in run.samples.items() if k != "itl_counts"}
+    s = {k: np.asarray(v) for k, v in run.samples.items() if k not in TUPLE_SAMPLES}
     t = s["t"].astype(float)
     rep = s["replica"]
     up = s["up"].astype(bool)
@@ -153,12 +157,38 @@ def metrics_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     add('vllm:inter_token_latency_seconds_bucket{le="+Inf"}', counts[:, -1], up)
     add("vllm:inter_token_latency_seconds_sum", s["itl_sum"], up)
     add("vllm:inter_token_latency_seconds_count", counts[:, -1], up)
+    if ctx.adapter_names:
+        frames.extend(_lora_info(run, ctx, t, rep))
     frames.extend(dcgm_frames(run, ctx))
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "ts", timestamps(ctx.t0, df.pop("t").to_numpy()))
     df["replica"] = df["replica"].astype("string")
     df["name"] = df["name"].astype("string")
     return df.sort_values(["ts", "replica", "name"], kind="stable").reset_index(drop=True)
+
+
+def _lora_info(run: SimResult, ctx: TelemetryContext, t: np.ndarray, rep: np.ndarray) -> list[pd.DataFrame]:
+    """vllm:lora_requests_info of every engine that serves adapters: at each scrape the series whose labels
+    are its GPU slots (max_lora) and the adapters of its running and waiting requests; as in vLLM, the value
+    is the wall-clock time the labels were set (here the scrape's Unix time)."""
+    s = run.samples
+    names = ("", *ctx.adapter_names)
+    unix = (timestamps(ctx.t0, t).to_numpy().astype("datetime64[us]").astype(np.int64) / 1e6).astype(float)
+    rows_t, rows_rep, rows_name, rows_val = [], [], [], []
+    for i, slots in enumerate(s["max_lora"]):
+        if not slots:
+            continue  # down, or LoRA off on this engine: no series
+        running = ",".join(names[a] for a in s["lora_running"][i])
+        waiting = ",".join(names[a] for a in s["lora_waiting"][i])
+        rows_t.append(t[i])
+        rows_rep.append(rep[i])
+        rows_name.append(f'vllm:lora_requests_info{{max_lora="{slots}",running_lora_adapters="{running}",'
+                         f'waiting_lora_adapters="{waiting}"}}')
+        rows_val.append(unix[i])
+    if not rows_t:
+        return []
+    return [pd.DataFrame({"t": np.asarray(rows_t, dtype=float), "replica": np.asarray(rows_rep),
+                          "name": rows_name, "value": np.asarray(rows_val, dtype=float)})]
 
 
 def _histogram_sums(run: SimResult, end_col: str, t: np.ndarray, rep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -397,8 +427,8 @@ def conform(name: str, df: pd.DataFrame) -> pd.DataFrame:
     want = schema.table(name)
     names = want.column_names
     optional = schema.OPTIONAL_COLUMNS.get(name, ())
-    if optional and tuple(df.columns) == names[: len(names) - len(optional)]:
-        names = tuple(df.columns)  # built without its optional columns (they come last)
+    if optional:  # built without some of its optional columns (they come last, in the schema's order)
+        names = tuple(c for c in names if c not in optional or c in df.columns)
     if tuple(df.columns) != names:
         raise ValueError(f"table {name}: built columns {list(df.columns)}, the schema says {list(names)}")
     for col in want.columns:

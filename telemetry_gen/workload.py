@@ -57,6 +57,8 @@ _STREAM_ARRIVALS = 1
 _STREAM_ATTRIBUTES = 2
 _STREAM_LENGTHS = 3  # correlated lengths
 _STREAM_THIN = 4  # per-tenant thinning
+_STREAM_ADAPTERS = 5  # which LoRA adapter each request names
+ADAPTER_POPULARITY = ("zipf", "uniform")
 _NO_SEED = -1
 
 
@@ -197,6 +199,49 @@ class RateChange:
         return np.where((t >= self.start_s) & (t < self.start_s + self.duration_s), self.factor, 1.0)
 
 
+# -------------------------------------------------------------------------------------- adapters
+
+
+@dataclass(frozen=True)
+class AdapterMix:
+    """The LoRA adapters an app's requests name (as their `model`): `count` adapters of rank `rank`,
+    `<app>-lora-1` .. `<app>-lora-<count>`. A request names one with probability `share` (else the base
+    model); which one follows `popularity`: "zipf" picks adapter k with probability proportional to
+    k^-`skew` (a few hot adapters, a long tail), "uniform" picks each alike."""
+
+    count: int
+    rank: int = 16
+    popularity: str = "zipf"
+    skew: float = 1.0
+    share: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or self.rank < 1:
+            raise ValueError("AdapterMix needs count >= 1 and rank >= 1")
+        if self.popularity not in ADAPTER_POPULARITY:
+            raise ValueError(f"AdapterMix.popularity must be one of {ADAPTER_POPULARITY}")
+        if self.skew < 0 or not 0 < self.share <= 1:
+            raise ValueError("AdapterMix needs skew >= 0 and 0 < share <= 1")
+
+    def names(self, app: str) -> tuple[str, ...]:
+        return tuple(f"{app}-lora-{k}" for k in range(1, self.count + 1))
+
+
+def adapter_names(spec: WorkloadSpec) -> tuple[str, ...]:
+    """Every adapter of the workload, in app order: request.lora = i + 1 names adapter_names[i]."""
+    return tuple(n for a in spec.apps if a.adapters is not None for n in a.adapters.names(a.name))
+
+
+def _adapter_base(spec: WorkloadSpec, app: AppSpec) -> int:
+    """Adapters of the apps before `app` (its adapter k has id base + k)."""
+    base = 0
+    for a in spec.apps:
+        if a is app or a.name == app.name:
+            return base
+        base += a.adapters.count if a.adapters is not None else 0
+    raise ValueError(f"app {app.name} is not in the workload")
+
+
 # ------------------------------------------------------------------------------------------ apps
 
 
@@ -219,6 +264,7 @@ class AppSpec:
     trace's own lengths. `length_correlation` is the correlation of the normal scores of prompt and
     output length (a Gaussian copula: for two lognormals, the correlation of log lengths); 0 draws them
     independently. `rate_changes` multiply the app's (or one tenant's) open-loop rate over a span.
+    `adapters`: the LoRA adapters its requests name (None: all go to the base model).
     """
 
     name: str
@@ -250,6 +296,7 @@ class AppSpec:
     replay: ReplayTrace | None = None
     length_correlation: float = 0.0
     rate_changes: tuple[RateChange, ...] = ()
+    adapters: AdapterMix | None = None
 
     def __post_init__(self) -> None:
         if not self.name or self.weight < 0:
@@ -483,6 +530,8 @@ class WorkloadColumns:
     timeout_s: np.ndarray
     loop: np.ndarray
     think_s: np.ndarray
+    lora: np.ndarray | None = None  # adapter id (0: base model), None when no app serves adapters
+    lora_rank: np.ndarray | None = None
     app_names: tuple[str, ...] = ()
     tenant_names: tuple[str, ...] = ()
 
@@ -524,6 +573,10 @@ class WorkloadColumns:
             for i in np.flatnonzero(self.loop >= 0).tolist():
                 reqs[i].loop = int(self.loop[i])
                 reqs[i].think_s = float(self.think_s[i])
+            if self.lora is not None and self.lora_rank is not None:
+                for i in np.flatnonzero(self.lora > 0).tolist():
+                    reqs[i].lora = int(self.lora[i])
+                    reqs[i].lora_rank = int(self.lora_rank[i])
             return reqs
         finally:
             if collecting:
@@ -713,10 +766,26 @@ def _app_columns(seed: int, app: AppSpec, t: np.ndarray, hash_base: int, max_mod
         "loop": np.full(size, loop if app.arrival == "closed" else -1, dtype=np.int64),
         "think_s": np.full(size, app.think_time_s if app.arrival == "closed" else 0.0),
     }
+    if app.adapters is not None:
+        cols["lora"], cols["lora_rank"] = _adapter_columns(_rng(seed, app.name, _STREAM_ADAPTERS), app.adapters,
+                                                           size, src)
     if any(c.tenant is not None for c in app.rate_changes):
         keep = _tenant_keep(_rng(seed, app.name, _STREAM_THIN), app, t, tenant)
         cols = {name: col[keep] for name, col in cols.items()}
     return cols
+
+
+def _adapter_columns(rng: np.random.Generator, mix: AdapterMix, size: int,
+                     src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Adapter (1..count within the app, 0: the base model) and rank of each request; a repeat names the
+    adapter its original named. On a stream of its own, so the app's other columns draw as without it."""
+    named = rng.random(size) < mix.share
+    if mix.popularity == "zipf":
+        pick = _zipf(rng, mix.count, mix.skew, size) + 1
+    else:
+        pick = rng.integers(1, mix.count + 1, size=size)
+    lora = np.where(named, pick, 0).astype(np.int64)[src]
+    return lora, np.where(lora > 0, mix.rank, 0).astype(np.int64)
 
 
 def _generate_parts(
@@ -730,12 +799,20 @@ def _generate_parts(
     grid = _time_grid(spec.duration_s, spec.rate) if any(a.arrival == "open" for a in spec.apps) else np.zeros(0)
     # request hashes are the bijective mix of distinct counters, hence unique and non-zero
     hash_base = int(_mix63(np.array([seed % (1 << 63)]))[0]) & ((1 << 62) - 1)
+    serves_adapters = any(a.adapters is not None for a in spec.apps)
     parts = []
     for index, app in enumerate(spec.apps):
         if app.arrival == "open" and app.weight <= 0:
             continue
         t = _arrivals(seed, spec, app, grid)
-        parts.append((index, app, _app_columns(seed, app, t, hash_base, max_model_len, loop=index)))
+        cols = _app_columns(seed, app, t, hash_base, max_model_len, loop=index)
+        if serves_adapters:
+            if app.adapters is None:
+                cols["lora"] = cols["lora_rank"] = np.zeros(cols["arrival_s"].size, dtype=np.int64)
+            else:
+                base = _adapter_base(spec, app)
+                cols["lora"] = np.where(cols["lora"] > 0, cols["lora"] + base, 0)
+        parts.append((index, app, cols))
         hash_base += t.size
     return parts
 

@@ -19,7 +19,7 @@ import click
 import game.cli as base
 from game.cli_validate import internal_error, validate
 from game.incident_families import DEFAULT_FAMILY, FAMILIES, find_family, scaffold_text
-from incidents.coverage import topic_coverage
+from incidents.coverage import topic_coverage, visible_tags
 from incidents.loader import LIBRARY_DIR, IncidentError, iter_library, load_incident
 from incidents.spec import SCHEMA_PATH, did_you_mean, schema_text
 
@@ -204,19 +204,34 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 @click.option("--difficulty", type=click.IntRange(1, 5), default=None, help="Only this difficulty.")
 @click.option("--covers", "topics", multiple=True, metavar="TOPIC",
               help="Only incidents with a tag containing TOPIC, e.g. kv (repeatable: all of them).")
+@click.option("--all-tags", is_flag=True,
+              help="Authors: show every tag and which incidents teach each topic (spoils the causes).")
 @click.option("--library", "root", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Library folder (default: incidents/).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def list_incidents(
-    tag: str | None, difficulty: int | None, topics: tuple[str, ...], root: Path | None, as_json: bool
+    tag: str | None, difficulty: int | None, topics: tuple[str, ...], all_tags: bool, root: Path | None,
+    as_json: bool,
 ) -> None:
-    """The incident library: id, title, difficulty and tags, and how many incidents cover each tag."""
+    """The incident library: id, title, difficulty and symptom tags, and how many incidents cover each tag.
+
+    Topic tags (kv-cache, memory-leak, ...) name what an incident teaches, which is often its cause, so a
+    player sees them only with --all-tags; filters and counts then also use every tag.
+    """
     incidents, invalid = library_listing(root or LIBRARY_DIR)
+    every_topic = topic_coverage([(inc["id"], inc["tags"]) for inc in incidents])
+    if all_tags:
+        click.echo("servedrill list --all-tags: the tags and topics name the causes (this spoils the game)",
+                   err=True)
+    else:
+        incidents = [{**inc, "tags": visible_tags(inc["tags"])} for inc in incidents]
     shown = select(incidents, tag, difficulty, topics)
     coverage = tag_coverage(incidents)
-    topics = topic_coverage([(inc["id"], inc["tags"]) for inc in incidents])
+    topic_counts = {key: len(ids) for key, ids in every_topic.items()}
     if as_json:
-        base.emit({"incidents": shown, "invalid": invalid, "coverage": coverage, "topics": topics})
+        base.emit({"incidents": shown, "invalid": invalid, "coverage": coverage,
+                   "topics": every_topic if all_tags else None, "topic_counts": topic_counts,
+                   "spoils": all_tags})
         return
     if shown:
         rows = [(inc["id"], inc["title"], str(inc["difficulty"]), ", ".join(inc["tags"])) for inc in shown]
@@ -227,10 +242,12 @@ def list_incidents(
             if not any(covers(inc, topic) for inc in incidents):
                 hint = did_you_mean(topic, coverage)
                 click.echo(f"no tag contains '{topic}'" + (f"; {hint}" if hint else ""))
+        if (tag or topics) and not all_tags:
+            click.echo("only symptom tags are shown and matched; --all-tags uses every tag (and spoils the causes)")
     if coverage:
         click.echo("coverage: " + ", ".join(f"{t} {n}" for t, n in coverage.items()))
-    uncovered = [key for key, ids in topics.items() if not ids]
-    click.echo(f"interview topics covered: {len(topics) - len(uncovered)} of {len(topics)}"
+    uncovered = [key for key, n in topic_counts.items() if not n]
+    click.echo(f"interview topics covered: {len(topic_counts) - len(uncovered)} of {len(topic_counts)}"
                + (f" (missing: {', '.join(uncovered)})" if uncovered else ""))
     for bad in invalid:
         click.echo(f"invalid: {bad['error']}")

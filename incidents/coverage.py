@@ -36,6 +36,8 @@ TOPICS: tuple[Topic, ...] = (
     Topic("fallback", "A fallback route that silently switched models", ("fallback",)),
     Topic("retries", "Client timeouts and retries: a retry storm that outlives its trigger",
           ("retry-storm", "metastable")),
+    Topic("multi-lora", "Multi-LoRA serving: adapter slots per batch, the host cache, loading adapters",
+          ("multi-lora", "lora")),
     Topic("ttft-after-deploy", "p99 TTFT tripled after a deploy", ("ttft-after-deploy",), family=True),
     Topic("oom-at-peak", "OOM at peak", ("oom-at-peak",), family=True),
     Topic("nondeterministic-outputs", "Nondeterministic outputs", ("nondeterministic-outputs",), family=True),

@@ -250,7 +250,8 @@ def test_list_json_with_a_broken_incident(library: Path) -> None:
     data = json.loads(result.output)
     assert [i["id"] for i in data["incidents"]] == ["slow-decode"]
     [entry] = data["incidents"]
-    assert entry["difficulty"] == 3 and entry["tags"] == ["latency", "hardware"]
+    # "hardware" is a topic tag (it can name the cause): a player's listing shows symptom tags only
+    assert entry["difficulty"] == 3 and entry["tags"] == ["latency"]
     assert entry["path"] == str(library / "slow-decode.yaml")
     [bad] = data["invalid"]
     assert bad["path"] == str(library / "broken.yaml")
@@ -261,26 +262,45 @@ def test_list_table_coverage_and_filters(library: Path) -> None:
     result = run("list", "--library", str(library))
     assert result.exit_code == 0
     assert "slow-decode" in result.output and "One replica decodes slowly" in result.output
-    assert "coverage: hardware 1, latency 1" in result.output
+    assert "coverage: latency 1" in result.output and "hardware" not in result.output
     assert "invalid: " in result.output and "broken.yaml" in result.output
 
     def ids(*args: str) -> list[str]:
-        data = json.loads(run("list", "--library", str(library), "--json", *args).output)
+        data = json.loads(run("list", "--library", str(library), "--json", *args).stdout)
         return [i["id"] for i in data["incidents"]]
 
-    assert ids("--tag", "hardware") == ["slow-decode"]
-    assert ids("--tag", "numerics") == []
+    assert ids("--tag", "latency") == ["slow-decode"]
+    assert ids("--tag", "hardware") == [] and ids("--covers", "hard") == []
+    assert ids("--tag", "hardware", "--all-tags") == ["slow-decode"]
+    assert ids("--covers", "hard", "--all-tags") == ["slow-decode"]
+    assert ids("--tag", "numerics", "--all-tags") == []
     assert ids("--difficulty", "3") == ["slow-decode"]
     assert ids("--difficulty", "2") == []
+
+
+def test_list_hides_topic_tags_unless_asked_and_says_it_spoils(library: Path) -> None:
+    hidden = run("list", "--library", str(library), "--tag", "hardware")
+    assert "no incidents match" in hidden.output and "--all-tags" in hidden.output
+    plain = json.loads(run("list", "--library", str(library), "--json").stdout)
+    assert plain["spoils"] is False and plain["topics"] is None
+    assert plain["coverage"] == {"latency": 1}
+    spoiled = run("list", "--library", str(library), "--json", "--all-tags")
+    assert "spoils" in spoiled.stderr
+    data = json.loads(spoiled.stdout)
+    assert data["spoils"] is True and data["incidents"][0]["tags"] == ["latency", "hardware"]
+    assert data["coverage"] == {"hardware": 1, "latency": 1}
+    # the counts per topic are the same either way: they say what the library teaches, not where
+    assert data["topic_counts"] == plain["topic_counts"]
+    assert data["topic_counts"] == {key: len(ids) for key, ids in data["topics"].items()}
 
 
 @pytest.mark.slow
 def test_the_library_covers_every_interview_topic_and_list_reports_it() -> None:
     from incidents.coverage import TOPICS
 
-    result = run("list", "--json")
+    result = run("list", "--json", "--all-tags")
     assert result.exit_code == 0, result.output
-    topics = json.loads(result.output)["topics"]
+    topics = json.loads(result.stdout)["topics"]
     assert set(topics) == {t.key for t in TOPICS}
     assert [key for key, ids in topics.items() if not ids] == []
     text = run("list").output

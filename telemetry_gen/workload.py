@@ -11,7 +11,7 @@ the replay of a recorded trace (`ReplayTrace`). Lengths are resampled from real 
 simple parametric laws, independently or through a Gaussian copula (`length_correlation`).
 Everything is vectorised per app and deterministic from one integer seed.
 
-Why one module of ~870 lines: the workload generator draws every app's arrivals, lengths and attributes from
+Why one module of ~950 lines: the workload generator draws every app's arrivals, lengths and attributes from
 seeded streams in a fixed order, and that order is what makes the telemetry reproducible; keeping the spec
 dataclasses and the draws together keeps the order visible in one place (changing it changes every digest).
 """

@@ -93,7 +93,8 @@ def resume(ctx: click.Context, session_id: str | None, plain: bool, as_json: boo
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
 def bench(ctx: click.Context, targets: tuple[str, ...], runs: int, incident: str, as_json: bool) -> None:
-    """Measure speed and memory (targets: engine, generate, tui, worlds; default all but worlds)."""
+    """Measure speed and memory, or the engine model against published benchmarks (targets: engine,
+    generate, tui, worlds, fidelity; default engine, generate and tui)."""
     from game.bench import DEFAULT_TARGETS, TARGETS, run_target
     from tui.bench import format_tui, run_tui_bench
 

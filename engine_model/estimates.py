@@ -81,6 +81,7 @@ def calc(
     rps: float | None = None,
     prompt: int = 1024,
     output: int = 256,
+    gpu_memory_utilization: float | None = None,
 ) -> dict[str, Any]:
     """Serving estimates for `model` on `gpu` with `tp` tensor-parallel ranks (one replica = tp GPUs).
 
@@ -89,8 +90,10 @@ def calc(
     (`model_match`, `gpu_match`: exact, case-insensitive or alias). context: tokens per request for
     capacity, decode context and the prefill figure [tokens]; batch: decode sequences per step; prompt /
     output: one request's prompt and generated tokens, for TTFT (`ttft_prompt_tokens`), request latency and
-    sizing; rps: requests/s to size a fleet for. Raises KeyError for unknown model/GPU names and
-    ValueError for invalid settings.
+    sizing; rps: requests/s to size a fleet for; gpu_memory_utilization: the share of each GPU's memory the
+    engine may use (None: vLLM's default). With too little KV cache left for one request of `context` tokens
+    the engine would not start: `fits` is False and `memory_error` is its start-up error. Raises KeyError for
+    unknown model/GPU names and ValueError for invalid settings.
     """
     if context < 1 or batch < 1 or tp < 1:
         raise ValueError("context, batch and tp must be at least 1")
@@ -112,6 +115,7 @@ def calc(
         max_model_len=context,
         num_speculative_tokens=spec_k,
         spec_acceptance_rate=spec_acceptance,
+        **({} if gpu_memory_utilization is None else {"gpu_memory_utilization": gpu_memory_utilization}),
     )
     config.validate()
     cost = StepCostModel(m, g, config)
@@ -262,7 +266,8 @@ def format_calc(result: dict[str, Any]) -> str:
         *_match_lines(r),
         "",
         "memory (per GPU)",
-        _row("device memory", _gib(r["gpu_memory_bytes"])),
+        _row("device memory", f"{_gib(r['gpu_memory_bytes'])}, the engine may use "
+             f"{r['gpu_memory_utilization']:.0%} (gpu_memory_utilization {r['gpu_memory_utilization']:g})"),
         _row("weights", f"{_gib(r['weight_bytes_per_gpu'])} (whole model {_gib(r['weight_bytes_total'])})"),
         _row(
             "KV per token",

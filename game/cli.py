@@ -147,6 +147,9 @@ def new_group() -> click.Group:
               help="Prompt tokens per request: the TTFT and request-latency figures and --rps sizing.")
 @click.option("--output", default=256, show_default=True,
               help="Output tokens per request: the request-latency figure and --rps sizing.")
+@click.option("--gpu-memory-utilization", type=float, default=None,
+              help="Share of each GPU's memory the engine may use (default: vLLM's 0.9); too little for one "
+                   "request of --context tokens and the engine would not start.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def calc(as_json: bool, **kw: Any) -> None:
     """The estimation round: memory, KV capacity, step times and GPU count from the engine model."""
@@ -281,28 +284,47 @@ def export(incident: str, parquet_dir: Path, seed: int, as_json: bool) -> None:
             click.echo(f"{name:<9} {path}")
 
 
+QUERY_CELL_CHARS = 120
+"""`servedrill query` cuts a cell at this many characters (the game's own tables at game.plain.CELL_CHARS)."""
+
+
 @click.command(name="query")
 @click.argument("incident")
 @click.argument("sql")
 @click.option("--seed", default=0, show_default=True)
+@click.option("--world", default="truth", show_default=True, metavar="NAME",
+              help="Authors: query another world of the incident: a hypothesis id (its `world` faults in place "
+                   "of `faults`), noise (other traffic) or baseline (no faults). Spoils the answer.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def query_cmd(incident: str, sql: str, seed: int, as_json: bool) -> None:
+def query_cmd(incident: str, sql: str, seed: int, world: str, as_json: bool) -> None:
     """Run one query through the sandboxed gateway and print the result."""
     from game.gateway import Gateway
     from telemetry_gen.cache import ensure_database
+    from telemetry_gen.worlds import BASELINE, NOISE, TRUTH, build_world
 
     inc = _load(incident, as_json)
-    info = ensure_database(inc, seed, progress=None if as_json else _Bar(inc.id))
+    if world == TRUTH:
+        info = ensure_database(inc, seed, progress=None if as_json else _Bar(inc.id))
+    else:
+        # on stderr, so stdout stays one result: the worlds are the incident's hypotheses, its answer key
+        click.echo(f"servedrill query --world {world}: a world of the incident's answer key (this spoils the game)",
+                   err=True)
+        known = [TRUTH, NOISE, BASELINE, *(h.id for h in inc.hypotheses)]  # hypotheses in file order
+        if world not in known:
+            fail(f"no world {world!r} in {inc.id}; worlds: {', '.join(known)} "
+                 "(hint: a hypothesis id, noise or baseline)", as_json=as_json)
+        info = build_world(inc, seed, world)
     with Gateway(Path(info.path)) as gw:
         res = gw.run(sql)
     if as_json:
-        emit(res.to_dict())
+        emit({**res.to_dict(), "world": world})
         sys.exit(0 if res.ok else 1)
     if not res.ok:
         fail(res.error or "query failed")
     from game.plain import format_table
 
-    click.echo(format_table(res.columns, res.rows, max_rows=50))
+    # wide cells: a script or an author copies names from here (DCGM names run past 40 characters)
+    click.echo(format_table(res.columns, res.rows, max_rows=50, cell_chars=QUERY_CELL_CHARS))
     more = " (truncated)" if res.truncated else ""
     click.echo(f"{res.row_count} rows{more} in {res.duration_s * 1000:.0f} ms")
 

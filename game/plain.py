@@ -120,8 +120,9 @@ def near_miss(word: str) -> str | None:
     return found[0] if found else None
 
 
-def format_table(columns: list[str], rows: list[Any], max_rows: int = SHOWN_ROWS, width: int | None = None) -> str:
-    """A fixed-width text table; floats to 4 significant digits, cells cut at CELL_CHARS characters. With
+def format_table(columns: list[str], rows: list[Any], max_rows: int = SHOWN_ROWS, width: int | None = None,
+                 cell_chars: int = CELL_CHARS) -> str:
+    """A fixed-width text table; floats to 4 significant digits, cells cut at `cell_chars` characters. With
     `width` (the terminal's), the columns that do not fit are left out and named on a last line."""
     def cell(v: Any) -> str:
         if isinstance(v, float):
@@ -129,7 +130,7 @@ def format_table(columns: list[str], rows: list[Any], max_rows: int = SHOWN_ROWS
         return " ".join(("NULL" if v is None else str(v)).split("\n"))
 
     shown = [[cell(v) for v in row] for row in rows[:max_rows]]
-    widths = [min(CELL_CHARS, max([len(c)] + [len(r[i]) for r in shown])) for i, c in enumerate(columns)]
+    widths = [min(cell_chars, max([len(c)] + [len(r[i]) for r in shown])) for i, c in enumerate(columns)]
     keep = len(columns)
     if width is not None:
         used = 0

@@ -577,9 +577,12 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     issues += hyp_issues
     from incidents.leaks import leaks
 
-    for loc, word in leaks(data):
-        issues.append(Issue(loc, f"'{word}' names the true cause in text the player sees before the debrief",
-                            "describe the symptom here, not the cause"))
+    for loc, word, stem in leaks(data):
+        shared = f" (it shares the stem '{stem}' with the true hypothesis's id, title or fault kinds)" \
+            if stem != word else ""
+        issues.append(Issue(loc, f"'{word}' names the true cause in text the player sees before the debrief{shared}",
+                            "describe the symptom here, not the cause; the check matches words, so a synonym "
+                            "passes it but can still give the cause away"))
     for h_index, raw in enumerate(_list(hyps)):
         for i, fault in enumerate(_list(_dict(raw).get("world"))):
             issues += _check_fault(i, _dict(fault), n_replicas, duration, ("hypotheses", h_index, "world"), fleet)

@@ -84,12 +84,14 @@ def visible_fields(data: Mapping[str, Any]) -> Iterable[tuple[tuple[str | int, .
                 yield ("briefing", "evidence", i), line
 
 
-def leaks(data: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
-    """(location, word) for each player-visible field that names the true cause."""
+def leaks(data: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], str, str]]:
+    """(location, word as written, its stem) for the first word of each player-visible field that names the
+    true cause."""
     words = cause_words(data)
     out = []
     for loc, text in visible_fields(data):
-        hits = sorted(words & _words(text))
-        if hits:
-            out.append((loc, hits[0]))
+        for written in _WORD.findall(text.lower().replace("_", " ").replace("-", " ")):
+            if _stem(written) in words:
+                out.append((loc, written, _stem(written)))
+                break
     return out

@@ -78,6 +78,19 @@ def _model_fields_at(loc: tuple[str | int, ...]) -> dict[str, FieldInfo]:
     return {}
 
 
+def _one_level_down(loc: tuple[str | int, ...], key: str) -> str | None:
+    """A hint when `key`, unknown at `loc`, is a field of the mapping (or of each list entry) one field below:
+    a `counts: true` written on a signal instead of on its `reveals` entry."""
+    for name, info in _model_fields_at(loc).items():
+        tp = _unwrap(info.annotation)
+        many = typing.get_origin(tp) in (list, tuple)
+        inner = _unwrap(typing.get_args(tp)[0]) if many and typing.get_args(tp) else tp
+        if isinstance(inner, type) and issubclass(inner, BaseModel) and key in _fields_by_key(inner):
+            where = f"each `{name}` entry" if many else f"`{name}`"
+            return f"'{key}' belongs in {where}: did you mean {name}{'[]' if many else ''}.{key}?"
+    return None
+
+
 _TYPE_WORDS = {
     "int_type": "an integer",
     "int_parsing": "an integer",
@@ -219,7 +232,8 @@ class Locator:
     def _extra(self, loc: tuple[str | int, ...], path: tuple[str | int, ...]) -> Diagnostic:
         key = str(loc[-1])
         allowed = list(_model_fields_at(loc[:-1]))
-        hint = did_you_mean(key, allowed) or ("allowed: " + ", ".join(allowed) if allowed else None)
+        hint = did_you_mean(key, allowed) or _one_level_down(loc[:-1], key) \
+            or ("allowed: " + ", ".join(allowed) if allowed else None)
         parent = format_loc(path[:-1]) or "incident"
         return self.diagnostic(path, f"{parent}: unknown field '{key}'", hint, on_key=True)
 

@@ -120,18 +120,44 @@ def _open(path: Path) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(str(path), read_only=True, config={"enable_external_access": False})
 
 
+FAILED_START_NOTE_CHARS = 200
+"""How much of the engine's start-up error a note quotes."""
+
+
+def failed_starts(con: duckdb.DuckDBPyConnection) -> str | None:
+    """A note when some replica's engine failed to start in this run (a config change whose KV cache cannot
+    hold one request of max_model_len, say): the engine then comes back on its old config, so the change
+    the author wrote had no effect there. None when every start succeeded."""
+    with _deadline(con, QUERY_TIMEOUT_S):
+        rows = con.execute(
+            "SELECT replica, count(*) FROM events WHERE kind = 'crash' AND detail = 'engine failed to start' "
+            "GROUP BY replica ORDER BY replica").fetchall()
+        if not rows:
+            return None
+        first = con.execute(
+            "SELECT message FROM logs WHERE level = 'ERROR' AND message LIKE 'ValueError:%' "
+            "ORDER BY ts LIMIT 1").fetchone()
+    where = ", ".join(f"{replica} {n}x" for replica, n in rows)
+    error = str(first[0]) if first else "no error logged"
+    if len(error) > FAILED_START_NOTE_CHARS:
+        error = error[: FAILED_START_NOTE_CHARS - 3] + "..."
+    return (f"note: in this run the engine failed to start ({where}) and came back on its old config, so the "
+            f"change did not take effect there: {error}; `servedrill calc` shows the KV cache a config leaves")
+
+
 def check_databases(
     incident: Incident, con: duckdb.DuckDBPyConnection, ablation: duckdb.DuckDBPyConnection
 ) -> tuple[list[ClaimCheck], list[ExpectationCheck], list[DiscriminationCheck]]:
     """Run every check on two open databases: `con` built with the faults, `ablation` without."""
     t0 = incident.window.start
     claims = []
+    note = failed_starts(con)
     for s in incident.symptoms:
         with _deadline(con, QUERY_TIMEOUT_S):
             fault_result = evaluate_symptom(con, s, t0)
         with _deadline(ablation, QUERY_TIMEOUT_S):
             ablation_result = evaluate_symptom(ablation, s, t0)
-        claims.append(ClaimCheck(s.id, s.claim, s.compare, fault_result, ablation_result, s.context))
+        claims.append(ClaimCheck(s.id, s.claim, s.compare, fault_result, ablation_result, s.context, note))
     expectations = []
     for sig in incident.signals:
         with _deadline(con, QUERY_TIMEOUT_S):
@@ -197,7 +223,8 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
                 if features:
                     separated_by, difference = label, describe_feature(features[0])
                     break
-        checks.append(WorldCheck(name, tuple(missing), separated_by, difference))
+            note = failed_starts(con) if missing or separated_by is None else None
+        checks.append(WorldCheck(name, tuple(missing), separated_by, difference, note=note))
     return checks
 
 

@@ -66,6 +66,7 @@ class ClaimCheck:
     with_faults: ClaimResult
     without_faults: ClaimResult
     context: bool = False
+    note: str | None = None  # what else went on in the run with the faults (a changed config that failed to start)
 
     @property
     def ok(self) -> bool:
@@ -83,7 +84,7 @@ class ClaimCheck:
             margin = claim_margin(self.with_faults, self.compare)
             short = f" (short by {_num(-margin)})" if margin is not None else ""
             head = f"{kind} {self.symptom_id} does not hold with the faults{short}"
-            return f"{head}: {self.with_faults.message}"
+            return f"{head}: {self.with_faults.message}" + (f" ({self.note})" if self.note else "")
         if self.context and not self.without_faults.holds:
             return (
                 f"context symptom {self.symptom_id} does not hold without the faults, so it is an effect of the "
@@ -229,6 +230,7 @@ class WorldCheck:
     separated_by: str | None = None
     difference: str | None = None
     error: str | None = None
+    note: str | None = None  # what else went on in the world (a changed config that failed to start)
 
     @property
     def ok(self) -> bool:
@@ -246,21 +248,22 @@ class WorldCheck:
         if self.error:
             return [(world, f"hypothesis {self.hypothesis_id}: its world failed to build: {self.error}")]
         parts = []
+        note = f" ({self.note})" if self.note else ""
         for sid, message in self.missing:
             parts.append((world, f"hypothesis {self.hypothesis_id} is a strawman: its world does not show briefed "
-                          f"symptom {sid} ({message}) (hint: make its world reproduce the page, or mark the symptom "
-                          "briefed: false if the page does not state it)"))
+                          f"symptom {sid} ({message}){note} (hint: make its world reproduce the page, or mark the "
+                          "symptom briefed: false if the page does not state it)"))
         if self.separated_by is None:
             parts.append((("hypotheses", self.hypothesis_id),
                           f"hypothesis {self.hypothesis_id} cannot be ruled out: no signal or settling query gives a "
-                          "result on its world that differs from the truth beyond seed-to-seed noise (hint: add a "
-                          "signal whose query shows what only the true cause does)"))
+                          f"result on its world that differs from the truth beyond seed-to-seed noise{note} (hint: "
+                          "add a signal whose query shows what only the true cause does)"))
         return parts
 
     def to_dict(self) -> dict[str, Any]:
         return {"hypothesis": self.hypothesis_id, "ok": self.ok, "missing": [list(m) for m in self.missing],
                 "separated_by": self.separated_by, "difference": self.difference, "error": self.error,
-                "problem": self.problem}
+                "note": self.note, "problem": self.problem}
 
 
 @dataclass

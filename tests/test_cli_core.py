@@ -88,3 +88,44 @@ def test_broken_incident_gets_file_line_not_traceback(runner: CliRunner, tmp_pat
     assert res.exit_code == 1
     assert "Traceback" not in res.output
     assert f"{bad}:" in res.output
+
+
+@pytest.mark.slow
+def test_query_world_runs_the_sql_on_a_hypothesis_world_and_says_it_spoils(runner: CliRunner) -> None:
+    sql = ("SELECT round(avg(gateway_s), 3) AS gw, "
+           "round(avg(prefill_s) FILTER (WHERE replica = 'vllm-1'), 4) AS slow_prefill FROM requests")
+
+    def ask(world: str | None) -> tuple[dict, str]:
+        args = ["query", str(FIXTURE), sql, "--json"] + (["--world", world] if world else [])
+        res = runner.invoke(main, args)
+        assert res.exit_code == 0, res.output
+        return json.loads(res.stdout), res.stderr
+
+    truth, said = ask(None)
+    assert truth["world"] == "truth" and said == ""
+    gw_truth, prefill_truth = truth["rows"][0]
+    deploy, said = ask("bad-deploy")  # its world: a gateway release adding 0.5 s, no throttle
+    assert deploy["world"] == "bad-deploy" and "spoils" in said
+    assert deploy["rows"][0][0] > gw_truth + 0.2 and deploy["rows"][0][1] < 0.8 * prefill_truth
+    baseline, _ = ask("baseline")  # no fault at all: vllm-1 prefills at full clock
+    assert baseline["rows"][0][1] < 0.8 * prefill_truth and abs(baseline["rows"][0][0] - gw_truth) < 0.05
+    same, _ = ask("throttle")  # the true hypothesis's world is the incident itself
+    assert same["rows"] == truth["rows"]
+    res = runner.invoke(main, ["query", str(FIXTURE), "SELECT 1", "--world", "nope"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "no world 'nope'" in res.stderr and "bad-deploy" in res.stderr
+
+
+def test_calc_says_when_a_memory_share_leaves_no_room_for_one_request(runner: CliRunner) -> None:
+    """An author sizing a config_change: at a small gpu_memory_utilization the KV cache cannot hold one
+    request of --context tokens, and vLLM would refuse to start (the simulation then keeps the old config)."""
+    args = ["calc", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--context", "4096"]
+    code, default = run_json(runner, *args)
+    code, roomy = run_json(runner, *args, "--gpu-memory-utilization", "0.3")
+    assert default["gpu_memory_utilization"] == 0.9 and roomy["gpu_memory_utilization"] == 0.3
+    assert roomy["fits"] is True and 0 < roomy["kv_capacity_tokens"] < default["kv_capacity_tokens"]
+    code, tight = run_json(runner, *args, "--gpu-memory-utilization", "0.21")
+    assert code == 0 and tight["fits"] is False and tight["kv_capacity_tokens"] == 0
+    assert "max seq len (4096)" in tight["memory_error"]
+    code, bad = run_json(runner, *args, "--gpu-memory-utilization", "1.5")
+    assert code == 1 and "gpu_memory_utilization" in bad["error"]

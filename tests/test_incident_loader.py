@@ -212,6 +212,14 @@ MUTATIONS = [
     # (id, old text, new text, message fragment, hint fragment or None, anchor «where the diagnostic points)
     ("top-level-typo", "title: One", "titel: One", "unknown field 'titel'", "did you mean 'title'?", "«titel:"),
     (
+        "field-one-level-too-high",
+        "    shows: One replica has a higher TPOT.\n",
+        "    shows: One replica has a higher TPOT.\n    counts: true\n",
+        "signals[0]: unknown field 'counts'",
+        "did you mean reveals[].counts?",
+        "«counts: true",
+    ),
+    (
         "nested-typo",
         "reported_by:",
         "reported_bye:",
@@ -766,3 +774,17 @@ def test_zero_symptoms_are_refused_by_validate_not_by_load() -> None:
     # leaving the key out altogether is the same
     [absent] = check_incident_text(GOOD_TEXT[:start] + GOOD_TEXT[end:], "g.yaml")
     assert absent.message.startswith("symptoms: none given")
+
+
+def test_a_briefing_word_that_names_the_cause_is_quoted_as_written() -> None:
+    """The leak check matches stems; its message quotes the word the author wrote, names the stem it shares
+    with the true hypothesis, and says that synonyms pass the check."""
+    assert GOOD_TEXT.count("title: GPU clocks throttled\n") == 1
+    text = GOOD_TEXT.replace("title: GPU clocks throttled\n", "title: GPU clocks throttled by overheating\n")
+    clean = [d for d in check_incident_text(text, "bad.yaml") if "names the true cause" in d.message]
+    assert clean == []  # the truth's own title is the answer key, not player-visible text
+    text = text.replace("Answers stream slowly for a share of users.", "Answers stream slowly; a card overheated.")
+    found = [d for d in check_incident_text(text, "bad.yaml") if "names the true cause" in d.message]
+    assert len(found) == 1
+    assert found[0].message.startswith("briefing.summary: 'overheated' names the true cause")
+    assert "stem 'overheat'" in found[0].message and "synonym" in (found[0].hint or "")

@@ -243,3 +243,29 @@ def test_likelihood_separation(throttle: Incident) -> None:
     assert likelihood_separation(zero, throttle)[0] == math.inf
     # a data change is enough on its own
     assert DiscriminationCheck("s", "p90 changed", 0.0, pair).ok
+
+
+def test_a_world_whose_config_change_cannot_start_says_so(tmp_path: Path) -> None:
+    """A distractor's config change that leaves too little KV cache for max_model_len fails to start and
+    the replica comes back on its old config: the world then looks like the fault-free run, and the
+    strawman line must say why instead of only that a symptom is missing."""
+    from telemetry_gen.proof import _open, failed_starts
+    from telemetry_gen.proof_report import WorldCheck
+    from telemetry_gen.worlds import TRUTH, build_world
+
+    text = (DATA / "proof-slow-replica.yaml").read_text()
+    assert "params: {gpu_memory_utilization: 0.3}" in text
+    path = tmp_path / "proof-slow-replica.yaml"
+    path.write_text(text.replace("params: {gpu_memory_utilization: 0.3}", "params: {gpu_memory_utilization: 0.2}"))
+    inc = load_incident(path)
+    world = _open(Path(build_world(inc, 0, "kv-pressure").path))
+    truth = _open(Path(build_world(inc, 0, TRUTH).path))
+    try:
+        note = failed_starts(world)
+        assert failed_starts(truth) is None
+    finally:
+        world.close()
+        truth.close()
+    assert note is not None and "failed to start" in note and "vllm-0" in note and "ValueError" in note
+    line = WorldCheck("kv-pressure", (("slow", "p90 1.0x, needs 1.5x"),), None, note=note).problem
+    assert line is not None and "strawman" in line and "failed to start" in line

@@ -119,7 +119,6 @@ def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple
     a second query is pasted."""
     assert CHROMIUM is not None
     url, data = served
-    started = time.monotonic()
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
@@ -172,4 +171,3 @@ def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple
     [session] = list((data / "sessions").glob("*.jsonl"))
     header = json.loads(session.read_text(encoding="utf-8").splitlines()[0])
     assert header["incident_id"] == "tui-mini" and header["player"] == "browser"
-    assert time.monotonic() - started < 60

@@ -58,7 +58,10 @@ async def until(pilot: Any, predicate: Callable[[], Any], timeout: float = 30.0,
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
+            app = pilot.app
+            # what the app was doing instead: enough to tell a race from a hang in a CI log
+            raise AssertionError(f"timed out waiting for {what or predicate}; the screen is "
+                                 f"{type(app.screen).__name__}, marks {sorted(getattr(app, 'marks', {}))}")
         await pilot.pause(0.02)
 
 

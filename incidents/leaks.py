@@ -42,8 +42,13 @@ def _stem(word: str) -> str:
     return word
 
 
+def _tokens(text: str) -> list[str]:
+    """The words of `text` as written (lower case; `_` and `-` split words), in order."""
+    return _WORD.findall(text.lower().replace("_", " ").replace("-", " "))
+
+
 def _words(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(text.lower().replace("_", " ").replace("-", " "))}
+    return {_stem(w) for w in _tokens(text)}
 
 
 def cause_words(data: Mapping[str, Any]) -> set[str]:
@@ -90,7 +95,7 @@ def leaks(data: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], str, str
     words = cause_words(data)
     out = []
     for loc, text in visible_fields(data):
-        for written in _WORD.findall(text.lower().replace("_", " ").replace("-", " ")):
+        for written in _tokens(text):
             if _stem(written) in words:
                 out.append((loc, written, _stem(written)))
                 break

@@ -32,6 +32,7 @@ telemetry_gen.result_diff's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -151,13 +152,15 @@ def check_databases(
     """Run every check on two open databases: `con` built with the faults, `ablation` without."""
     t0 = incident.window.start
     claims = []
-    note = failed_starts(con)
     for s in incident.symptoms:
         with _deadline(con, QUERY_TIMEOUT_S):
             fault_result = evaluate_symptom(con, s, t0)
         with _deadline(ablation, QUERY_TIMEOUT_S):
             ablation_result = evaluate_symptom(ablation, s, t0)
-        claims.append(ClaimCheck(s.id, s.claim, s.compare, fault_result, ablation_result, s.context, note))
+        claims.append(ClaimCheck(s.id, s.claim, s.compare, fault_result, ablation_result, s.context))
+    if any(not c.with_faults.holds for c in claims):  # only a failing claim is explained: no extra queries
+        note = failed_starts(con)
+        claims = [dataclasses.replace(c, note=note) for c in claims]
     expectations = []
     for sig in incident.signals:
         with _deadline(con, QUERY_TIMEOUT_S):

@@ -188,12 +188,17 @@ def bench(targets: tuple[str, ...], as_json: bool) -> None:
 
 
 def format_bench(target: str, r: dict[str, Any]) -> str:
-    """One line for an engine or generate bench result (see game.bench)."""
+    """One line for a bench result (see game.bench); for fidelity, the comparison table before it."""
     if not r.get("ok"):
         return f"{target}: FAILED {r.get('error')}"
     verdict = "meets" if r["meets_target"] else "MISSES"
-    return (f"{target}: {r['wall_s']:.2f} s wall, {r['peak_mb']:.0f} MB peak, {r['requests']} requests "
+    speed = (f"{target}: {r['wall_s']:.2f} s wall, {r['peak_mb']:.0f} MB peak, {r['requests']} requests "
             f"({r['requests_per_wall_s']:.0f}/s) - {verdict} target {r['limit_wall_s']} s / {r['limit_peak_mb']} MB")
+    if target == "fidelity":  # the comparison itself, not only how fast it ran
+        from telemetry_gen.fidelity import format_fidelity
+
+        return format_fidelity({**r, "meets_target": r.get("fidelity_meets_target")}) + "\n\n" + speed
+    return speed
 
 
 # ----- incidents ----------------------------------------------------------------------------------

@@ -277,6 +277,10 @@ MODELS: dict[str, ModelProfile] = {
     # qwen3-14b/config.json (inference-sim/inference-sim model_configs, copy in the shared reference):
     # 40 layers, hidden 5120, 40 query / 8 KV heads of 128, intermediate 17408, vocab 151936, untied
     "Qwen3-14B": ModelProfile("Qwen3-14B", 40, 5120, 40, 8, 128, 17408, 151936, 40960),
+    # meta-llama/Llama-3.1-405B config.json on Hugging Face (not in the shared reference): 126 layers,
+    # hidden 16384, 128 query / 8 KV heads of 128, intermediate 53248, vocab 128256, untied; 405.9B
+    # parameters (Meta's model card rounds to 405B). Needs TP 8 of 80 GB GPUs even in FP8.
+    "Llama-3.1-405B": ModelProfile("Llama-3.1-405B", 126, 16384, 128, 8, 128, 53248, 128256, 131072),
 }
 
 
@@ -300,6 +304,10 @@ MODEL_ALIASES: dict[str, tuple[str, ...]] = {
         "meta-llama/Meta-Llama-3.1-70B-Instruct", "Llama-3-70B", "Llama-3-70B-Instruct", "Llama3-70B",
         "Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3-70B", "meta-llama/Meta-Llama-3-70B-Instruct",
         "Llama-3.3-70B", "Llama-3.3-70B-Instruct", "meta-llama/Llama-3.3-70B-Instruct",
+    ),
+    "Llama-3.1-405B": (
+        "meta-llama/Llama-3.1-405B", "meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Meta-Llama-3.1-405B",
+        "meta-llama/Meta-Llama-3.1-405B-Instruct", "Llama-3.1-405B-Instruct", "Llama3.1-405B",
     ),
     "Qwen2.5-7B": ("Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct"),
     "Mixtral-8x7B": (

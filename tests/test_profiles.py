@@ -16,6 +16,7 @@ PUBLISHED_PARAMS = {
     "Mixtral-8x7B": (46.7, 12.9),
     "Llama-2-7B": (6.74, 6.74),
     "Qwen3-8B": (8.19, 8.19),
+    "Llama-3.1-405B": (405.9, 405.9),  # Hugging Face's count for meta-llama/Llama-3.1-405B
 }
 # KV bytes per token in bf16 (serving-facts 5.2), KiB.
 PUBLISHED_KV_KIB = {
@@ -25,6 +26,7 @@ PUBLISHED_KV_KIB = {
     "Mixtral-8x7B": 128,
     "Llama-2-7B": 512,
     "Qwen3-8B": 144,
+    "Llama-3.1-405B": 504,  # 126 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes
 }
 
 

@@ -123,6 +123,56 @@ def load_points(path: Path = POINTS_PATH) -> list[FidelityPoint]:
         out.append(point)
     for table in raw.get("tables", []):
         out.extend(_table_points(table))
+    for table in raw.get("serving_tables", []):
+        out.extend(_serving_table_points(table))
+    return out
+
+
+def _serving_table_points(table: dict[str, Any]) -> list[FidelityPoint]:
+    """The points of one published serving table: one per row, at a request rate, with several metrics.
+
+    `setups` name the model, GPU, TP degree (and knobs over the table's `config`) of each block of rows;
+    `columns` name what each row holds: "qps" first (requests/s, or "inf": every request at once), then
+    published metrics (ttft_ms, itl_ms, tpot_ms, output_throughput_tok_s); `rows` map a setup to
+    "input/output" lengths to a list of rows. Every point sends `num_prompts` requests at Poisson times
+    (seed 0) at its rate, through the API-server stage, as `vllm bench serve --request-rate` does."""
+    tname = str(table.get("name", "?"))
+    columns = [str(c) for c in table.get("columns") or []]
+    metrics = columns[1:]
+    allowed = {"ttft_ms", "itl_ms", "tpot_ms", "output_throughput_tok_s"}
+    if not table.get("source") or columns[:1] != ["qps"] or not metrics or not set(metrics) <= allowed:
+        raise ValueError(f"{tname}: a serving table needs a source and columns [qps, then some of "
+                         f"{sorted(allowed)}]")
+    setups = dict(table.get("setups") or {})
+    out: list[FidelityPoint] = []
+    for setup_name, by_length in (table.get("rows") or {}).items():
+        setup = setups.get(setup_name)
+        if setup is None:
+            raise ValueError(f"{tname}: rows name setup {setup_name!r}, which `setups` does not define")
+        for lengths, rows in by_length.items():
+            isl, _, osl = str(lengths).partition("/")
+            if not (isl.isdigit() and osl.isdigit()):
+                raise ValueError(f"{tname}: {setup_name} lengths {lengths!r} are not input/output")
+            for row in rows:
+                if len(row) != len(columns):
+                    raise ValueError(f"{tname}: {setup_name} {lengths} row {row} has {len(row)} values "
+                                     f"for {len(columns)} columns")
+                qps = str(row[0]).lower()
+                out.append(FidelityPoint(
+                    name=f"{tname}-{setup_name}-{isl}-{osl}-qps{qps}",
+                    source=str(table["source"]),
+                    model=str(setup["model"]),
+                    gpu=str(setup["gpu"]),
+                    engine=str(table.get("engine", "")),
+                    tp=int(setup.get("tp", 1)),
+                    input_tokens=int(isl),
+                    output_tokens=int(osl),
+                    load="rate",
+                    num_prompts=int(table["num_prompts"]),
+                    published={m: float(v) for m, v in zip(metrics, row[1:], strict=True)},
+                    rate=math.inf if qps == "inf" else float(qps),
+                    config={**dict(table.get("config") or {}), **dict(setup.get("config") or {})},
+                ))
     return out
 
 

@@ -201,3 +201,61 @@ def test_medians_are_also_given_per_engine() -> None:
     assert r["summary"]["output_throughput_tok_s"]["points"] == 2
     text = F.format_fidelity(r)
     assert "vLLM points only:" in text and "TensorRT-LLM points only:" in text and "https://example.org" in text
+
+
+_SERVING = """serving_tables:
+  - name: srv
+    source: https://e
+    engine: TensorRT-LLM v0
+    num_prompts: 20
+    config: {max_num_seqs: 128}
+    setups:
+      small: {model: Llama-3.1-8B, gpu: H100-SXM, tp: 1}
+      big: {model: Llama-3.1-70B, gpu: H200, tp: 4, config: {max_num_seqs: 64}}
+    columns: COLUMNS
+    rows:
+      small: {"100/10": [[2, 20, 7, 19], [inf, 900, 9, 150]]}
+      big: ROWS
+"""
+
+
+def _serving_yaml(columns: str = "[qps, ttft_ms, itl_ms, output_throughput_tok_s]",
+                  rows: str = '{"50/5": [[4, 60, 20, 19]]}') -> str:
+    return "points: []\n" + _SERVING.replace("COLUMNS", columns).replace("ROWS", rows)
+
+
+def test_a_serving_table_row_becomes_a_rate_point_with_every_metric_it_lists(tmp_path) -> None:
+    path = tmp_path / "points.yaml"
+    path.write_text(_serving_yaml())
+    pts = {p.name: p for p in F.load_points(path)}
+    assert sorted(pts) == ["srv-big-50-5-qps4", "srv-small-100-10-qps2", "srv-small-100-10-qpsinf"]
+    burst, big = pts["srv-small-100-10-qpsinf"], pts["srv-big-50-5-qps4"]
+    assert burst.load == "rate" and math.isinf(burst.rate) and burst.num_prompts == 20
+    assert big.rate == 4.0 and (big.model, big.gpu, big.tp, big.input_tokens, big.output_tokens) == (
+        "Llama-3.1-70B", "H200", 4, 50, 5)
+    assert big.published == {"ttft_ms": 60.0, "itl_ms": 20.0, "output_throughput_tok_s": 19.0}
+    assert big.config == {"max_num_seqs": 64} and pts["srv-small-100-10-qps2"].config == {"max_num_seqs": 128}
+    # mean ITL is compared as tpot_ms, like the vLLM serving rows
+    assert set(F.published_metrics(big)) == {"ttft_ms", "tpot_ms", "output_throughput_tok_s"}
+
+
+@pytest.mark.parametrize(("columns", "rows", "message"), [
+    ("[ttft_ms, qps]", '{"50/5": [[4, 60]]}', "columns"),
+    ("[qps, ttft_ms, p99_ttft]", '{"50/5": [[4, 60, 70]]}', "columns"),
+    ("[qps, ttft_ms]", '{"50/5": [[4, 60, 1]]}', "3 values for 2 columns"),
+    ("[qps, ttft_ms]", '{"fifty": [[4, 60]]}', "not input/output"),
+])
+def test_a_malformed_serving_table_is_refused_with_its_name(tmp_path, columns: str, rows: str,
+                                                             message: str) -> None:
+    path = tmp_path / "points.yaml"
+    path.write_text(_serving_yaml(columns, rows).replace("small: {\"100/10\": [[2, 20, 7, 19], [inf, 900, 9, 150]]}",
+                                                          "small: {}"))
+    with pytest.raises(ValueError, match=f"srv: .*{message}"):
+        F.load_points(path)
+
+
+def test_serving_rows_must_name_a_defined_setup(tmp_path) -> None:
+    path = tmp_path / "points.yaml"
+    path.write_text(_serving_yaml().replace("      big: {\"50/5\"", "      huge: {\"50/5\""))
+    with pytest.raises(ValueError, match="srv: rows name setup 'huge'"):
+        F.load_points(path)

@@ -182,7 +182,9 @@ def _table_points(table: dict[str, Any]) -> list[FidelityPoint]:
     A table names its source, engine, load and the one metric its cells hold; `columns` are the setups
     (name, model, gpu, tp, config: the knobs shared by every row are the table's `config`), `rows` map
     "input/output" lengths to one figure per column (null where the source has none) and `num_prompts`
-    maps the same keys to the request count the source used for that row."""
+    maps the same keys to the request count the source used for that row. Without a max_model_len in the
+    knobs, each row's engine is built for its own input + output length, as `trtllm-bench build` sizes
+    an engine from its dataset."""
     tname = str(table.get("name", "?"))
     metric = str(table.get("metric", ""))
     if metric not in METRICS or not table.get("source"):
@@ -215,7 +217,8 @@ def _table_points(table: dict[str, Any]) -> list[FidelityPoint]:
                 load="batch",
                 num_prompts=counts[key],
                 published={metric: float(value)},
-                config={**dict(table.get("config") or {}), **dict(col.get("config") or {})},
+                config={"max_model_len": int(isl) + int(osl), **dict(table.get("config") or {}),
+                        **dict(col.get("config") or {})},
             ))
     return out
 

@@ -173,9 +173,14 @@ def test_a_table_becomes_one_point_per_cell_with_a_figure(tmp_path) -> None:
     assert (b.model, b.gpu, b.tp, b.input_tokens, b.output_tokens, b.num_prompts, b.load) == (
         "Llama-3.1-8B", "H200", 2, 30, 40, 9, "batch")
     assert b.published == {"output_throughput_tok_s": 400.0}
-    # the column's knobs override the table's; the rest are shared
-    assert b.config == {"max_num_seqs": 64, "weight_dtype": "fp8"}
-    assert pts["grid-a-10-20"].config == {"max_num_seqs": 512, "weight_dtype": "fp8"}
+    # the column's knobs override the table's; the rest are shared; each row's engine is sized for its
+    # own sequences unless the table says otherwise
+    assert b.config == {"max_model_len": 70, "max_num_seqs": 64, "weight_dtype": "fp8"}
+    assert pts["grid-a-10-20"].config == {"max_model_len": 30, "max_num_seqs": 512, "weight_dtype": "fp8"}
+    sized = _table_yaml("{'10/20': [100, null]}").replace("max_num_seqs: 512,",
+                                                         "max_num_seqs: 512, max_model_len: 4096,")
+    path.write_text(sized)
+    assert F.load_points(path)[0].config["max_model_len"] == 4096
 
 
 @pytest.mark.parametrize(("rows", "message"), [

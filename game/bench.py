@@ -31,7 +31,8 @@ DEFAULT_TARGETS = ("engine", "generate")
 TARGET_LIMITS = {
     "engine": {"wall_s": 3.0, "peak_mb": 500.0},
     "generate": {"wall_s": 5.0, "peak_mb": 600.0},
-    "fidelity": {"wall_s": 60.0, "peak_mb": 600.0},  # issue 14: the harness runs in about a minute at most
+    # issue 14's harness: 425 points, 1.8 M simulated requests, about 45 s on 2 cores (90 s on one)
+    "fidelity": {"wall_s": 120.0, "peak_mb": 600.0},
 }
 WORLDS_INCIDENT = "ttft-tripled-after-deploy"
 """The library incident with the most requests (about 35,000 in 25 minutes on 8 replicas)."""
@@ -143,6 +144,12 @@ def _child(target: str) -> None:
     res["compiled"] = engine_model.COMPILED
     res["process_s"] = round(time.perf_counter() - t_start, 3)
     res["peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    if res.get("workers", 1) > 1:
+        # worker processes (fidelity): the largest child's peak, counted once per worker, is an upper
+        # bound on what the workers held at once
+        child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+        res["children_peak_mb"] = round(child, 1)
+        res["peak_mb"] = round(res["peak_mb"] + res["workers"] * child, 1)
     print(json.dumps(res))
 
 

@@ -28,6 +28,7 @@ points: max_num_batched_tokens * duration / input tokens, i.e. the time of one f
 from __future__ import annotations
 
 import math
+import os
 import random
 import statistics
 import time
@@ -409,31 +410,55 @@ def engine_family(engine: str) -> str:
     return words[0] if words else "?"
 
 
-def run_fidelity(points: list[FidelityPoint] | None = None) -> dict[str, Any]:
-    """Simulate every point; JSON-ready result (keys documented in docs/cli.md, `bench fidelity`)."""
+def point_row(p: FidelityPoint) -> dict[str, Any]:
+    """Simulate one point and compare: the JSON row of `run_fidelity`'s `points`."""
+    model = model_metrics(p, run_point(p))
+    pub = published_metrics(p)
+    return {
+        "name": p.name,
+        "source": p.source,
+        "model": p.model,
+        "gpu": p.gpu,
+        "engine": p.engine,
+        "tp": p.tp,
+        "input_tokens": p.input_tokens,
+        "output_tokens": p.output_tokens,
+        "load": p.load,
+        "rate": None if not math.isfinite(p.rate) else p.rate,
+        "concurrency": p.concurrency or None,
+        "num_prompts": p.num_prompts,
+        "published": {k: round(v, 4) for k, v in pub.items()},
+        "modelled": {k: round(model[k], 4) for k in pub},
+        "rel_error": {k: round(model[k] / pub[k] - 1.0, 4) for k in pub},
+    }
+
+
+def default_workers() -> int:
+    """Processes `run_fidelity` spreads the points over: the CPUs this process may use, at most 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def run_fidelity(points: list[FidelityPoint] | None = None, workers: int | None = None) -> dict[str, Any]:
+    """Simulate every point; JSON-ready result (keys documented in docs/cli.md, `bench fidelity`).
+
+    Points are independent simulations, so with workers > 1 (default: default_workers()) they run in
+    that many fresh (spawned) processes; the rows, in the points' order, are the same either way."""
     t0 = time.perf_counter()
     pts = load_points() if points is None else points
-    rows: list[dict[str, Any]] = []
-    for p in pts:
-        model = model_metrics(p, run_point(p))
-        pub = published_metrics(p)
-        rows.append({
-            "name": p.name,
-            "source": p.source,
-            "model": p.model,
-            "gpu": p.gpu,
-            "engine": p.engine,
-            "tp": p.tp,
-            "input_tokens": p.input_tokens,
-            "output_tokens": p.output_tokens,
-            "load": p.load,
-            "rate": None if not math.isfinite(p.rate) else p.rate,
-            "concurrency": p.concurrency or None,
-            "num_prompts": p.num_prompts,
-            "published": {k: round(v, 4) for k, v in pub.items()},
-            "modelled": {k: round(model[k], 4) for k in pub},
-            "rel_error": {k: round(model[k] / pub[k] - 1.0, 4) for k in pub},
-        })
+    n = default_workers() if workers is None else max(1, workers)
+    if n > 1 and len(pts) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn, not fork: the caller may hold threads (a test runner, a TUI) that fork would copy mid-lock
+        with ProcessPoolExecutor(max_workers=min(n, len(pts)), mp_context=multiprocessing.get_context("spawn")) as ex:
+            rows = list(ex.map(point_row, pts, chunksize=max(1, len(pts) // (8 * n))))
+    else:
+        rows = [point_row(p) for p in pts]
     summary = summarise(rows)
     families = sorted({engine_family(row["engine"]) for row in rows})
     return {
@@ -445,6 +470,7 @@ def run_fidelity(points: list[FidelityPoint] | None = None) -> dict[str, Any]:
         "target_median_abs_rel_error": TARGET_MEDIAN_ABS_ERROR,
         "meets_target": all(s["meets_target"] is not False for s in summary.values()),
         "wall_s": round(time.perf_counter() - t0, 3),
+        "workers": n if n > 1 and len(pts) > 1 else 1,
     }
 
 

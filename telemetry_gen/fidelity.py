@@ -129,6 +129,24 @@ def load_points(path: Path = POINTS_PATH) -> list[FidelityPoint]:
     return out
 
 
+def _setup_point(table: dict[str, Any], setup: dict[str, Any], name: str, isl: int, osl: int,
+                 base_knobs: dict[str, Any], **fields: Any) -> FidelityPoint:
+    """A table's point for one setup (model, gpu, tp and knobs): knobs are `base_knobs`, then the
+    table's `config`, then the setup's own `config`, each overriding the one before."""
+    return FidelityPoint(
+        name=name,
+        source=str(table["source"]),
+        model=str(setup["model"]),
+        gpu=str(setup["gpu"]),
+        engine=str(table.get("engine", "")),
+        tp=int(setup.get("tp", 1)),
+        input_tokens=isl,
+        output_tokens=osl,
+        config={**base_knobs, **dict(table.get("config") or {}), **dict(setup.get("config") or {})},
+        **fields,
+    )
+
+
 def _serving_table_points(table: dict[str, Any]) -> list[FidelityPoint]:
     """The points of one published serving table: one per row, at a request rate, with several metrics.
 
@@ -159,20 +177,12 @@ def _serving_table_points(table: dict[str, Any]) -> list[FidelityPoint]:
                     raise ValueError(f"{tname}: {setup_name} {lengths} row {row} has {len(row)} values "
                                      f"for {len(columns)} columns")
                 qps = str(row[0]).lower()
-                out.append(FidelityPoint(
-                    name=f"{tname}-{setup_name}-{isl}-{osl}-qps{qps}",
-                    source=str(table["source"]),
-                    model=str(setup["model"]),
-                    gpu=str(setup["gpu"]),
-                    engine=str(table.get("engine", "")),
-                    tp=int(setup.get("tp", 1)),
-                    input_tokens=int(isl),
-                    output_tokens=int(osl),
+                out.append(_setup_point(
+                    table, setup, f"{tname}-{setup_name}-{isl}-{osl}-qps{qps}", int(isl), int(osl), {},
                     load="rate",
                     num_prompts=int(table["num_prompts"]),
                     published={m: float(v) for m, v in zip(metrics, row[1:], strict=True)},
                     rate=math.inf if qps == "inf" else float(qps),
-                    config={**dict(table.get("config") or {}), **dict(setup.get("config") or {})},
                 ))
     return out
 
@@ -206,20 +216,12 @@ def _table_points(table: dict[str, Any]) -> list[FidelityPoint]:
         for col, value in zip(columns, cells, strict=True):
             if value is None:
                 continue
-            out.append(FidelityPoint(
-                name=f"{tname}-{col['name']}-{isl}-{osl}",
-                source=str(table["source"]),
-                model=str(col["model"]),
-                gpu=str(col["gpu"]),
-                engine=str(table.get("engine", "")),
-                tp=int(col.get("tp", 1)),
-                input_tokens=int(isl),
-                output_tokens=int(osl),
+            out.append(_setup_point(
+                table, col, f"{tname}-{col['name']}-{isl}-{osl}", int(isl), int(osl),
+                {"max_model_len": int(isl) + int(osl)},
                 load="batch",
                 num_prompts=counts[key],
                 published={metric: float(value)},
-                config={"max_model_len": int(isl) + int(osl), **dict(table.get("config") or {}),
-                        **dict(col.get("config") or {})},
             ))
     return out
 

@@ -130,6 +130,16 @@ def step_activation_bytes(
     return _activation(model, config, num_tokens, logits_rows, RUNTIME_SAMPLER_BYTES_PER_LOGIT)
 
 
+def largest_step_activation_bytes(model: ModelProfile, config: EngineConfig) -> int:
+    """step_activation_bytes of the largest step the config allows, in bytes: max(max_num_batched_tokens,
+    max_model_len) tokens plus every sequence's (k + 1) verify tokens, with a logits row for each. When
+    it fits in a plan's activation reservation plus headroom, no step of that engine can run out of
+    memory (leaks aside)."""
+    k1 = config.num_speculative_tokens + 1
+    tokens = max(config.max_num_batched_tokens, config.max_model_len) + config.max_num_seqs * k1
+    return step_activation_bytes(model, config, tokens, config.max_num_seqs, config.max_num_seqs * k1)
+
+
 def profile_activation_bytes(model: ModelProfile, config: EngineConfig) -> int:
     """Activation peak vLLM's start-up profile run measures, in bytes: max_num_batched_tokens tokens over
     min(tokens, max_num_seqs) requests, one greedy sampled row per request."""

@@ -23,7 +23,7 @@ from engine_model.determinism import first_token_logprob, output_hash
 from engine_model.frontend import Frontend, FrontendConfig
 from engine_model.kv_cache import KVCache
 from engine_model.lora import AdapterCache, adapter_bytes
-from engine_model.memory import MemoryPlan, plan_memory, step_activation_bytes
+from engine_model.memory import MemoryPlan, largest_step_activation_bytes, plan_memory, step_activation_bytes
 from engine_model.profiles import GPUProfile, ModelProfile
 from engine_model.request import Request
 from engine_model.results import EngineEvent
@@ -136,10 +136,7 @@ class Replica:
             AdapterCache(config.max_loras, config.max_cpu_loras, adapter_bytes(model, config.max_lora_rank))
             if config.max_loras > 0 else None
         )
-        k1 = config.num_speculative_tokens + 1
-        worst_tokens = max(config.max_num_batched_tokens, config.max_model_len) + config.max_num_seqs * k1
-        self._act_worst = step_activation_bytes(model, config, worst_tokens, config.max_num_seqs,
-                                                config.max_num_seqs * k1)
+        self._act_worst = largest_step_activation_bytes(model, config)
         # _check_memory's first test with nothing leaked
         self._always_fits = self._act_worst <= mem.activation_peak_bytes + mem.headroom_bytes
         self._frac = (0.0, 0.0, 0.0)  # (busy, compute, memory) shares of the step in progress

@@ -197,7 +197,7 @@ def format_bench(target: str, r: dict[str, Any]) -> str:
     if target == "fidelity":  # the comparison itself, not only how fast it ran
         from telemetry_gen.fidelity import format_fidelity
 
-        return format_fidelity({**r, "meets_target": r.get("fidelity_meets_target")}) + "\n\n" + speed
+        return format_fidelity(r) + "\n\n" + speed
     return speed
 
 

@@ -3,7 +3,7 @@
 Each point of `data/fidelity_points.yaml` names its source, the model, GPU, engine version, TP degree,
 request lengths, load (an offline batch, Poisson arrivals at a rate, or a closed loop of N clients) and
 the published figures. `run_fidelity` simulates every point and reports model vs published per metric
-and the median |relative error| per metric over the points that publish it.
+and the median |relative error| per metric over the points that publish it, over all points and per engine.
 
 How the load is driven:
 * every point's client is a one-app workload built from the incident format's shapes (`point_workload`:
@@ -16,6 +16,11 @@ How the load is driven:
 * concurrency points are a closed loop (engine_model.clients): `concurrency` clients start at t=0 and each
   sends its next request when its last one finished as the client saw it (after the API server streamed
   the last token), as `vllm bench serve --max-concurrency` does.
+
+Published tables (YAML `tables:`, one metric per cell, offline batches such as NVIDIA's TensorRT-LLM
+throughput grid) and serving tables (`serving_tables:`, a request rate and several metrics per row) are
+expanded into points, one per cell or row (`_table_points`, `_serving_table_points`). Points are
+independent, so `run_fidelity` spreads them over worker processes.
 
 Metrics (milliseconds, tokens/s), computed the same way for the model run and the published figures:
 ttft_ms (mean time to first token from the client's send), tpot_ms (mean over requests of
@@ -77,6 +82,7 @@ class FidelityPoint:
     prefill_bound: bool = False
     config: dict[str, Any] = field(default_factory=dict)
     lengths: str = "fixed"  # fixed: every request input_tokens / output_tokens; sharegpt: see sharegpt_lengths
+    table: str = ""  # the `tables:` or `serving_tables:` entry the point is a cell or row of; "" for a point
 
     def engine_config(self) -> EngineConfig:
         cfg = EngineConfig(tensor_parallel_size=self.tp).with_changes(**self.config)
@@ -143,6 +149,7 @@ def _setup_point(table: dict[str, Any], setup: dict[str, Any], name: str, isl: i
         input_tokens=isl,
         output_tokens=osl,
         config={**base_knobs, **dict(table.get("config") or {}), **dict(setup.get("config") or {})},
+        table=str(table.get("name", "?")),
         **fields,
     )
 
@@ -153,8 +160,8 @@ def _serving_table_points(table: dict[str, Any]) -> list[FidelityPoint]:
     `setups` name the model, GPU, TP degree (and knobs over the table's `config`) of each block of rows;
     `columns` name what each row holds: "qps" first (requests/s, or "inf": every request at once), then
     published metrics (ttft_ms, itl_ms, tpot_ms, output_throughput_tok_s); `rows` map a setup to
-    "input/output" lengths to a list of rows. Every point sends `num_prompts` requests at Poisson times
-    (seed 0) at its rate, through the API-server stage, as `vllm bench serve --request-rate` does."""
+    "input/output" lengths to a list of rows. Every point is a rate point: `num_prompts` requests at
+    seeded Poisson times at its rate (all at t=0 for "inf"), through the API-server stage."""
     tname = str(table.get("name", "?"))
     columns = [str(c) for c in table.get("columns") or []]
     metrics = columns[1:]

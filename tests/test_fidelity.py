@@ -140,9 +140,8 @@ def test_harness_runs_every_point(points: list[F.FidelityPoint]) -> None:
     # the tables' 407 points replay here with at most 300 requests each (the full replay, 1.8 M requests,
     # is `servedrill bench fidelity`; the test above shows no full replay can run out of memory); the
     # hand-written points replay in full
-    table_points = {p.name for p in F.load_points() if p.name.startswith("trtllm")}
-    short = [replace(p, num_prompts=min(p.num_prompts, 300)) if p.name in table_points else p for p in points]
-    assert len(table_points) > 300 and any(p.num_prompts > 300 for p in points if p.name in table_points)
+    short = [replace(p, num_prompts=min(p.num_prompts, 300)) if p.table else p for p in points]
+    assert sum(bool(p.table) for p in points) > 300 and any(p.num_prompts > 300 for p in points if p.table)
     r = F.run_fidelity(short)  # its speed is `servedrill bench fidelity`'s target, not a unit test's
     assert [row["name"] for row in r["points"]] == [p.name for p in points]
     for row in r["points"]:
@@ -188,6 +187,7 @@ def test_a_table_becomes_one_point_per_cell_with_a_figure(tmp_path) -> None:
     path.write_text(_table_yaml("{'10/20': [100, null], '30/40': [300, 400]}"))
     pts = {p.name: p for p in F.load_points(path)}
     assert sorted(pts) == ["grid-a-10-20", "grid-a-30-40", "grid-b-30-40"]  # the null cell is no point
+    assert {p.table for p in pts.values()} == {"grid"}
     b = pts["grid-b-30-40"]
     assert (b.model, b.gpu, b.tp, b.input_tokens, b.output_tokens, b.num_prompts, b.load) == (
         "Llama-3.1-8B", "H200", 2, 30, 40, 9, "batch")

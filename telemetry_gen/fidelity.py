@@ -436,6 +436,7 @@ def point_row(p: FidelityPoint) -> dict[str, Any]:
         "rate": None if not math.isfinite(p.rate) else p.rate,
         "concurrency": p.concurrency or None,
         "num_prompts": p.num_prompts,
+        "table": p.table or None,
         "published": {k: round(v, 4) for k, v in pub.items()},
         "modelled": {k: round(model[k], 4) for k in pub},
         "rel_error": {k: round(model[k] / pub[k] - 1.0, 4) for k in pub},

@@ -144,6 +144,7 @@ def test_harness_runs_every_point(points: list[F.FidelityPoint]) -> None:
     assert sum(bool(p.table) for p in points) > 300 and any(p.num_prompts > 300 for p in points if p.table)
     r = F.run_fidelity(short)  # its speed is `servedrill bench fidelity`'s target, not a unit test's
     assert [row["name"] for row in r["points"]] == [p.name for p in points]
+    assert [row["table"] for row in r["points"]] == [p.table or None for p in points]
     for row in r["points"]:
         assert set(row["modelled"]) == set(row["published"]) == set(row["rel_error"])
         for metric, err in row["rel_error"].items():

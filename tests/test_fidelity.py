@@ -137,7 +137,7 @@ def test_every_point_starts_and_no_step_it_allows_runs_out_of_memory(points: lis
 
 
 def test_harness_runs_every_point(points: list[F.FidelityPoint]) -> None:
-    # the tables' 407 points replay here with at most 300 requests each (the full replay, 1.8 M requests,
+    # the tables' points replay here with at most 300 requests each (the full replay, 1.8 M requests,
     # is `servedrill bench fidelity`; the test above shows no full replay can run out of memory); the
     # hand-written points replay in full
     short = [replace(p, num_prompts=min(p.num_prompts, 300)) if p.table else p for p in points]

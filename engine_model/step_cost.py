@@ -96,7 +96,7 @@ from engine_model.profiles import GPUProfile, Link, ModelProfile, kv_element_byt
 
 # ---- calibrated against Vidur (see module docstring) -----------------------------------------------
 GEMM_COMPUTE_EFFICIENCY = 0.78  # achieved / dense peak FLOP/s of large bf16 GEMMs (MFU-like)
-GEMM_BW_EFFICIENCY = 0.82  # achieved / peak HBM bandwidth when a GEMM streams its weights
+GEMM_BW_EFFICIENCY = 0.82  # achieved / peak HBM bandwidth when a GEMM streams its weights (x gpu.hbm_reach)
 ELEMENTWISE_BW_EFFICIENCY = 0.60  # norms, rotary, activation, residual add
 KERNEL_OVERHEAD_S = 3.5e-6  # fixed GPU time every kernel adds to its roofline time (launch tail, ramp)
 ROOFLINE_P = 1.25  # smoothing exponent of (c**p + m**p)**(1/p), per kernel
@@ -404,7 +404,7 @@ class StepCostModel:
         else:
             self._gemm_peak = bf16
         self._bf16_peak = bf16
-        self._bw = gpu.hbm_bw_gbs * 1e9
+        self._bw = gpu.hbm_bw_gbs * gpu.hbm_reach * 1e9
 
         m = model
         tp = self.tp

@@ -49,6 +49,19 @@ def test_batch_one_decode_is_memory_bound_and_streams_the_weights() -> None:
     assert cost(L70, tensor_parallel_size=4).breakdown(0, 0, 1, 1000).bound == "memory"
 
 
+def test_hbm_reach_slows_memory_time_only() -> None:
+    h200 = GPUS["H200"]
+    assert h200.hbm_reach < 1.0 == H100.hbm_reach  # measured (profiles.py); H100 is the fitted reference
+    full = replace(h200, hbm_reach=1.0)
+    decode_reach = cost(L8, h200).breakdown(0, 0, 1, 1000)
+    decode_full = cost(L8, full).breakdown(0, 0, 1, 1000)
+    assert decode_reach.memory_s == pytest.approx(decode_full.memory_s / h200.hbm_reach)
+    assert decode_reach.compute_s == pytest.approx(decode_full.compute_s)
+    # a long prefill is compute-bound: lower memory reach barely moves it
+    prefill_reach = cost(L8, h200).step_time(4096, 4096 * 2048, 0, 0)
+    assert prefill_reach == pytest.approx(cost(L8, full).step_time(4096, 4096 * 2048, 0, 0), rel=0.01)
+
+
 def test_long_prefill_is_compute_bound() -> None:
     b = cost().breakdown(4096, 4096 * 2048, 0, 0)
     assert b.bound == "compute"

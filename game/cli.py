@@ -201,6 +201,33 @@ def format_bench(target: str, r: dict[str, Any]) -> str:
     return speed
 
 
+# ----- fidelity -----------------------------------------------------------------------------------
+@click.command()
+@click.option("--points", "points_file", type=click.Path(path_type=Path), default=None,
+              help="A points file in the built-in file's format (default: the built-in public points).")
+@click.option("--only", default="", metavar="TEXT", help="Only the points whose name contains TEXT (any case).")
+@click.option("--workers", type=click.IntRange(1, 64), default=None,
+              help="Processes to spread the points over (default: the CPUs available, at most 4).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def fidelity(points_file: Path | None, only: str, workers: int | None, as_json: bool) -> None:
+    """Replay published benchmark points through the engine model and compare (your own file with --points)."""
+    from telemetry_gen.fidelity import POINTS_PATH, PointsError, format_fidelity, load_points, run_fidelity, select
+
+    path = points_file or POINTS_PATH
+    try:
+        chosen = select(load_points(path), only)
+    except PointsError as exc:
+        raise CommandError(exc.problems[0], diagnostics=exc.problems, as_json=as_json) from None
+    if not chosen:
+        fail(f"no point of {path} has {only!r} in its name", as_json=as_json)
+    result = run_fidelity(chosen, workers)
+    result = {"ok": True, "points_file": str(path), "only": only or None, **result}
+    if as_json:
+        emit(result)
+    else:
+        click.echo(format_fidelity(result))
+
+
 # ----- incidents ----------------------------------------------------------------------------------
 def _load(ref: str, as_json: bool) -> Any:
     from incidents.loader import IncidentError, find_incident, load_incident
@@ -335,5 +362,5 @@ def query_cmd(incident: str, sql: str, seed: int, world: str, as_json: bool) -> 
 
 
 
-COMMANDS: tuple[click.Command, ...] = (calc, bench, generate, export, query_cmd)
+COMMANDS: tuple[click.Command, ...] = (calc, bench, fidelity, generate, export, query_cmd)
 """The core commands defined here (the others live beside the code they drive; game.commands assembles all)."""

@@ -33,7 +33,7 @@ def cache_dir() -> Path:
 # the cache itself. Leaving them out of code_version keeps cached databases and proof records valid across
 # edits to them.
 _NOT_TELEMETRY = frozenset({"cache.py", "proof.py", "proof_pool.py", "proof_report.py", "proof_record.py",
-                            "fidelity.py", "result_diff.py", "evidence.py"})
+                            "fidelity.py", "fidelity_points.py", "result_diff.py", "evidence.py"})
 
 
 @cache

@@ -19,8 +19,9 @@ How the load is driven:
 
 Published tables (YAML `tables:`, one metric per cell, offline batches such as NVIDIA's TensorRT-LLM
 throughput grid) and serving tables (`serving_tables:`, a request rate and several metrics per row) are
-expanded into points, one per cell or row (`_table_points`, `_serving_table_points`). Points are
-independent, so `run_fidelity` spreads them over worker processes.
+expanded into points, one per cell or row (telemetry_gen.fidelity_points, which also reads and checks
+the file, the built-in one or a user's own). Points are independent, so `run_fidelity` spreads them
+over worker processes.
 
 Metrics (milliseconds, tokens/s), computed the same way for the model run and the published figures:
 ttft_ms (mean time to first token from the client's send), tpot_ms (mean over requests of
@@ -38,199 +39,35 @@ import random
 import statistics
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from engine_model.config import EngineConfig
 from engine_model.frontend import FrontendConfig
 from engine_model.request import Request
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation
+from telemetry_gen.fidelity_points import (
+    METRICS,
+    POINTS_PATH,
+    FidelityPoint,
+    PointsError,
+    load_points,
+    published_metrics,
+    select,
+)
 from telemetry_gen.workload import AppSpec, LengthDist, RateCurve, ReplayTrace, WorkloadSpec, generate_requests
 
-POINTS_PATH = Path(__file__).resolve().parent / "data" / "fidelity_points.yaml"
+# the points' format and reader live in fidelity_points; callers may take them from here
+__all__ = ["METRICS", "POINTS_PATH", "FidelityPoint", "PointsError", "format_fidelity", "load_points",
+           "published_metrics", "run_fidelity", "select"]
+
 # per-request ShareGPT lengths (input, output tokens) for points with `lengths: sharegpt`; how the file was
 # made, and how it departs from the benchmark's own sample, is in tools/sharegpt_lengths.py
 SHAREGPT_LENGTHS_PATH = Path(__file__).resolve().parent / "data" / "fidelity_sharegpt_lengths.csv"
-LENGTH_SOURCES = ("fixed", "sharegpt")
-METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "output_throughput_tok_s", "decode_step_ms", "prefill_step_ms")
 TARGET_MEDIAN_ABS_ERROR = 0.10  # issue 14: median |relative error| per metric at most 10 %
 _NO_TIMEOUT_S = 1e7  # benchmark clients wait for every response
-
-
-@dataclass(frozen=True)
-class FidelityPoint:
-    """One documented benchmark setup (see the YAML file's header for the fields' meaning)."""
-
-    name: str
-    source: str
-    model: str
-    gpu: str
-    engine: str
-    tp: int
-    input_tokens: int
-    output_tokens: int
-    load: str  # batch | rate | concurrency
-    num_prompts: int
-    published: dict[str, float]
-    rate: float = math.inf  # requests/s for load "rate"
-    concurrency: int = 0  # clients for load "concurrency"
-    seed: int = 0
-    prefill_bound: bool = False
-    config: dict[str, Any] = field(default_factory=dict)
-    lengths: str = "fixed"  # fixed: every request input_tokens / output_tokens; sharegpt: see sharegpt_lengths
-    table: str = ""  # the `tables:` or `serving_tables:` entry the point is a cell or row of; "" for a point
-
-    def engine_config(self) -> EngineConfig:
-        cfg = EngineConfig(tensor_parallel_size=self.tp).with_changes(**self.config)
-        cfg.validate()
-        return cfg
-
-
-def load_points(path: Path = POINTS_PATH) -> list[FidelityPoint]:
-    """The points of the YAML file, validated (ValueError names the point and the problem)."""
-    raw = yaml.safe_load(path.read_text())
-    out: list[FidelityPoint] = []
-    for item in raw.get("points", []):
-        name = str(item.get("name", "?"))
-        load = dict(item.get("load") or {})
-        kind = str(load.get("kind", ""))
-        if kind not in ("batch", "rate", "concurrency"):
-            raise ValueError(f"{name}: load kind must be batch, rate or concurrency, not {kind!r}")
-        published = {str(k): float(v) for k, v in (item.get("published") or {}).items()}
-        if not published or not item.get("source"):
-            raise ValueError(f"{name}: every point needs a source and published figures")
-        rate = load.get("rate", "inf")
-        point = FidelityPoint(
-            name=name,
-            source=str(item["source"]),
-            model=str(item["model"]),
-            gpu=str(item["gpu"]),
-            engine=str(item.get("engine", "")),
-            tp=int(item.get("tp", 1)),
-            input_tokens=int(item["input_tokens"]),
-            output_tokens=int(item["output_tokens"]),
-            load=kind,
-            num_prompts=int(item["num_prompts"]),
-            published=published,
-            rate=math.inf if str(rate) == "inf" else float(rate),
-            concurrency=int(load.get("concurrency", 0)),
-            seed=int(load.get("seed", 0)),
-            prefill_bound=bool(item.get("prefill_bound", False)),
-            config=dict(item.get("config") or {}),
-            lengths=str(item.get("lengths", "fixed")),
-        )
-        if point.lengths not in LENGTH_SOURCES:
-            raise ValueError(f"{name}: lengths must be one of {LENGTH_SOURCES}, not {point.lengths!r}")
-        if kind == "concurrency" and point.concurrency < 1:
-            raise ValueError(f"{name}: a concurrency load needs concurrency >= 1")
-        out.append(point)
-    for table in raw.get("tables", []):
-        out.extend(_table_points(table))
-    for table in raw.get("serving_tables", []):
-        out.extend(_serving_table_points(table))
-    return out
-
-
-def _setup_point(table: dict[str, Any], setup: dict[str, Any], name: str, isl: int, osl: int,
-                 base_knobs: dict[str, Any], **fields: Any) -> FidelityPoint:
-    """A table's point for one setup (model, gpu, tp and knobs): knobs are `base_knobs`, then the
-    table's `config`, then the setup's own `config`, each overriding the one before."""
-    return FidelityPoint(
-        name=name,
-        source=str(table["source"]),
-        model=str(setup["model"]),
-        gpu=str(setup["gpu"]),
-        engine=str(table.get("engine", "")),
-        tp=int(setup.get("tp", 1)),
-        input_tokens=isl,
-        output_tokens=osl,
-        config={**base_knobs, **dict(table.get("config") or {}), **dict(setup.get("config") or {})},
-        table=str(table.get("name", "?")),
-        **fields,
-    )
-
-
-def _serving_table_points(table: dict[str, Any]) -> list[FidelityPoint]:
-    """The points of one published serving table: one per row, at a request rate, with several metrics.
-
-    `setups` name the model, GPU, TP degree (and knobs over the table's `config`) of each block of rows;
-    `columns` name what each row holds: "qps" first (requests/s, or "inf": every request at once), then
-    published metrics (ttft_ms, itl_ms, tpot_ms, output_throughput_tok_s); `rows` map a setup to
-    "input/output" lengths to a list of rows. Every point is a rate point: `num_prompts` requests at
-    seeded Poisson times at its rate (all at t=0 for "inf"), through the API-server stage."""
-    tname = str(table.get("name", "?"))
-    columns = [str(c) for c in table.get("columns") or []]
-    metrics = columns[1:]
-    allowed = {"ttft_ms", "itl_ms", "tpot_ms", "output_throughput_tok_s"}
-    if not table.get("source") or columns[:1] != ["qps"] or not metrics or not set(metrics) <= allowed:
-        raise ValueError(f"{tname}: a serving table needs a source and columns [qps, then some of "
-                         f"{sorted(allowed)}]")
-    setups = dict(table.get("setups") or {})
-    out: list[FidelityPoint] = []
-    for setup_name, by_length in (table.get("rows") or {}).items():
-        setup = setups.get(setup_name)
-        if setup is None:
-            raise ValueError(f"{tname}: rows name setup {setup_name!r}, which `setups` does not define")
-        for lengths, rows in by_length.items():
-            isl, _, osl = str(lengths).partition("/")
-            if not (isl.isdigit() and osl.isdigit()):
-                raise ValueError(f"{tname}: {setup_name} lengths {lengths!r} are not input/output")
-            for row in rows:
-                if len(row) != len(columns):
-                    raise ValueError(f"{tname}: {setup_name} {lengths} row {row} has {len(row)} values "
-                                     f"for {len(columns)} columns")
-                qps = str(row[0]).lower()
-                out.append(_setup_point(
-                    table, setup, f"{tname}-{setup_name}-{isl}-{osl}-qps{qps}", int(isl), int(osl), {},
-                    load="rate",
-                    num_prompts=int(table["num_prompts"]),
-                    published={m: float(v) for m, v in zip(metrics, row[1:], strict=True)},
-                    rate=math.inf if qps == "inf" else float(qps),
-                ))
-    return out
-
-
-def _table_points(table: dict[str, Any]) -> list[FidelityPoint]:
-    """The points of one published table: one per (row, column) cell that has a figure.
-
-    A table names its source, engine, load and the one metric its cells hold; `columns` are the setups
-    (name, model, gpu, tp, config: the knobs shared by every row are the table's `config`), `rows` map
-    "input/output" lengths to one figure per column (null where the source has none) and `num_prompts`
-    maps the same keys to the request count the source used for that row. Without a max_model_len in the
-    knobs, each row's engine is built for its own input + output length, as `trtllm-bench build` sizes
-    an engine from its dataset."""
-    tname = str(table.get("name", "?"))
-    metric = str(table.get("metric", ""))
-    if metric not in METRICS or not table.get("source"):
-        raise ValueError(f"{tname}: a table needs a source and a metric out of {METRICS}")
-    load = dict(table.get("load") or {})
-    if load.get("kind") != "batch":
-        raise ValueError(f"{tname}: tables hold offline batch runs (load kind batch)")
-    columns = list(table.get("columns") or [])
-    counts = {str(k): int(v) for k, v in (table.get("num_prompts") or {}).items()}
-    out: list[FidelityPoint] = []
-    for lengths, cells in (table.get("rows") or {}).items():
-        key = str(lengths)
-        isl, _, osl = key.partition("/")
-        if not (isl.isdigit() and osl.isdigit()) or key not in counts:
-            raise ValueError(f"{tname}: row {key!r} needs input/output lengths and a num_prompts entry")
-        if len(cells) != len(columns):
-            raise ValueError(f"{tname}: row {key} has {len(cells)} figures for {len(columns)} columns")
-        for col, value in zip(columns, cells, strict=True):
-            if value is None:
-                continue
-            out.append(_setup_point(
-                table, col, f"{tname}-{col['name']}-{isl}-{osl}", int(isl), int(osl),
-                {"max_model_len": int(isl) + int(osl)},
-                load="batch",
-                num_prompts=counts[key],
-                published={metric: float(value)},
-            ))
-    return out
 
 
 # ---- requests and runs ------------------------------------------------------------------------------
@@ -362,32 +199,8 @@ def model_metrics(point: FidelityPoint, fig: RunFigures) -> dict[str, float]:
     if "latency_ms" in pub:
         out["decode_step_ms"] = 1e3 * sum(latency) / n / point.output_tokens
     if point.prefill_bound and "duration_s" in pub:
-        out["prefill_step_ms"] = 1e3 * _chunk(point) * duration / fig.input_tokens
+        out["prefill_step_ms"] = 1e3 * point.engine_config().max_num_batched_tokens * duration / fig.input_tokens
     return out
-
-
-def published_metrics(point: FidelityPoint) -> dict[str, float]:
-    """The same metrics from the published figures (see the module docstring for the derivations)."""
-    pub = point.published
-    out: dict[str, float] = {}
-    if "ttft_ms" in pub:
-        out["ttft_ms"] = pub["ttft_ms"]
-    if "tpot_ms" in pub:
-        out["tpot_ms"] = pub["tpot_ms"]
-    elif "itl_ms" in pub:
-        out["tpot_ms"] = pub["itl_ms"]
-    if "output_throughput_tok_s" in pub:
-        out["output_throughput_tok_s"] = pub["output_throughput_tok_s"]
-    if "latency_ms" in pub:
-        out["decode_step_ms"] = pub["latency_ms"] / point.output_tokens
-    if point.prefill_bound and "duration_s" in pub:
-        total_in = point.input_tokens * point.num_prompts
-        out["prefill_step_ms"] = 1e3 * _chunk(point) * pub["duration_s"] / total_in
-    return out
-
-
-def _chunk(point: FidelityPoint) -> int:
-    return point.engine_config().max_num_batched_tokens
 
 
 def summarise(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -420,10 +233,11 @@ def engine_family(engine: str) -> str:
 
 
 def point_row(p: FidelityPoint) -> dict[str, Any]:
-    """Simulate one point and compare: the JSON row of `run_fidelity`'s `points`."""
-    model = model_metrics(p, run_point(p))
+    """Simulate one point and compare: the JSON row of `run_fidelity`'s `points`. A point the engine
+    model cannot run (its weights and activations do not fit, or requests never finish) keeps its row
+    with `error` set and no modelled figures, so one bad point of a file does not hide the others."""
     pub = published_metrics(p)
-    return {
+    row: dict[str, Any] = {
         "name": p.name,
         "source": p.source,
         "model": p.model,
@@ -438,8 +252,17 @@ def point_row(p: FidelityPoint) -> dict[str, Any]:
         "num_prompts": p.num_prompts,
         "table": p.table or None,
         "published": {k: round(v, 4) for k, v in pub.items()},
+    }
+    try:
+        model = model_metrics(p, run_point(p))
+    except (ValueError, RuntimeError, ArithmeticError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return {**row, "modelled": {}, "rel_error": {}, "error": first[:300]}
+    return {
+        **row,
         "modelled": {k: round(model[k], 4) for k in pub},
         "rel_error": {k: round(model[k] / pub[k] - 1.0, 4) for k in pub},
+        "error": None,
     }
 
 
@@ -471,6 +294,7 @@ def run_fidelity(points: list[FidelityPoint] | None = None, workers: int | None 
         rows = [point_row(p) for p in pts]
     summary = summarise(rows)
     families = sorted({engine_family(row["engine"]) for row in rows})
+    failed = [row["name"] for row in rows if row["error"]]
     return {
         "points": rows,
         "summary": summary,
@@ -478,7 +302,9 @@ def run_fidelity(points: list[FidelityPoint] | None = None, workers: int | None 
         # hide a poor one on the other's
         "summary_by_engine": {f: summarise(r for r in rows if engine_family(r["engine"]) == f) for f in families},
         "target_median_abs_rel_error": TARGET_MEDIAN_ABS_ERROR,
-        "meets_target": all(s["meets_target"] is not False for s in summary.values()),
+        # points that could not run are named, not silently left out of the medians
+        "failed_points": failed,
+        "meets_target": not failed and all(s["meets_target"] is not False for s in summary.values()),
         "wall_s": round(time.perf_counter() - t0, 3),
         "workers": n if n > 1 and len(pts) > 1 else 1,
     }
@@ -500,6 +326,9 @@ def format_fidelity(result: dict[str, Any]) -> str:
     w = max([len("point")] + [len(row["name"]) for row in result["points"]]) + 2
     lines = [f"{'point':<{w}}{'metric':<25}{'published':>12}{'model':>12}{'error':>9}"]
     for row in result["points"]:
+        if row.get("error"):
+            lines.append(f"{row['name']:<{w}}FAILED: {row['error']}")
+            continue
         for metric, pub in row["published"].items():
             lines.append(f"{row['name']:<{w}}{metric:<25}{pub:>12.4g}{row['modelled'][metric]:>12.4g}"
                          f"{row['rel_error'][metric]:>+9.1%}")
@@ -509,6 +338,9 @@ def format_fidelity(result: dict[str, Any]) -> str:
     for family, summary in result.get("summary_by_engine", {}).items():
         lines.append(f"{family} points only:")
         lines.extend(_median_lines(summary, target, "  "))
+    if result.get("failed_points"):
+        lines.append(f"{len(result['failed_points'])} point(s) could not run and are in no median: "
+                     + ", ".join(result["failed_points"][:5]) + (" ..." if len(result["failed_points"]) > 5 else ""))
     lines.append("")
     lines.append("sources:")
     lines.extend(f"  {src}" for src in dict.fromkeys(row["source"] for row in result["points"]))

@@ -1,0 +1,190 @@
+"""Bringing your own benchmark points: the reader refuses a bad file with every problem at its line, matches
+model and GPU names like `calc`, and the harness reports a point it cannot run instead of dying on it."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from game.commands import main
+from telemetry_gen import fidelity as F
+from telemetry_gen.fidelity_points import MAX_PROMPTS, PointsError, load_points, select
+
+GOOD = """\
+points:
+  - name: small-8b
+    source: https://example.org/bench
+    model: meta-llama/Llama-3.1-8B-Instruct
+    gpu: h100
+    engine: vLLM v0.11.0
+    input_tokens: 64
+    output_tokens: 8
+    load: {kind: batch}
+    num_prompts: 4
+    published: {output_throughput_tok_s: 500}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "points.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def problems(path: Path) -> list[str]:
+    with pytest.raises(PointsError) as info:
+        load_points(path)
+    return info.value.problems
+
+
+def test_names_match_like_calc_and_are_stored_canonically(tmp_path: Path) -> None:
+    (p,) = load_points(write(tmp_path, GOOD))
+    assert (p.model, p.gpu) == ("Llama-3.1-8B", "H100-SXM")
+
+
+def test_every_problem_is_reported_at_its_line(tmp_path: Path) -> None:
+    text = GOOD + """\
+  - name: second
+    source: https://example.org/bench
+    model: Llama-9000
+    gpu: H100
+    input_tokens: 64
+    output_tokens: 8
+    load: {kind: batch}
+    num_prompts: 4
+    published: {output_throughput_tok_s: 500}
+  - name: third
+    source: https://example.org/bench
+    model: Llama-3.1-8B
+    gpu: H100
+    input_tokens: 64
+    output_tokens: 8
+    load: {kind: rate, rate: fast}
+    num_prompts: 4
+    published: {ttft_ms: 5}
+extra: 1
+"""
+    path = write(tmp_path, text)
+    found = problems(path)
+    assert len(found) == 3, found  # all at once, in line order
+    assert found[0].startswith(f"{path}:14: second: unknown model 'Llama-9000'") and "did you mean" in found[0]
+    assert found[1].startswith(f"{path}:27: third: the rate must be a positive number, not 'fast'")
+    assert found[2].startswith(f"{path}:30: unknown section 'extra'")
+    assert all("Traceback" not in line for line in found)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ("num_prompts: 4", f"num_prompts must be within 1..{MAX_PROMPTS}"),
+    ("input_tokens: 64", "input_tokens must be a whole number"),
+    ("published: {output_throughput_tok_s: 500}", "unknown published figure 'p50'"),
+    ("load: {kind: batch}", "load kind must be batch, rate or concurrency"),
+    ("gpu: h100", "unknown GPU"),
+])
+def test_a_bad_field_is_named(tmp_path: Path, change: str, message: str) -> None:
+    replacement = {
+        "num_prompts: 4": "num_prompts: 1000000000",
+        "input_tokens: 64": "input_tokens: 6.5",
+        "published: {output_throughput_tok_s: 500}": "published: {p50: 3}",
+        "load: {kind: batch}": "load: {kind: warp}",
+        "gpu: h100": "gpu: TPU-v5",
+    }[change]
+    (line,) = problems(write(tmp_path, GOOD.replace(change, replacement)))
+    assert "small-8b: " + message in line, line
+    assert line.split(":")[1] == str(GOOD.splitlines().index("    " + change) + 1)  # the field's own line
+
+
+def test_engine_knobs_and_missing_figures_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    knobs = GOOD.replace("num_prompts: 4", "num_prompts: 4\n    config: {warp_drive: 1}")
+    assert "engine knobs refused: unknown engine knob(s): warp_drive" in problems(write(tmp_path, knobs))[0]
+    nothing = GOOD.replace("{output_throughput_tok_s: 500}", "{duration_s: 3}")
+    assert "publishes nothing the harness compares" in problems(write(tmp_path, nothing))[0]
+
+
+def test_table_problems_point_at_the_row(tmp_path: Path) -> None:
+    text = """\
+    tables:
+      - name: grid
+        source: https://example.org/grid
+        engine: TensorRT-LLM
+        metric: output_throughput_tok_s
+        load: {kind: batch}
+        columns:
+          - {name: a, model: llama-3.1-8b, gpu: H200, tp: 1}
+        num_prompts: {"10/20": 5, "30/40": 5}
+        rows:
+          "10/20": [100]
+          "30/40": [100, 200]
+    """
+    path = write(tmp_path, text)
+    (line,) = problems(path)
+    assert line.startswith(f"{path}:12: grid: row 30/40 has 2 figures for 1 columns")
+
+
+def test_unusable_files_are_one_clear_line(tmp_path: Path) -> None:
+    cases = {
+        "broken.yaml": ("points: [\n", "not valid YAML"),
+        "scalar.yaml": ("42\n", "a points file is a mapping"),
+        "empty.yaml": ("", "no points"),
+        "recursive.yaml": ("points: &p [*p]\n", "an entry must be a mapping"),
+        "duplicate.yaml": (GOOD + GOOD.split("\n", 1)[1], "point name 'small-8b' is used 2 times"),
+    }
+    for name, (text, message) in cases.items():
+        found = problems(write(tmp_path, text, name))
+        assert message in found[0], (name, found)
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00points")
+    assert "not UTF-8" in problems(binary)[0]
+    assert "is a folder" in problems(tmp_path)[0]
+    assert "cannot read" in problems(tmp_path / "missing.yaml")[0]
+
+
+def test_the_built_in_file_merges_its_shared_table_fields() -> None:
+    # the built-in file shares table fields through YAML anchors and merge keys; they must keep working
+    names = {p.table for p in load_points()}
+    assert {"trtllm-perf-overview", "trtllm-serving"} <= names
+    assert sum(1 for n in names if n.startswith("trtllm-v0.17-")) >= 4
+
+
+def test_select_filters_by_name_in_any_case() -> None:
+    pts = load_points()
+    chosen = select(pts, "NIGHTLY-latency")
+    assert chosen and all("nightly-latency" in p.name for p in chosen) and len(chosen) < len(pts)
+    assert select(pts, "") == pts
+
+
+def test_a_point_the_engine_cannot_run_is_reported_not_fatal(tmp_path: Path) -> None:
+    text = GOOD + GOOD.split("\n", 1)[1].replace("small-8b", "too-big").replace(
+        "meta-llama/Llama-3.1-8B-Instruct", "Llama-3.1-70B").replace("gpu: h100", "gpu: L40S")
+    result = F.run_fidelity(load_points(write(tmp_path, text)), workers=1)
+    rows = {r["name"]: r for r in result["points"]}
+    assert rows["small-8b"]["error"] is None and rows["small-8b"]["modelled"]
+    assert "memory" in rows["too-big"]["error"] and rows["too-big"]["modelled"] == {}
+    assert result["failed_points"] == ["too-big"] and result["meets_target"] is False
+    assert result["summary"]["output_throughput_tok_s"]["points"] == 1  # only the point that ran
+    assert "too-big" in F.format_fidelity(result) and "FAILED" in F.format_fidelity(result)
+
+
+def test_fidelity_command_replays_your_file(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD)
+    res = CliRunner().invoke(main, ["fidelity", "--points", str(path), "--workers", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["ok"] and out["points_file"] == str(path) and out["failed_points"] == []
+    (row,) = out["points"]
+    assert row["name"] == "small-8b" and set(row["modelled"]) == {"output_throughput_tok_s"}
+    text = CliRunner().invoke(main, ["fidelity", "--points", str(path), "--workers", "1"]).output
+    assert "small-8b" in text and "https://example.org/bench" in text
+
+
+def test_fidelity_command_refuses_a_bad_file_without_a_traceback(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("gpu: h100", "gpu: TPU-v5"))
+    res = CliRunner().invoke(main, ["fidelity", "--points", str(path), "--json"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    out = json.loads(res.output)
+    assert out["ok"] is False and out["diagnostics"][0].startswith(f"{path}:5: small-8b: unknown GPU")
+    res = CliRunner().invoke(main, ["fidelity", "--only", "no-such-point"])
+    assert res.exit_code == 1 and "no point" in res.output and "Traceback" not in res.output

@@ -141,6 +141,9 @@ def load_points(path: Path | str = POINTS_PATH) -> list[FidelityPoint]:
             except _Bad as bad:
                 line = _line(root, (section, i, *bad.where))
                 problems.append(f"{path}:{line}: {name}: {bad.message} (hint: {HINT})")
+            except (TypeError, ValueError, AttributeError) as exc:  # a shape no check above foresaw
+                line = _line(root, (section, i))
+                problems.append(f"{path}:{line}: {name}: malformed entry ({exc}) (hint: {HINT})")
     seen: dict[str, int] = {}
     for p in out:
         seen[p.name] = seen.get(p.name, 0) + 1
@@ -279,9 +282,7 @@ def _point(item: dict[str, Any]) -> FidelityPoint:
     concurrency = _int(load, "concurrency", 0, 0, MAX_PROMPTS) if "concurrency" in load else 0
     if kind == "concurrency" and concurrency < 1:
         raise _Bad("a concurrency load needs concurrency >= 1", "load")
-    config = item.get("config") or {}
-    if not isinstance(config, dict):
-        raise _Bad("config must be a mapping of engine knobs", "config")
+    config = _knobs(item.get("config"), "config")
     point = FidelityPoint(
         name=name,
         source=str(item["source"]),
@@ -311,23 +312,38 @@ def _lengths(key: Any, *where: str | int) -> tuple[int, int]:
     return int(isl), int(osl)
 
 
+def _knobs(value: Any, *where: str | int) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _Bad("config must be a mapping of engine knobs, such as {max_num_seqs: 256}", *where)
+    return dict(value)
+
+
 def _setup_point(table: dict[str, Any], setup: dict[str, Any], name: str, isl: int, osl: int,
                  base_knobs: dict[str, Any], where: tuple[str | int, ...], **fields: Any) -> FidelityPoint:
     """A table's point for one setup (model, gpu, tp and knobs): knobs are `base_knobs`, then the
-    table's `config`, then the setup's own `config`, each overriding the one before."""
+    table's `config`, then the setup's own `config`, each overriding the one before. `where` is the
+    setup's place in the table, for the line of a problem."""
     if not isinstance(setup, dict):
         raise _Bad("a setup must be a mapping with model, gpu and tp", *where)
-    model, gpu = _names(_req(setup, "model"), _req(setup, "gpu"), *where)
+    table_knobs = _knobs(table.get("config"), "config")
+    try:
+        model, gpu = _names(_req(setup, "model"), _req(setup, "gpu"))
+        tp = _int(setup, "tp", 1, 1, MAX_TP)
+        setup_knobs = _knobs(setup.get("config"), "config")
+    except _Bad as bad:
+        raise _Bad(bad.message, *where, *bad.where) from None
     return _check(FidelityPoint(
         name=name,
         source=str(table["source"]),
         model=model,
         gpu=gpu,
         engine=str(table.get("engine", "")),
-        tp=_int(setup, "tp", 1, 1, MAX_TP),
+        tp=tp,
         input_tokens=isl,
         output_tokens=osl,
-        config={**base_knobs, **dict(table.get("config") or {}), **dict(setup.get("config") or {})},
+        config={**base_knobs, **table_knobs, **setup_knobs},
         table=str(table.get("name", "?")),
         **fields,
     ), *where)

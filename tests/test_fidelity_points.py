@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from game.commands import main
 from telemetry_gen import fidelity as F
@@ -188,3 +190,52 @@ def test_fidelity_command_refuses_a_bad_file_without_a_traceback(tmp_path: Path)
     assert out["ok"] is False and out["diagnostics"][0].startswith(f"{path}:5: small-8b: unknown GPU")
     res = CliRunner().invoke(main, ["fidelity", "--only", "no-such-point"])
     assert res.exit_code == 1 and "no point" in res.output and "Traceback" not in res.output
+
+
+_ALL_FORMS = GOOD + """\
+tables:
+  - name: grid
+    source: https://example.org/grid
+    engine: TensorRT-LLM
+    metric: output_throughput_tok_s
+    load: {kind: batch}
+    config: {max_num_seqs: 64}
+    columns:
+      - {name: a, model: llama-3.1-8b, gpu: H200, tp: 1, config: {max_num_batched_tokens: 4096}}
+    num_prompts: {"10/20": 5}
+    rows:
+      "10/20": [100]
+serving_tables:
+  - name: srv
+    source: https://example.org/srv
+    engine: TensorRT-LLM v0
+    num_prompts: 20
+    setups:
+      small: {model: Llama-3.1-8B, gpu: H100-SXM, tp: 1}
+    columns: [qps, ttft_ms, itl_ms]
+    rows:
+      small: {"100/10": [[2, 20, 7], [inf, 900, 9]]}
+"""
+_JUNK = ["", "[]", "{}", "-1", "0", "1e400", "inf", "nan", "[[]]", "{a: b}", "~", "'x'", "&a [*a]", "2.5",
+         "true", "H100", "999999999999", "[1, [2, {3: 4}]]", "\"\\u0000\""]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), st.sampled_from(_JUNK)), min_size=1, max_size=4))
+def test_any_damage_to_a_file_is_a_points_error_or_still_valid(tmp_path_factory: pytest.TempPathFactory,
+                                                                edits: list[tuple[int, str]]) -> None:
+    lines = _ALL_FORMS.splitlines()
+    for index, junk in edits:
+        i = index % len(lines)
+        key, sep, _ = lines[i].partition(": ")
+        lines[i] = f"{key}{sep}{junk}" if sep else junk
+    path = tmp_path_factory.mktemp("fuzz") / "points.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    try:
+        points = load_points(path)
+    except PointsError as exc:
+        assert exc.problems and all(p.startswith(str(path)) for p in exc.problems), exc.problems
+        return
+    for p in points:  # what loads is usable: a real profile, sane sizes, a comparable figure
+        assert p.num_prompts >= 1 and p.input_tokens >= 1 and F.published_metrics(p)
+        p.engine_config()

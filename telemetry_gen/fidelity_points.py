@@ -16,6 +16,7 @@ so that a typo cannot start a run of a billion requests.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,8 @@ MAX_PROMPTS = 100_000  # requests in one point (the built-in file's largest: 30,
 MAX_TOKENS = 1 << 20  # prompt or output tokens of one request
 MAX_TP = 64
 HINT = "see the header of telemetry_gen/data/fidelity_points.yaml for the format"
+MAX_TEXT = 300  # characters of a name, source or engine text
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,9 @@ def load_points(path: Path | str = POINTS_PATH) -> list[FidelityPoint]:
             problems.append(f"{path}:{_line(root, (section,))}: {section} must be a list")
             continue
         for i, item in enumerate(items):
-            name = str(item.get("name", f"{section}[{i}]")) if isinstance(item, dict) else f"{section}[{i}]"
+            name = f"{section}[{i}]"
+            if isinstance(item, dict) and item.get("name") is not None:
+                name = _CONTROL.sub("?", str(item["name"]))[:80]  # shown in a message: never raw
             try:
                 if not isinstance(item, dict):
                     raise _Bad("an entry must be a mapping of fields")
@@ -204,6 +209,20 @@ def _req(item: dict[str, Any], key: str) -> Any:
     return item[key]
 
 
+def _text(item: dict[str, Any], key: str, required: bool = True) -> str:
+    """A name, source or engine text: shown to people as written, so one line, no control characters
+    (a terminal escape in a file must not reach a terminal), at most MAX_TEXT characters."""
+    value = _req(item, key) if required else item.get(key, "")
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        raise _Bad(f"{key} must be text, not {value!r}", key)
+    text = str(value)
+    if _CONTROL.search(text):
+        raise _Bad(f"{key} holds a control character or line break", key)
+    if len(text) > MAX_TEXT:
+        raise _Bad(f"{key} is {len(text)} characters long; at most {MAX_TEXT}", key)
+    return text
+
+
 def _int(item: dict[str, Any], key: str, default: int | None = None, lo: int = 1, hi: int = MAX_TOKENS) -> int:
     value = item.get(key, default) if default is not None else _req(item, key)
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
@@ -264,7 +283,7 @@ def _check(point: FidelityPoint, *where: str | int) -> FidelityPoint:
 
 
 def _point(item: dict[str, Any]) -> FidelityPoint:
-    name = str(_req(item, "name"))
+    name = _text(item, "name")
     if not str(item.get("source") or "").strip():
         raise _Bad("every point needs a source and published figures")
     load = item.get("load")
@@ -285,10 +304,10 @@ def _point(item: dict[str, Any]) -> FidelityPoint:
     config = _knobs(item.get("config"), "config")
     point = FidelityPoint(
         name=name,
-        source=str(item["source"]),
+        source=_text(item, "source"),
         model=model,
         gpu=gpu,
-        engine=str(item.get("engine", "")),
+        engine=_text(item, "engine", required=False),
         tp=_int(item, "tp", 1, 1, MAX_TP),
         input_tokens=_int(item, "input_tokens"),
         output_tokens=_int(item, "output_tokens"),
@@ -336,10 +355,10 @@ def _setup_point(table: dict[str, Any], setup: dict[str, Any], name: str, isl: i
         raise _Bad(bad.message, *where, *bad.where) from None
     return _check(FidelityPoint(
         name=name,
-        source=str(table["source"]),
+        source=_text(table, "source"),
         model=model,
         gpu=gpu,
-        engine=str(table.get("engine", "")),
+        engine=_text(table, "engine", required=False),
         tp=tp,
         input_tokens=isl,
         output_tokens=osl,
@@ -357,7 +376,7 @@ def _serving_table_points(table: dict[str, Any]) -> list[FidelityPoint]:
     published metrics (ttft_ms, itl_ms, tpot_ms, output_throughput_tok_s); `rows` map a setup to
     "input/output" lengths to a list of rows. Every point is a rate point: `num_prompts` requests at
     seeded Poisson times at its rate (all at t=0 for "inf"), through the API-server stage."""
-    tname = str(_req(table, "name"))
+    tname = _text(table, "name")
     columns = [str(c) for c in table.get("columns") or []]
     metrics = columns[1:]
     if not table.get("source") or columns[:1] != ["qps"] or not metrics or not set(metrics) <= set(SERVING_COLUMNS):
@@ -370,6 +389,9 @@ def _serving_table_points(table: dict[str, Any]) -> list[FidelityPoint]:
         raise _Bad("setups and rows must be mappings keyed by setup name", "rows")
     out: list[FidelityPoint] = []
     for setup_name, by_length in rows.items():
+        if _CONTROL.search(str(setup_name)) or len(str(setup_name)) > MAX_TEXT:
+            raise _Bad(f"setup name {str(setup_name)[:80]!r} is not one line of at most {MAX_TEXT} characters",
+                       "rows")
         setup = setups.get(setup_name)
         if setup is None:
             raise _Bad(f"rows name setup {setup_name!r}, which `setups` does not define", "rows", setup_name)
@@ -406,7 +428,7 @@ def _table_points(table: dict[str, Any]) -> list[FidelityPoint]:
     maps the same keys to the request count the source used for that row. Without a max_model_len in the
     knobs, each row's engine is built for its own input + output length, as `trtllm-bench build` sizes
     an engine from its dataset."""
-    tname = str(_req(table, "name"))
+    tname = _text(table, "name")
     metric = str(table.get("metric", ""))
     if metric not in METRICS or not table.get("source"):
         raise _Bad(f"a table needs a source and a metric out of {METRICS}", "metric")
@@ -433,8 +455,12 @@ def _table_points(table: dict[str, Any]) -> list[FidelityPoint]:
                 continue
             if not isinstance(col, dict) or not col.get("name"):
                 raise _Bad("every column needs a name, model and gpu", "columns", i)
+            try:
+                col_name = _text(col, "name")
+            except _Bad as bad:
+                raise _Bad(bad.message, "columns", i) from None
             out.append(_setup_point(
-                table, col, f"{tname}-{col['name']}-{isl}-{osl}", isl, osl,
+                table, col, f"{tname}-{col_name}-{isl}-{osl}", isl, osl,
                 {"max_model_len": isl + osl}, ("columns", i),
                 load="batch",
                 num_prompts=counts[key],

@@ -239,3 +239,13 @@ def test_any_damage_to_a_file_is_a_points_error_or_still_valid(tmp_path_factory:
     for p in points:  # what loads is usable: a real profile, sane sizes, a comparable figure
         assert p.num_prompts >= 1 and p.input_tokens >= 1 and F.published_metrics(p)
         p.engine_config()
+
+
+@pytest.mark.parametrize("field", ["name", "source", "engine"])
+def test_text_fields_are_one_plain_line(tmp_path: Path, field: str) -> None:
+    value = {"name": "small-8b", "source": "https://example.org/bench", "engine": "vLLM v0.11.0"}[field]
+    escape = GOOD.replace(f"{field}: {value}", f'{field}: "\\e[31mred\\e[0m"')
+    (line,) = problems(write(tmp_path, escape))
+    assert f"{field} holds a control character" in line and "\x1b" not in line
+    long = GOOD.replace(f"{field}: {value}", f"{field}: {'x' * 400}")
+    assert "at most 300" in problems(write(tmp_path, long))[0]

@@ -7,7 +7,8 @@ minutes. So the full proof runs where there is time (`make prove`) and writes a 
 YAML's hash, and per seed the verdict and the content digests of the telemetry with and without the
 faults. CI then proves a few seeds itself and checks the record against them:
 
-* the record covers every seed of the policy, 0 .. PROOF_SEEDS-1, and every one of them passed;
+* the record covers every seed of the policy, 0 .. PROOF_SEEDS-1, and every one of them passed, the
+  first WORLD_PROOF_SEEDS with every hypothesis world proven too;
 * it was made from this YAML (and the traces it replays): an edited incident needs a new proof;
 * it is not stale: a record is stale when both the code that shapes the telemetry
   (telemetry_gen.cache.code_version) and the telemetry itself differ from what was proven, for some seed
@@ -27,11 +28,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from incidents.variants import PROOF_SEEDS, proof_seeds
+from incidents.variants import PROOF_SEEDS, WORLD_PROOF_SEEDS, proof_seeds
 
 RECORD_FORMAT = 1
 RECORD_FOLDER = "proofs"
-PROVE_HINT = "run `make prove` (servedrill validate --deep --claims-only --record) and commit the records"
+PROVE_HINT = ("run `make prove` (servedrill validate --deep --claims-only --record, then the worlds of the first "
+              f"{WORLD_PROOF_SEEDS} seeds: --seeds {WORLD_PROOF_SEEDS} --record) and commit the records")
 
 
 def record_path(incident_path: Path | str) -> Path:
@@ -148,10 +150,11 @@ def write_record(incident_path: Path | str, incident_id: str, runs: Iterable[Map
 
 
 def check_record(incident_path: Path | str, runs: Iterable[Mapping[str, Any]] = (),
-                 seeds: Iterable[int] | None = None) -> list[str]:
+                 seeds: Iterable[int] | None = None, world_seeds: Iterable[int] | None = None) -> list[str]:
     """Why the record of `incident_path` does not prove it on the seed policy (empty: it does).
 
-    `seeds` (default 0 .. PROOF_SEEDS-1) must all be recorded as passed; `runs` are fresh run dicts of
+    `seeds` (default 0 .. PROOF_SEEDS-1) must all be recorded as passed, and `world_seeds` (default
+    0 .. WORLD_PROOF_SEEDS-1) as passed with their hypothesis worlds; `runs` are fresh run dicts of
     this file (e.g. CI's own proofs), whose telemetry digests must equal the recorded ones."""
     where = record_path(incident_path)
     record = read_record(incident_path)
@@ -172,6 +175,11 @@ def check_record(incident_path: Path | str, runs: Iterable[Mapping[str, Any]] = 
         problems.append(f"{where}: seed {s} failed its proof: {first}")
     if len(failed) > 5:
         problems.append(f"{where}: ... and {len(failed) - 5} more failing seeds")
+    want_worlds = list(range(WORLD_PROOF_SEEDS) if world_seeds is None else world_seeds)
+    no_worlds = [s for s in want_worlds if not recorded.get(str(s), {}).get("worlds")]
+    if no_worlds and not missing and not failed:
+        problems.append(f"{where}: hypothesis worlds not proven on seed{'s' if len(no_worlds) > 1 else ''} "
+                        f"{', '.join(map(str, no_worlds))} (hint: {PROVE_HINT})")
     from telemetry_gen.cache import code_version
 
     same_code = record.get("code") == code_version()

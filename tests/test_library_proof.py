@@ -5,8 +5,9 @@ seeds 1 .. CI_SEEDS-1 claims only. `servedrill validate --deep` proves the full 
 seeds with every world; run it before changing an incident or the engine.
 
 The whole seed policy is held through proof records (telemetry_gen.proof_record): `make prove` proves every
-seed of the policy and records the verdicts with the telemetry's digests; here each record must cover
-every seed, have passed, match the YAML, and agree with the telemetry CI just built for its own seeds.
+seed of the policy (the first WORLD_PROOF_SEEDS with their worlds) and records the verdicts with the
+telemetry's digests; here each record must cover every seed, have passed, hold the worlds of those first
+seeds, match the YAML, and agree with the telemetry CI just built for its own seeds.
 
 Both kinds of proof go through `prove_many` in one process per core, so the suite pays about what one
 complete seed per incident used to cost serially."""

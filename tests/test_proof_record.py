@@ -11,7 +11,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from game.commands import main
-from incidents.variants import PROOF_SEEDS
+from incidents.variants import PROOF_SEEDS, WORLD_PROOF_SEEDS
 from telemetry_gen.proof_record import (
     check_record,
     make_record,
@@ -31,6 +31,11 @@ def run(seed: int, *, ok: bool = True, faults: str = "f", ablation: str = "a", w
             "problems": [] if ok else [f"symptom s: fails on seed {seed}"], "claims": claims or []}
 
 
+def full_policy(**changes: Any) -> list[dict[str, Any]]:
+    """What `make prove` records: every seed of the policy, the first WORLD_PROOF_SEEDS with their worlds."""
+    return [run(s, worlds=s < WORLD_PROOF_SEEDS, **changes) for s in range(PROOF_SEEDS)]
+
+
 def incident(tmp_path: Path) -> Path:
     target = tmp_path / "lib" / FIXTURE.name
     target.parent.mkdir()
@@ -40,7 +45,7 @@ def incident(tmp_path: Path) -> Path:
 
 def test_a_full_passing_record_checks_clean_and_a_fresh_run_with_the_same_telemetry_agrees(tmp_path: Path) -> None:
     path = incident(tmp_path)
-    written = write_record(path, "proof-slow-replica", [run(s) for s in range(PROOF_SEEDS)])
+    written = write_record(path, "proof-slow-replica", full_policy())
     assert written == record_path(path) == path.parent / "proofs" / "proof-slow-replica.json"
     assert check_record(path, [run(0), run(1)]) == []
 
@@ -58,7 +63,7 @@ def test_no_record_missing_seeds_and_failed_seeds_are_each_reported(tmp_path: Pa
 
 def test_an_edited_yaml_makes_the_record_stale(tmp_path: Path) -> None:
     path = incident(tmp_path)
-    write_record(path, "x", [run(s) for s in range(PROOF_SEEDS)])
+    write_record(path, "x", full_policy())
     path.write_text(path.read_text() + "\n# an edit\n")
     [problem] = check_record(path)
     assert "recorded for another version of proof-slow-replica.yaml" in problem
@@ -66,7 +71,7 @@ def test_an_edited_yaml_makes_the_record_stale(tmp_path: Path) -> None:
 
 def test_a_record_is_stale_when_both_the_code_and_the_telemetry_changed(tmp_path: Path) -> None:
     path = incident(tmp_path)
-    write_record(path, "x", [run(s) for s in range(PROOF_SEEDS)])
+    write_record(path, "x", full_policy())
     changed = [run(0), run(1, ablation="changed")]
     # same code, other bytes: another CPU's rounding, not a change; the record stands
     assert check_record(path, changed) == []
@@ -78,6 +83,27 @@ def test_a_record_is_stale_when_both_the_code_and_the_telemetry_changed(tmp_path
     # other code and other bytes: the engine changed what players see
     [problem] = check_record(path, changed)
     assert "stale: the engine or telemetry builder changed since the proof and seed 1 now simulates" in problem
+
+
+def test_the_first_seeds_need_their_worlds_proven(tmp_path: Path) -> None:
+    path = incident(tmp_path)
+    # a claims-only pass over the whole policy is not enough ...
+    write_record(path, "x", [run(s) for s in range(PROOF_SEEDS)])
+    [problem] = check_record(path)
+    assert f"hypothesis worlds not proven on seeds {', '.join(map(str, range(WORLD_PROOF_SEEDS)))}" in problem
+    assert f"--seeds {WORLD_PROOF_SEEDS} --record" in problem  # the hint says how
+    # ... until the worlds of those seeds are added (records merge); one missing seed is named
+    write_record(path, "x", [run(s, worlds=s != 3) for s in range(WORLD_PROOF_SEEDS)])
+    [problem] = check_record(path)
+    assert "hypothesis worlds not proven on seed 3 (hint" in problem
+    write_record(path, "x", [run(3, worlds=True)])
+    assert check_record(path) == []
+
+
+def test_make_prove_proves_the_worlds_the_records_are_held_to() -> None:
+    recipe = (Path(__file__).resolve().parents[1] / "Makefile").read_text().split("\nprove:", 1)[1].split("\n\n")[0]
+    assert "--claims-only --record incidents/" in recipe
+    assert f"--seeds {WORLD_PROOF_SEEDS} --record incidents/" in recipe
 
 
 def test_records_merge_only_over_the_same_yaml_and_telemetry(tmp_path: Path) -> None:
@@ -141,4 +167,7 @@ def test_validate_record_writes_what_the_simulation_proved(tmp_path: Path, monke
     digests = out["files"][0]["deep"]["runs"][0]["digests"]
     assert record["seeds"]["0"]["faults"] == digests["faults"] and len(digests["faults"]) == 64
     assert record["seeds"]["0"]["faults"] != record["seeds"]["0"]["ablation"]
-    assert check_record(path, out["files"][0]["deep"]["runs"], seeds=[0]) == []
+    assert check_record(path, out["files"][0]["deep"]["runs"], seeds=[0], world_seeds=[]) == []
+    # claims only: seed 0's worlds were not proven, and the policy wants them
+    [problem] = check_record(path, seeds=[0], world_seeds=[0])
+    assert "hypothesis worlds not proven on seed 0" in problem

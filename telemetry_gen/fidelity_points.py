@@ -40,6 +40,8 @@ MAX_FILE_BYTES = 4 << 20
 MAX_PROMPTS = 100_000  # requests in one point (the built-in file's largest: 30,000)
 MAX_TOKENS = 1 << 20  # prompt or output tokens of one request
 MAX_TP = 64
+MAX_POINTS = 10_000  # points in one file, tables expanded (the built-in file: 425)
+MAX_TOTAL_REQUESTS = 5_000_000  # requests over all points (the built-in file: about 1.8 million)
 HINT = "see the header of telemetry_gen/data/fidelity_points.yaml for the format"
 MAX_TEXT = 300  # characters of a name, source or engine text
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -116,6 +118,8 @@ def load_points(path: Path | str = POINTS_PATH) -> list[FidelityPoint]:
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise PointsError([f"{where}: not valid YAML: {problem} (hint: {HINT})"]) from None
+    except RecursionError:
+        raise PointsError([f"{path}: nested too deeply to be a points file (hint: {HINT})"]) from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -146,9 +150,10 @@ def load_points(path: Path | str = POINTS_PATH) -> list[FidelityPoint]:
             except _Bad as bad:
                 line = _line(root, (section, i, *bad.where))
                 problems.append(f"{path}:{line}: {name}: {bad.message} (hint: {HINT})")
-            except (TypeError, ValueError, AttributeError) as exc:  # a shape no check above foresaw
+            except (TypeError, ValueError, AttributeError, RecursionError) as exc:  # a shape no check foresaw
                 line = _line(root, (section, i))
-                problems.append(f"{path}:{line}: {name}: malformed entry ({exc}) (hint: {HINT})")
+                detail = _CONTROL.sub("?", str(exc))[:200]
+                problems.append(f"{path}:{line}: {name}: malformed entry ({detail}) (hint: {HINT})")
     seen: dict[str, int] = {}
     for p in out:
         seen[p.name] = seen.get(p.name, 0) + 1
@@ -157,6 +162,12 @@ def load_points(path: Path | str = POINTS_PATH) -> list[FidelityPoint]:
             problems.append(f"{path}: point name {name!r} is used {count} times; names must be unique")
     if not out and not problems:
         problems.append(f"{path}: no points (hint: {HINT})")
+    if len(out) > MAX_POINTS:
+        problems.append(f"{path}: {len(out)} points; a file may hold at most {MAX_POINTS}")
+    total = sum(p.num_prompts for p in out)
+    if total > MAX_TOTAL_REQUESTS:
+        problems.append(f"{path}: {total} requests over all points; at most {MAX_TOTAL_REQUESTS} "
+                        f"(split the file, or run parts with --only)")
     if problems:
         raise PointsError(sorted(problems, key=_problem_line))
     return out
@@ -183,20 +194,21 @@ def _line(root: yaml.Node | None, where: tuple[str | int, ...]) -> int:
     return best
 
 
-def _child(node: yaml.Node | None, step: str | int) -> tuple[int, yaml.Node] | None:
-    """(line, node) of `step` below `node`: an item's own line, or a field's key line and its value."""
+def _child(node: yaml.Node | None, step: str | int, seen: frozenset[int] = frozenset()) -> tuple[int, yaml.Node] | None:
+    """(line, node) of `step` below `node`: an item's own line, or a field's key line and its value (through
+    merge keys, each node visited once: a file may merge a mapping into itself)."""
     if isinstance(node, yaml.SequenceNode) and isinstance(step, int) and 0 <= step < len(node.value):
         item = node.value[step]
         return item.start_mark.line + 1, item
-    if isinstance(node, yaml.MappingNode):
+    if isinstance(node, yaml.MappingNode) and id(node) not in seen:
         merged = []
         for key, value in node.value:
             if key.tag == "tag:yaml.org,2002:merge":
-                merged.append(value)
+                merged.extend(value.value if isinstance(value, yaml.SequenceNode) else [value])
             elif key.value == str(step):
                 return key.start_mark.line + 1, value
         for value in merged:
-            found = _child(value, step)
+            found = _child(value, step, seen | {id(node)})
             if found is not None:
                 return found
     return None

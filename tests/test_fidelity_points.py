@@ -249,3 +249,15 @@ def test_text_fields_are_one_plain_line(tmp_path: Path, field: str) -> None:
     assert f"{field} holds a control character" in line and "\x1b" not in line
     long = GOOD.replace(f"{field}: {value}", f"{field}: {'x' * 400}")
     assert "at most 300" in problems(write(tmp_path, long))[0]
+
+
+def test_a_file_cannot_ask_for_an_endless_run(tmp_path: Path) -> None:
+    # every point within its own bound, the file as a whole far beyond what a run may take
+    one = GOOD.split("\n", 1)[1].replace("num_prompts: 4", f"num_prompts: {MAX_PROMPTS}")
+    many = "points:\n" + "".join(one.replace("small-8b", f"p{i}") for i in range(60))
+    found = problems(write(tmp_path, many))
+    assert any(f"{60 * MAX_PROMPTS} requests over all points" in line for line in found), found
+    # a pathological nesting is a clear line too, not an interpreter error
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("points: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert "nested too deeply" in problems(deep)[0]

@@ -169,7 +169,8 @@ def load_points(path: Path | str = POINTS_PATH) -> list[FidelityPoint]:
         problems.append(f"{path}: {total} requests over all points; at most {MAX_TOTAL_REQUESTS} "
                         f"(split the file, or run parts with --only)")
     if problems:
-        raise PointsError(sorted(problems, key=_problem_line))
+        # a message may quote what the file holds (a knob's name, a figure): never a control character
+        raise PointsError(sorted((_CONTROL.sub("?", p) for p in problems), key=_problem_line))
     return out
 
 
@@ -237,7 +238,8 @@ def _text(item: dict[str, Any], key: str, required: bool = True) -> str:
 
 def _int(item: dict[str, Any], key: str, default: int | None = None, lo: int = 1, hi: int = MAX_TOKENS) -> int:
     value = item.get(key, default) if default is not None else _req(item, key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    if (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+            or value != int(value)):
         raise _Bad(f"{key} must be a whole number, not {value!r}", key)
     if not lo <= int(value) <= hi:
         raise _Bad(f"{key} must be within {lo}..{hi}, not {value}", key)

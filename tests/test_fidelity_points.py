@@ -261,3 +261,11 @@ def test_a_file_cannot_ask_for_an_endless_run(tmp_path: Path) -> None:
     deep = tmp_path / "deep.yaml"
     deep.write_text("points: " + "[" * 5000 + "]" * 5000 + "\n")
     assert "nested too deeply" in problems(deep)[0]
+
+
+def test_odd_numbers_and_quoted_escapes_are_clear_lines(tmp_path: Path) -> None:
+    (line,) = problems(write(tmp_path, GOOD.replace("num_prompts: 4", "num_prompts: .inf")))
+    assert "num_prompts must be a whole number, not inf" in line
+    knob = GOOD.replace("num_prompts: 4", 'num_prompts: 4\n    config: {"\\e[2Jwipe": 1}')
+    (line,) = problems(write(tmp_path, knob))
+    assert "engine knobs refused" in line and "\x1b" not in line

@@ -76,7 +76,7 @@ WORLD_PROOF_SEEDS = 5
 the page states, and some reference query rules it out) and records it; CI holds the records to it. A
 world costs a simulation per distractor per seed, so the whole sample is left to `validate --deep`; five
 seeds catch a world that misses the page on 1 seed in 3 with probability 0.87 (seed 0 alone: 0.33).
-Worlds that passed seed 0 but missed seeds 1-4 were found this way (docs/authoring.md, "Seeds")."""
+Worlds that passed seed 0 but missed later seeds were found this way (docs/authoring.md, "Seeds")."""
 
 
 def proof_seeds(count: int = PROOF_SEEDS) -> tuple[int, ...]:

@@ -30,6 +30,15 @@ points:
     published: {output_throughput_tok_s: 500}
 """
 
+TABLE_HEAD = """\
+tables:
+  - name: grid
+    source: https://example.org/grid
+    engine: TensorRT-LLM
+    metric: output_throughput_tok_s
+    load: {kind: batch}
+"""
+
 
 def write(tmp_path: Path, text: str, name: str = "points.yaml") -> Path:
     path = tmp_path / name
@@ -107,20 +116,14 @@ def test_engine_knobs_and_missing_figures_are_checked_before_anything_runs(tmp_p
 
 
 def test_table_problems_point_at_the_row(tmp_path: Path) -> None:
-    text = """\
-    tables:
-      - name: grid
-        source: https://example.org/grid
-        engine: TensorRT-LLM
-        metric: output_throughput_tok_s
-        load: {kind: batch}
-        columns:
-          - {name: a, model: llama-3.1-8b, gpu: H200, tp: 1}
-        num_prompts: {"10/20": 5, "30/40": 5}
-        rows:
-          "10/20": [100]
-          "30/40": [100, 200]
-    """
+    text = TABLE_HEAD + """\
+    columns:
+      - {name: a, model: llama-3.1-8b, gpu: H200, tp: 1}
+    num_prompts: {"10/20": 5, "30/40": 5}
+    rows:
+      "10/20": [100]
+      "30/40": [100, 200]
+"""
     path = write(tmp_path, text)
     (line,) = problems(path)
     assert line.startswith(f"{path}:12: grid: row 30/40 has 2 figures for 1 columns")
@@ -192,13 +195,7 @@ def test_fidelity_command_refuses_a_bad_file_without_a_traceback(tmp_path: Path)
     assert res.exit_code == 1 and "no point" in res.output and "Traceback" not in res.output
 
 
-_ALL_FORMS = GOOD + """\
-tables:
-  - name: grid
-    source: https://example.org/grid
-    engine: TensorRT-LLM
-    metric: output_throughput_tok_s
-    load: {kind: batch}
+_ALL_FORMS = GOOD + TABLE_HEAD + """\
     config: {max_num_seqs: 64}
     columns:
       - {name: a, model: llama-3.1-8b, gpu: H200, tp: 1, config: {max_num_batched_tokens: 4096}}

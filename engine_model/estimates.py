@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from engine_model.config import EngineConfig
+from engine_model.frontend import FrontendConfig
 from engine_model.memory import kv_bytes_per_token_per_gpu, plan_memory, weight_bytes_per_gpu
 from engine_model.profiles import GIB, GPUS, MODELS, resolve_gpu, resolve_model
 from engine_model.step_cost import StepCostModel
@@ -65,6 +66,13 @@ MAX_BATCH = 1_000_000
 MAX_TP = 1024
 MAX_SPEC_K = 64
 MAX_RPS = 10_000_000.0
+
+
+def api_server_s(prompt_tokens: int, frontend: FrontendConfig | None = None) -> float:
+    """Seconds vLLM's API server adds to one request's TTFT on an idle replica: its intake (parsing and
+    tokenising `prompt_tokens`), the hand-off latency to the engine, and streaming the first token."""
+    f = frontend if frontend is not None else FrontendConfig()
+    return f.fixed_s + f.per_prompt_token_s * prompt_tokens + f.latency_s + f.per_output_token_s
 
 
 def calc(
@@ -195,6 +203,7 @@ def calc(
         prefill_tokens_per_s=context / cost.prefill_time(context),
         ttft_prompt_tokens=prompt,
         ttft_s=cost.prefill_time(prompt),
+        ttft_served_s=cost.prefill_time(prompt) + api_server_s(prompt),
         request_output_tokens=output,
         request_latency_s=cost.prefill_time(prompt)
         + cost.decode_run_time(math.ceil(output / tps), batch, batch * prompt, growth_per_seq=tps),
@@ -324,7 +333,8 @@ def format_calc(result: dict[str, Any]) -> str:
         ),
         _row(
             "TTFT (no queue)",
-            f"{_ms(r['ttft_s'])} for a {r['ttft_prompt_tokens']:,}-token prompt (--prompt, not --context)",
+            f"{_ms(r['ttft_s'])} for a {r['ttft_prompt_tokens']:,}-token prompt (--prompt, not --context); "
+            f"{_ms(r['ttft_served_s'])} through vLLM's API server",
         ),
         _row(
             "request latency",

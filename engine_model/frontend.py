@@ -11,7 +11,8 @@ delays the next request's intake.
 Model: one FIFO server per replica, busy until `free_at` (seconds). Work is charged in the order the
 simulation hands it over, with no event per job:
 - intake of a request: FIXED_S + PER_PROMPT_TOKEN_S * prompt tokens; it reaches the engine's queue
-  when that job is done (`pending`, in that order);
+  LATENCY_S after that job is done (`pending`, in that order; the latency holds no resource, so
+  requests overlap in it, and host contention does not stretch it, having no CPU cost to slow);
 - output of an engine step: PER_OUTPUT_TOKEN_S per token, handed over when the step ends. A token
   reaches the client when the server is done with its step's batch (V1's OutputProcessor handles a
   step's outputs in one pass before the per-request streams send them).
@@ -35,6 +36,15 @@ Costs, per request on one API server core (estimates; none measured on this proj
   few seconds to get into one server (vllm-project/vllm#25301 and #10635 describe the serialised
   intake; #17546 (`--api-server-count`) shows one API server limiting TTFT at ~120 req/s of ShareGPT,
   where intake plus streaming ~200 tokens per request come to several ms each).
+- LATENCY_S, 20 ms (fitted; the mechanism is not identified): vLLM's light-load TTFT sits a constant
+  amount above what its engine steps and the CPU costs here explain. The nightly serving rows (Llama-3-70B
+  TP4, ShareGPT at 1 request/s, telemetry_gen/data/fidelity_points.yaml) are 19 ms (H100) and 28 ms (H200)
+  above the engine model at mean, median and p99 alike, i.e. the whole distribution shifts; GPUStack's
+  Qwen3-8B run at 4 clients has 36 ms more mean TTFT on vLLM v0.11 than on SGLang with the same client and
+  GPU. A shift that leaves bursts alone (vLLM v0.9.2 took 1000 ShareGPT requests at once with a 5.2 s mean
+  TTFT, which bounds a serial per-request cost to a few ms) is a wait that holds no shared resource, not a
+  queue: the asyncio and ZMQ hand-offs between the API server and the engine core are the likeliest place.
+  TensorRT-LLM's Triton serving rows fit without it (fidelity.SERVER_FRONTENDS["triton"]).
 - PER_OUTPUT_TOKEN_S, 20 us/token: incremental detokenisation plus one SSE chunk (JSON serialisation,
   an asyncio queue hop, the socket write). vllm-project/vllm#121 measured ~30 us per token for
   incremental detokenisation alone in 2023 (0.03 s for 8 x 128 tokens); V1's DecodeStream is faster,
@@ -51,15 +61,18 @@ from engine_model.scheduler import Sequence
 FIXED_S = 1.5e-3
 PER_PROMPT_TOKEN_S = 2.0e-6
 PER_OUTPUT_TOKEN_S = 20e-6
+LATENCY_S = 20e-3
 
 
 @dataclass(frozen=True)
 class FrontendConfig:
-    """Costs of one replica's API server, seconds of its CPU. All zero: requests reach the engine at once."""
+    """Costs of one replica's API server: seconds of its CPU, and `latency_s`, seconds a request spends on
+    its way to the engine that hold no CPU. All zero: requests reach the engine at once."""
 
     fixed_s: float = FIXED_S
     per_prompt_token_s: float = PER_PROMPT_TOKEN_S
     per_output_token_s: float = PER_OUTPUT_TOKEN_S
+    latency_s: float = LATENCY_S
 
 
 class Frontend:
@@ -100,8 +113,10 @@ class Frontend:
         self.free_at = done
         self.busy_s_total += cost
         seq.state = "frontend"
-        self.pending.append((done, seq))
-        return done
+        # a constant latency keeps `pending` in order of hand-over
+        ready = done + cfg.latency_s
+        self.pending.append((ready, seq))
+        return ready
 
     def next_handover(self) -> float:
         """When the first request in intake reaches the engine; -1.0 when none is in intake."""

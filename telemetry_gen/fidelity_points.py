@@ -30,6 +30,9 @@ from engine_model.profiles import resolve_gpu, resolve_model
 POINTS_PATH = Path(__file__).resolve().parent / "data" / "fidelity_points.yaml"
 LENGTH_SOURCES = ("fixed", "sharegpt")
 METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "output_throughput_tok_s", "decode_step_ms", "prefill_step_ms")
+# The serving front ends a point can run behind: vLLM's API server (the default for rate and concurrency
+# loads), Triton's (TensorRT-LLM serving), or none (offline batch runs, the default for load kind batch).
+SERVERS = ("vllm", "triton", "offline")
 # what a point may publish (means, as `vllm bench serve` / `vllm bench latency` print them; see the data
 # file's header): each is compared directly or derived into one of METRICS (fidelity.published_metrics)
 PUBLISHED_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "output_throughput_tok_s", "latency_ms", "duration_s")
@@ -70,6 +73,7 @@ class FidelityPoint:
     config: dict[str, Any] = field(default_factory=dict)
     lengths: str = "fixed"  # fixed: every request input_tokens / output_tokens; sharegpt: fidelity.sharegpt_lengths
     table: str = ""  # the `tables:` or `serving_tables:` entry the point is a cell or row of; "" for a point
+    server: str = "vllm"  # what stands in front of the engine: one of SERVERS (fidelity.SERVER_FRONTENDS)
 
     def engine_config(self) -> EngineConfig:
         cfg = EngineConfig(tensor_parallel_size=self.tp).with_changes(**self.config)
@@ -332,8 +336,17 @@ def _point(item: dict[str, Any]) -> FidelityPoint:
         prefill_bound=bool(item.get("prefill_bound", False)),
         config=dict(config),
         lengths=lengths,
+        server=_server(item, kind),
     )
     return _check(point)
+
+
+def _server(entry: dict[str, Any], kind: str) -> str:
+    """The entry's `server`, or the default for its load kind."""
+    server = entry.get("server", "offline" if kind == "batch" else "vllm")
+    if server not in SERVERS:
+        raise _Bad(f"server must be one of {', '.join(SERVERS)}, not {str(server)[:40]!r}", "server")
+    return str(server)
 
 
 def _lengths(key: Any, *where: str | int) -> tuple[int, int]:
@@ -424,6 +437,7 @@ def _serving_table_points(table: dict[str, Any]) -> list[FidelityPoint]:
                     table, setup, f"{tname}-{setup_name}-{isl}-{osl}-qps{qps}", isl, osl, {},
                     ("setups", setup_name),
                     load="rate",
+                    server=_server(table, "rate"),
                     num_prompts=prompts,
                     published={m: _number(v, m, *at) for m, v in zip(metrics, row[1:], strict=True)},
                     rate=rate,
@@ -475,6 +489,7 @@ def _table_points(table: dict[str, Any]) -> list[FidelityPoint]:
                 table, col, f"{tname}-{col_name}-{isl}-{osl}", isl, osl,
                 {"max_model_len": isl + osl}, ("columns", i),
                 load="batch",
+                server=_server(table, "batch"),
                 num_prompts=counts[key],
                 published={metric: _number(value, metric, "rows", key)},
             ))

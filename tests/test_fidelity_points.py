@@ -266,3 +266,22 @@ def test_odd_numbers_and_quoted_escapes_are_clear_lines(tmp_path: Path) -> None:
     knob = GOOD.replace("num_prompts: 4", 'num_prompts: 4\n    config: {"\\e[2Jwipe": 1}')
     (line,) = problems(write(tmp_path, knob))
     assert "engine knobs refused" in line and "\x1b" not in line
+
+
+def test_a_point_names_the_server_in_front_of_its_engine(tmp_path: Path) -> None:
+    """Batch points run offline and served points behind vLLM's API server unless they say otherwise; an
+    unknown server is a clear line at its field."""
+    rate = GOOD.replace("load: {kind: batch}", "load: {kind: rate, rate: 2}").replace(
+        "{output_throughput_tok_s: 500}", "{ttft_ms: 50}")
+    (batch,) = load_points(write(tmp_path, GOOD, "batch.yaml"))
+    (served,) = load_points(write(tmp_path, rate, "rate.yaml"))
+    (triton,) = load_points(write(tmp_path, rate.replace("num_prompts: 4", "num_prompts: 4\n    server: triton"),
+                                  "triton.yaml"))
+    assert (batch.server, served.server, triton.server) == ("offline", "vllm", "triton")
+    bad = rate.replace("num_prompts: 4", "num_prompts: 4\n    server: nginx")
+    (line,) = problems(write(tmp_path, bad, "bad.yaml"))
+    assert "small-8b: server must be one of vllm, triton, offline, not 'nginx'" in line
+    assert line.split(":")[1] == str(bad.splitlines().index("    server: nginx") + 1)
+    # the harness puts the named front end in front of the engine: vLLM's adds its hand-off latency
+    ttft = {p.server: F.point_row(p)["modelled"]["ttft_ms"] for p in (served, triton)}
+    assert ttft["vllm"] - ttft["triton"] == pytest.approx(1e3 * F.SERVER_FRONTENDS["vllm"].latency_s, abs=0.5)

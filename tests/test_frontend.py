@@ -9,14 +9,21 @@ import pytest
 
 from engine_model.config import EngineConfig
 from engine_model.faults import Fault
-from engine_model.frontend import FIXED_S, PER_OUTPUT_TOKEN_S, PER_PROMPT_TOKEN_S, Frontend, FrontendConfig
+from engine_model.frontend import (
+    FIXED_S,
+    LATENCY_S,
+    PER_OUTPUT_TOKEN_S,
+    PER_PROMPT_TOKEN_S,
+    Frontend,
+    FrontendConfig,
+)
 from engine_model.profiles import get_gpu, get_model
 from engine_model.replica import Replica
 from engine_model.request import Request
 from engine_model.scheduler import Sequence
 from engine_model.simulation import FleetSpec, PoolSpec, simulate
 
-NO_FRONTEND = FrontendConfig(0.0, 0.0, 0.0)
+NO_FRONTEND = FrontendConfig(0.0, 0.0, 0.0, 0.0)
 DEFAULT = FrontendConfig()
 
 
@@ -35,7 +42,13 @@ def col(run, name: str) -> np.ndarray:
 
 
 def intake_s(prompt: int) -> float:
+    """CPU seconds of one request's intake."""
     return FIXED_S + PER_PROMPT_TOKEN_S * prompt
+
+
+def reach_s(prompt: int) -> float:
+    """Seconds from arrival to the engine's queue on an idle server: intake, then the hand-off latency."""
+    return intake_s(prompt) + LATENCY_S
 
 
 def test_output_closed_form_matches_the_step_by_step_queue() -> None:
@@ -115,7 +128,7 @@ def test_a_request_reaches_a_decoding_engine_at_the_next_step_boundary() -> None
     late = Request(request_id=1, arrival_s=3.0, prompt_tokens=1000, output_tokens=5, prompt_hash=2)
     run = simulate(fleet(), [decoder, late], [], 60.0)
     sched = col(run, "first_scheduled_s")[np.asarray(run.requests["request_id"]) == 1][0]
-    ready = 3.0 + intake_s(1000)
+    ready = 3.0 + reach_s(1000)
     assert ready <= sched < ready + 0.02  # one decode step of one sequence is a few ms
 
 
@@ -127,9 +140,9 @@ def test_first_token_and_finish_leave_through_the_api_server() -> None:
     run = simulate(fleet(), req, [], 5.0)
     d_first = col(run, "first_token_s")[0] - col(bare, "first_token_s")[0]
     d_finish = col(run, "finish_s")[0] - col(bare, "finish_s")[0]
-    assert d_first == pytest.approx(intake_s(1000) + PER_OUTPUT_TOKEN_S, rel=1e-6)
-    assert d_finish == pytest.approx(intake_s(1000) + PER_OUTPUT_TOKEN_S, rel=1e-6)
-    assert col(run, "first_scheduled_s")[0] - 1.0 == pytest.approx(intake_s(1000), rel=1e-9)
+    assert d_first == pytest.approx(reach_s(1000) + PER_OUTPUT_TOKEN_S, rel=1e-6)
+    assert d_finish == pytest.approx(reach_s(1000) + PER_OUTPUT_TOKEN_S, rel=1e-6)
+    assert col(run, "first_scheduled_s")[0] - 1.0 == pytest.approx(reach_s(1000), rel=1e-9)
 
 
 def test_the_server_does_every_intake_and_every_token_exactly_once() -> None:
@@ -142,6 +155,21 @@ def test_the_server_does_every_intake_and_every_token_exactly_once() -> None:
     assert set(run.requests["status"]) == {"ok"}
     want = sum(intake_s(r.prompt_tokens) + PER_OUTPUT_TOKEN_S * r.output_tokens for r in reqs)
     assert run.stats["frontend_busy_s"] == pytest.approx(want, rel=1e-9)
+
+
+def test_the_hand_off_latency_holds_no_resource() -> None:
+    """Ten requests sent together with a latency but no CPU cost all reach the engine one latency later,
+    together, and the server's CPU stays idle: a latency delays each request, it does not queue them."""
+    reqs = burst(10, 1.0, 300, 5)
+    run = simulate(fleet(FrontendConfig(0.0, 0.0, 0.0, 0.05)), reqs, [], 5.0)
+    sched = col(run, "first_scheduled_s")
+    assert len(set(sched)) == 1 and sched[0] == pytest.approx(1.05)
+    assert run.stats["frontend_busy_s"] == 0.0
+    # with a CPU cost as well, the k-th still waits k intakes, each plus the same latency
+    run = simulate(fleet(FrontendConfig(2e-3, 0.0, 0.0, 0.05)), reqs, [], 5.0)
+    got = np.sort(col(run, "first_scheduled_s") - 1.0)
+    assert got[0] >= 0.052 - 1e-9 and got[-1] >= 10 * 2e-3 + 0.05 - 1e-9
+    assert run.stats["frontend_busy_s"] == pytest.approx(10 * 2e-3)
 
 
 def test_heavy_streaming_slows_intake() -> None:
@@ -203,7 +231,7 @@ def test_requests_in_intake_count_as_outstanding_but_not_as_waiting() -> None:
     rep = Replica("vllm-0", 0, get_model("Llama-3.1-8B"), get_gpu("H100-SXM"), EngineConfig(), model_version="v1")
     seqs: list[Sequence] = [rep.enqueue(r, 0.0) for r in burst(3, 0.0, 500, 5)]
     assert rep.outstanding == 3 and rep.sched.num_waiting == 0
-    assert rep.handover_at() == pytest.approx(intake_s(500))
-    assert rep.take_ready(intake_s(500) * 2 + 1e-12) == 2
+    assert rep.handover_at() == pytest.approx(reach_s(500))
+    assert rep.take_ready(intake_s(500) * 2 + LATENCY_S + 1e-12) == 2
     assert rep.outstanding == 3 and rep.sched.num_waiting == 2
     assert [s.state for s in seqs] == ["waiting", "waiting", "frontend"]

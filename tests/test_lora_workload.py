@@ -260,4 +260,4 @@ def test_the_host_cache_knob_shows_in_the_engines_disk_reads() -> None:
         ok = np.asarray(r["status"]) == "ok"
         pre = np.asarray(r["first_token_s"], dtype=float) - np.asarray(r["first_scheduled_s"], dtype=float)
         prefill.append(float(np.mean(pre[lora & ok])))
-    assert prefill[0] > 1.2 * prefill[1]
+    assert prefill[0] > 1.1 * prefill[1]

@@ -71,6 +71,11 @@ def test_calc_says_which_profile_and_which_prompt_length_it_used() -> None:
     # the TTFT figure is the --prompt length's, not the --context's
     assert r["ttft_s"] == calc("Llama-3.1-8B", "H100-SXM", prompt=2000, context=512)["ttft_s"]
     assert r["ttft_s"] < r["prefill_time_s"] or r["context_tokens"] < 2000
+    # a client of the API server waits for its intake and hand-off too: tens of ms on top, growing with the prompt
+    served = r["ttft_served_s"] - r["ttft_s"]
+    assert 0.01 < served < 0.1
+    assert calc("Llama-3.1-8B", "H100-SXM", prompt=20000)["ttft_served_s"] - calc(
+        "Llama-3.1-8B", "H100-SXM", prompt=20000)["ttft_s"] > served
     text = format_calc(r)
     assert "matched profile Llama-3.1-8B (alias)" in text
     assert "matched profile H100-SXM (alias)" in text

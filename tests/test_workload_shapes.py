@@ -34,7 +34,7 @@ from telemetry_gen.workload import (
 DATA = Path(__file__).parent / "data" / "incidents"
 FIXED_PROMPT = LengthDist("fixed", median=400)
 FIXED_OUTPUT = LengthDist("fixed", median=60)
-NO_FRONTEND = FrontendConfig(0.0, 0.0, 0.0)
+NO_FRONTEND = FrontendConfig(0.0, 0.0, 0.0, 0.0)
 
 
 def _spec(*apps: AppSpec, duration_s: float = 600.0, rps: float = 2.0) -> WorkloadSpec:

@@ -189,7 +189,7 @@ def test_gateway_latency_scales_with_intensity_and_zero_is_no_fault(truth) -> No
 def test_a_client_that_gives_up_in_the_gateway_times_out() -> None:
     """The client's timeout runs from when it sent the request, not from its arrival at the router."""
     fleet = FleetSpec(primary=PoolSpec("Llama-3.1-8B", "H100-SXM", 1, EngineConfig()))
-    reqs = [Request(request_id=i, arrival_s=1.0 + i, prompt_tokens=200, output_tokens=400, timeout_s=3.0,
+    reqs = [Request(request_id=i, arrival_s=1.0 + i, prompt_tokens=200, output_tokens=300, timeout_s=3.0,
                     gateway_s=0.0 if i % 2 else 2.5) for i in range(10)]
     run = simulate(fleet, reqs, [], 30.0)
     status = dict(zip(run.requests["request_id"], run.requests["status"], strict=True))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -154,6 +155,12 @@ def test_harness_runs_every_point(points: list[F.FidelityPoint]) -> None:
     for row in r["points"]:
         if "decode_step_ms" in row["rel_error"]:
             assert abs(row["rel_error"]["decode_step_ms"]) < 0.25, row["name"]
+    # the two figures fitted to vLLM's own rows stay fitted: the per-step host cost (nightly latency tests)
+    # and the API server's hand-off latency (nightly light-load serving rows, whose TTFT it shifts)
+    decode = [abs(row["rel_error"]["decode_step_ms"]) for row in r["points"] if "decode_step_ms" in row["rel_error"]]
+    assert len(decode) >= 9 and statistics.median(decode) < 0.05
+    light = [row for row in r["points"] if row["name"].startswith("nightly-serving")]
+    assert light and all(abs(row["rel_error"]["ttft_ms"]) < 0.15 for row in light), light
 
 
 def test_bench_knows_the_fidelity_target() -> None:

@@ -149,13 +149,23 @@ class RunFigures:
 # server, no tokenisation, no SSE; the whole batch is in the engine before its first step, and outputs are
 # processed in the caller while the engine core runs its next step. So they run without an API-server stage.
 OFFLINE_FRONTEND = FrontendConfig(fixed_s=0.0, per_prompt_token_s=0.0, per_output_token_s=0.0, latency_s=0.0)
-# The front end each `server:` of a point runs behind (fidelity_points.SERVERS). Triton's
-# (tensorrtllm_backend: a C++ HTTP server with Python tokenising and detokenising models) is charged vLLM's
-# CPU costs, for want of a measurement of its own, without vLLM's fitted hand-off latency: NVIDIA's
-# TensorRT-LLM serving rows have light-load TTFTs within a few ms of the engine model's prefill without it.
+# Triton's tensorrtllm_backend streams every token through its Python post-processing model (one
+# detokenisation and one response per token, in one model instance unless configured otherwise): a serial
+# per-token stage whose backlog delays each request's first token under load. 60 us per token is fitted to
+# NVIDIA's Triton serving table (trtllm-serving in the points file), not measured: the all-at-once rows'
+# request throughput implies a serial stage of about that per streamed token (plus a per-request cost
+# after the last token, not modelled), and the table's TTFT at 4-32 QPS agrees (median |error| over its
+# 72 rows 10.2 % at vLLM's 20 us, 9.6 % at 40 us, 8.3 % at 60 us, 8.5 % at 80 us; the ITL and throughput
+# medians unchanged, but where the stage saturates, the 8B 202/214 all-at-once rows, their ITL runs
+# slower still: +45 -> +59 % on H100, +39 -> +74 % on H200).
+TRITON_PER_OUTPUT_TOKEN_S = 60e-6
+# The front end each `server:` of a point runs behind (fidelity_points.SERVERS). Triton's (a C++ HTTP
+# server with Python tokenising and detokenising models) takes vLLM's intake costs, for want of a
+# measurement of its own, its own per-token cost above, and no hand-off latency: NVIDIA's TensorRT-LLM
+# serving rows have light-load TTFTs within a few ms of the engine model's prefill without one.
 SERVER_FRONTENDS = {
     "vllm": FrontendConfig(),
-    "triton": replace(FrontendConfig(), latency_s=0.0),
+    "triton": replace(FrontendConfig(), latency_s=0.0, per_output_token_s=TRITON_PER_OUTPUT_TOKEN_S),
     "offline": OFFLINE_FRONTEND,
 }
 

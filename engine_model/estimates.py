@@ -72,7 +72,7 @@ def api_server_s(prompt_tokens: int, frontend: FrontendConfig | None = None) -> 
     """Seconds vLLM's API server adds to one request's TTFT on an idle replica: its intake (parsing and
     tokenising `prompt_tokens`), the hand-off latency to the engine, and streaming the first token."""
     f = frontend if frontend is not None else FrontendConfig()
-    return f.fixed_s + f.per_prompt_token_s * prompt_tokens + f.latency_s + f.per_output_token_s
+    return f.intake_s(prompt_tokens) + f.latency_s + f.per_output_token_s
 
 
 def calc(

@@ -74,6 +74,10 @@ class FrontendConfig:
     per_output_token_s: float = PER_OUTPUT_TOKEN_S
     latency_s: float = LATENCY_S
 
+    def intake_s(self, prompt_tokens: int) -> float:
+        """CPU seconds of one request's intake (before host contention stretches it)."""
+        return self.fixed_s + self.per_prompt_token_s * prompt_tokens
+
 
 class Frontend:
     """One replica's API server: a single CPU worked in FIFO order. Times are simulated seconds.
@@ -107,7 +111,7 @@ class Frontend:
         if self.run_steps > 1:
             self.catch_up(now)
         cfg = self.config
-        cost = (cfg.fixed_s + cfg.per_prompt_token_s * seq.req.prompt_tokens) * self.factor
+        cost = cfg.intake_s(seq.req.prompt_tokens) * self.factor
         start = self.free_at if self.free_at > now else now
         done = start + cost
         self.free_at = done

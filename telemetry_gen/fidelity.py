@@ -171,7 +171,7 @@ SERVER_FRONTENDS = {
 
 
 def _simulate(point: FidelityPoint, reqs: list[Request]) -> RunFigures:
-    frontend = SERVER_FRONTENDS[point.server]
+    frontend = SERVER_FRONTENDS[point.front_end]
     pool = PoolSpec(point.model, point.gpu, 1, point.engine_config(), frontend=frontend)
     sends = [r.arrival_s for r in reqs if math.isfinite(r.arrival_s)]
     # a closed loop sends until its requests run out: its window must not end first
@@ -266,7 +266,7 @@ def point_row(p: FidelityPoint) -> dict[str, Any]:
         "input_tokens": p.input_tokens,
         "output_tokens": p.output_tokens,
         "load": p.load,
-        "server": p.server,
+        "server": p.front_end,
         "rate": None if not math.isfinite(p.rate) else p.rate,
         "concurrency": p.concurrency or None,
         "num_prompts": p.num_prompts,

@@ -73,7 +73,12 @@ class FidelityPoint:
     config: dict[str, Any] = field(default_factory=dict)
     lengths: str = "fixed"  # fixed: every request input_tokens / output_tokens; sharegpt: fidelity.sharegpt_lengths
     table: str = ""  # the `tables:` or `serving_tables:` entry the point is a cell or row of; "" for a point
-    server: str = "vllm"  # what stands in front of the engine: one of SERVERS (fidelity.SERVER_FRONTENDS)
+    server: str = ""  # what stands in front of the engine: one of SERVERS; "" = its load's default
+
+    @property
+    def front_end(self) -> str:
+        """The server the point runs behind (fidelity.SERVER_FRONTENDS): its own, else its load's default."""
+        return self.server or default_server(self.load)
 
     def engine_config(self) -> EngineConfig:
         cfg = EngineConfig(tensor_parallel_size=self.tp).with_changes(**self.config)
@@ -341,9 +346,14 @@ def _point(item: dict[str, Any]) -> FidelityPoint:
     return _check(point)
 
 
+def default_server(load: str) -> str:
+    """Offline batch runs have no server in front of the engine; served loads have vLLM's API server."""
+    return "offline" if load == "batch" else "vllm"
+
+
 def _server(entry: dict[str, Any], kind: str) -> str:
     """The entry's `server`, or the default for its load kind."""
-    server = entry.get("server", "offline" if kind == "batch" else "vllm")
+    server = entry.get("server", default_server(kind))
     if server not in SERVERS:
         raise _Bad(f"server must be one of {', '.join(SERVERS)}, not {str(server)[:40]!r}", "server")
     return str(server)

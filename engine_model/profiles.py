@@ -284,6 +284,11 @@ MODELS: dict[str, ModelProfile] = {
     ),
     # llama-2-7b-hf/config.json: the model Vidur profiled on H100 (used for calibration)
     "Llama-2-7B": ModelProfile("Llama-2-7B", 32, 4096, 32, 32, 128, 11008, 32000, 4096),
+    # meta-llama/Llama-2-70b-hf config.json on Hugging Face (not in the shared reference; Vidur's H100
+    # Llama-2-70b-hf profile has the same heads, hidden and intermediate sizes): 80 layers, hidden 8192,
+    # 64 query / 8 KV heads of 128, intermediate 28672, vocab 32000, 4096 positions; 69.0B parameters.
+    # The model of NVIDIA's early TensorRT-LLM performance tables ("LLaMA 70B").
+    "Llama-2-70B": ModelProfile("Llama-2-70B", 80, 8192, 64, 8, 128, 28672, 32000, 4096),
     # Qwen3-8B config.json (serving-facts 5.2: verl test_flops_counter.py and an embedded config)
     "Qwen3-8B": ModelProfile("Qwen3-8B", 36, 4096, 32, 8, 128, 12288, 151936, 40960),
     # qwen3-14b/config.json (inference-sim/inference-sim model_configs, copy in the shared reference):
@@ -327,6 +332,7 @@ MODEL_ALIASES: dict[str, tuple[str, ...]] = {
         "Mixtral-8x7B-v0.1",
     ),
     "Llama-2-7B": ("meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-7b-chat-hf", "Llama-2-7b-hf", "Llama2-7B"),
+    "Llama-2-70B": ("meta-llama/Llama-2-70b-hf", "meta-llama/Llama-2-70b-chat-hf", "Llama-2-70b-hf", "Llama2-70B"),
     "Qwen3-8B": ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B-Base"),
     "Qwen3-14B": ("Qwen/Qwen3-14B", "Qwen/Qwen3-14B-Base"),
 }

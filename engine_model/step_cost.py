@@ -69,9 +69,13 @@ max(floor, roofline) instead of an added cost (best median 7.8 %, max 65 %; a sm
 size, not only when tiny. ELEMENTWISE_BW_EFFICIENCY and KERNEL_OVERHEAD_S (3.5 us) were then chosen on the
 layer sums above from the near-optimal set of a grid search (median + max/4). The largest errors sit at
 tile-quantisation steps of the measured GEMMs (64..1024 tokens), which a smooth model does not reproduce.
-Held-out check (not in the tests; data not copied, shared reference copies): median / max errors of
-4.6 % / 48 % on Vidur's H100 Llama-2-70b profile, 5.0 % / 27 % on A100 Meta-Llama-3-70B and
-4.5 % / 22 % on A100 Llama-2-7b.
+Held-out check: median / max errors of 4.6 % / 48 % on Vidur's H100 Llama-2-70b profile (copied and
+guarded by tests/test_calibration.py since 2026-12-06), 5.0 % / 27 % on A100 Meta-Llama-3-70B and
+4.5 % / 22 % on A100 Llama-2-7b (not copied). The 48 % is the transition: the 70B GEMMs stay
+weight-bound up to ~256 tokens and then turn compute-bound sharply, where the smooth roofline runs
++25..+48 % slow at 128-512 tokens. A refit over all five profiles (ROOFLINE_P 1.5, compute 0.72, bandwidth
+0.84) lowers the pooled median 4.5 -> 3.5 % and that max to 39 %, but made the fidelity points' TPOT median
+worse (9.2 -> 10.2 %), so it was not taken.
 
 The NCCL all-reduce (profiles.LINKS nvlink3/nvlink4 allreduce_call_s and efficiency) was fitted to Vidur's
 {a100,h100}_dgx all_reduce.csv: median error over all sizes 10 / 11 / 3 % (H100, 2 / 4 / 8 ranks) and

@@ -28,7 +28,9 @@ ttft_ms (mean time to first token from the client's send), tpot_ms (mean over re
 (latency - ttft) / (output - 1), as `vllm bench serve` prints it; where a source gives mean ITL instead,
 the model's token-weighted mean inter-token time), output_throughput_tok_s (generated tokens / benchmark
 duration), decode_step_ms (batch points: mean latency / output tokens), prefill_step_ms (prefill-bound
-points: max_num_batched_tokens * duration / input tokens, i.e. the time of one full prefill chunk).
+points: max_num_batched_tokens * duration / input tokens, i.e. the time of one full prefill chunk; points
+that publish prefill_ms, an offline batch whose prompts fit one step: the mean time to the first token,
+i.e. that step's time).
 """
 
 from __future__ import annotations
@@ -219,6 +221,8 @@ def model_metrics(point: FidelityPoint, fig: RunFigures) -> dict[str, float]:
         out["decode_step_ms"] = 1e3 * sum(latency) / n / point.output_tokens
     if point.prefill_bound and "duration_s" in pub:
         out["prefill_step_ms"] = 1e3 * point.engine_config().max_num_batched_tokens * duration / fig.input_tokens
+    if "prefill_ms" in pub:
+        out["prefill_step_ms"] = 1e3 * sum(ttft) / n
     return out
 
 

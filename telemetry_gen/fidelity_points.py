@@ -35,7 +35,8 @@ METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "output_throughput_tok_s", "de
 SERVERS = ("vllm", "triton", "offline")
 # what a point may publish (means, as `vllm bench serve` / `vllm bench latency` print them; see the data
 # file's header): each is compared directly or derived into one of METRICS (fidelity.published_metrics)
-PUBLISHED_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "output_throughput_tok_s", "latency_ms", "duration_s")
+PUBLISHED_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "output_throughput_tok_s", "latency_ms", "duration_s",
+                  "prefill_ms")
 SERVING_COLUMNS = ("ttft_ms", "itl_ms", "tpot_ms", "output_throughput_tok_s")
 SECTIONS = ("points", "tables", "serving_tables", "excluded")
 
@@ -43,7 +44,7 @@ MAX_FILE_BYTES = 4 << 20
 MAX_PROMPTS = 100_000  # requests in one point (the built-in file's largest: 30,000)
 MAX_TOKENS = 1 << 20  # prompt or output tokens of one request
 MAX_TP = 64
-MAX_POINTS = 10_000  # points in one file, tables expanded (the built-in file: 425)
+MAX_POINTS = 10_000  # points in one file, tables expanded (the built-in file: 439)
 MAX_TOTAL_REQUESTS = 5_000_000  # requests over all points (the built-in file: about 1.8 million)
 HINT = "see the header of telemetry_gen/data/fidelity_points.yaml for the format"
 MAX_TEXT = 300  # characters of a name, source or engine text
@@ -300,6 +301,15 @@ def _check(point: FidelityPoint, *where: str | int) -> FidelityPoint:
         raise _Bad(f"engine knobs refused: {exc.args[0] if exc.args else exc}", *where) from None
     if not published_metrics(point):
         raise _Bad("publishes nothing the harness compares (duration_s needs prefill_bound: true)", *where)
+    if "prefill_ms" in point.published:
+        # the figure is one step's time only when the whole batch is admitted in one step
+        budget = point.engine_config().max_num_batched_tokens
+        if point.load != "batch" or point.input_tokens * point.num_prompts > budget:
+            raise _Bad(f"prefill_ms is the time of one prefill step: it needs an offline batch (load kind "
+                       f"batch) whose prompts fit one step (input_tokens x num_prompts <= "
+                       f"max_num_batched_tokens, here {budget})", *where)
+        if point.prefill_bound and "duration_s" in point.published:
+            raise _Bad("publish prefill_ms or a prefill-bound duration_s, not both", *where)
     return point
 
 
@@ -466,8 +476,9 @@ def _table_points(table: dict[str, Any]) -> list[FidelityPoint]:
     an engine from its dataset."""
     tname = _text(table, "name")
     metric = str(table.get("metric", ""))
-    if metric not in METRICS or not table.get("source"):
-        raise _Bad(f"a table needs a source and a metric out of {METRICS}", "metric")
+    if metric not in PUBLISHED_KEYS or not table.get("source"):
+        raise _Bad(f"a table needs a source and a metric (the published figure its cells hold) out of "
+                   f"{PUBLISHED_KEYS}", "metric")
     load = table.get("load") or {}
     if not isinstance(load, dict) or load.get("kind") != "batch":
         raise _Bad("tables hold offline batch runs (load kind batch)", "load")
@@ -524,6 +535,8 @@ def published_metrics(point: FidelityPoint) -> dict[str, float]:
     if point.prefill_bound and "duration_s" in pub:
         total_in = point.input_tokens * point.num_prompts
         out["prefill_step_ms"] = 1e3 * point.engine_config().max_num_batched_tokens * pub["duration_s"] / total_in
+    if "prefill_ms" in pub:
+        out["prefill_step_ms"] = pub["prefill_ms"]
     return out
 
 

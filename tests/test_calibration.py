@@ -33,7 +33,11 @@ PROFILES = {
     "h100-llama2-7b": ("compute/h100/meta-llama/Llama-2-7b-hf/mlp.csv", "H100-SXM", "Llama-2-7B"),
     # Meta-Llama-3-8B has the same shapes as Llama-3.1-8B
     "a100-llama3-8b": ("compute/a100/meta-llama/Meta-Llama-3-8B/mlp.csv", "A100-80GB", "Llama-3.1-8B"),
+    # held out of the fit (step_cost.py docstring): the largest GEMMs, whose measured transition from
+    # weight-bound to compute-bound is sharper than the smooth roofline (up to +48 % at 256 tokens)
+    "h100-llama2-70b": ("compute/h100/meta-llama/Llama-2-70b-hf/mlp.csv", "H100-SXM", "Llama-2-70B"),
 }
+MAX_ERROR = {"h100-llama2-70b": 0.50}  # default 0.25
 
 
 def _measured(path: str) -> pd.DataFrame:
@@ -62,9 +66,9 @@ def test_linear_layers_match_vidur(profile: str) -> None:
     assert set(errors) == {1, 2, 4, 8}
     everything = np.abs(np.concatenate(list(errors.values())))
     assert len(everything) > 1000
-    # documented in step_cost.py: median ~4 %, max ~21 %
+    # documented in step_cost.py: median ~4 %, max ~21 % (48 % for the held-out 70B profile)
     assert np.median(everything) < 0.06
-    assert everything.max() < 0.25
+    assert everything.max() < MAX_ERROR.get(profile, 0.25)
     for tp, e in errors.items():
         assert np.median(np.abs(e)) < 0.08, tp
         # no systematic bias at any TP degree

@@ -285,3 +285,63 @@ def test_a_point_names_the_server_in_front_of_its_engine(tmp_path: Path) -> None
     # the harness puts the named front end in front of the engine: vLLM's adds its hand-off latency
     ttft = {p.server: F.point_row(p)["modelled"]["ttft_ms"] for p in (served, triton)}
     assert ttft["vllm"] - ttft["triton"] == pytest.approx(1e3 * F.SERVER_FRONTENDS["vllm"].latency_s, abs=0.5)
+
+
+FIRST_TOKEN = """\
+tables:
+  - name: ft
+    source: https://example.org/first-token
+    engine: TensorRT-LLM v0.5
+    metric: prefill_ms
+    load: {kind: batch}
+    config: {max_num_seqs: 1, max_num_batched_tokens: 8192}
+    columns:
+      - {name: h100, model: Llama-2-7B, gpu: H100, tp: 1, config: {weight_dtype: fp8, kv_cache_dtype: fp8}}
+    num_prompts: {"128/1": 1, "2048/1": 1}
+    rows:
+      "128/1": [7]
+      "2048/1": [36]
+"""
+
+
+def test_a_first_token_latency_is_one_prefill_step(tmp_path: Path) -> None:
+    """A batch-1 first-token latency (`prefill_ms`) is compared as prefill_step_ms, and the harness's
+    figure for it is the engine model's time for that one prefill, not a throughput-derived share."""
+    from engine_model.profiles import GPUS, MODELS
+    from engine_model.step_cost import StepCostModel
+
+    short, long = load_points(write(tmp_path, FIRST_TOKEN))
+    assert (short.name, long.name) == ("ft-h100-128-1", "ft-h100-2048-1")
+    assert F.published_metrics(long) == {"prefill_step_ms": 36.0}
+    rows = {p.input_tokens: F.point_row(p) for p in (short, long)}
+    for tokens, row in rows.items():
+        point = long if tokens == 2048 else short
+        cost = StepCostModel(MODELS["Llama-2-7B"], GPUS["H100-SXM"], point.engine_config())
+        step_ms = 1e3 * cost.prefill_time(tokens)
+        assert row["modelled"]["prefill_step_ms"] == pytest.approx(step_ms, abs=1e-4)  # rows round to 4 places
+    # 16x the tokens: far more than the fixed costs of a step, and compute-bound, so more than 3x the time
+    assert rows[2048]["modelled"]["prefill_step_ms"] > 3 * rows[128]["modelled"]["prefill_step_ms"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ('load: {kind: batch}', "prefill_ms is the time of one prefill step: it needs an offline batch"),
+    ('"2048/1": 1}', "input_tokens x num_prompts <= max_num_batched_tokens, here 8192"),
+])
+def test_a_first_token_latency_must_be_one_step(tmp_path: Path, change: str, message: str) -> None:
+    """A prefill_ms figure from a served run, or from a batch too large for one step, is not one step's
+    time: refused at its entry, with the reason."""
+    if change.startswith("load"):
+        # the same figure as a single point under a request rate
+        text = GOOD.replace("load: {kind: batch}", "load: {kind: rate, rate: 1}").replace(
+            "{output_throughput_tok_s: 500}", "{prefill_ms: 7}")
+    else:
+        text = FIRST_TOKEN.replace(change, '"2048/1": 5}')
+    found = problems(write(tmp_path, text))
+    assert any(message in line for line in found), found
+
+
+def test_a_table_metric_names_a_published_figure(tmp_path: Path) -> None:
+    text = FIRST_TOKEN.replace("metric: prefill_ms", "metric: prefill_step_ms")
+    (line,) = problems(write(tmp_path, text))
+    assert "a table needs a source and a metric (the published figure its cells hold)" in line
+    assert "'prefill_ms'" in line

@@ -15,6 +15,7 @@ PUBLISHED_PARAMS = {
     "Qwen2.5-7B": (7.62, 7.62),
     "Mixtral-8x7B": (46.7, 12.9),
     "Llama-2-7B": (6.74, 6.74),
+    "Llama-2-70B": (68.98, 68.98),  # Hugging Face's count for meta-llama/Llama-2-70b-hf: 68,976,648,192
     "Qwen3-8B": (8.19, 8.19),
     "Llama-3.1-405B": (405.9, 405.9),  # Hugging Face's count for meta-llama/Llama-3.1-405B
 }
@@ -25,6 +26,7 @@ PUBLISHED_KV_KIB = {
     "Qwen2.5-7B": 56,
     "Mixtral-8x7B": 128,
     "Llama-2-7B": 512,
+    "Llama-2-70B": 320,  # 80 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes
     "Qwen3-8B": 144,
     "Llama-3.1-405B": 504,  # 126 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes
 }

@@ -304,9 +304,10 @@ def _check(point: FidelityPoint, *where: str | int) -> FidelityPoint:
     if "prefill_ms" in point.published:
         # the figure is one step's time only when the whole batch is admitted in one step
         budget = point.engine_config().max_num_batched_tokens
-        if point.load != "batch" or point.input_tokens * point.num_prompts > budget:
+        one_step = point.input_tokens * point.num_prompts <= budget
+        if point.load != "batch" or point.front_end != "offline" or not one_step:
             raise _Bad(f"prefill_ms is the time of one prefill step: it needs an offline batch (load kind "
-                       f"batch) whose prompts fit one step (input_tokens x num_prompts <= "
+                       f"batch, no server) whose prompts fit one step (input_tokens x num_prompts <= "
                        f"max_num_batched_tokens, here {budget})", *where)
         if point.prefill_bound and "duration_s" in point.published:
             raise _Bad("publish prefill_ms or a prefill-bound duration_s, not both", *where)

@@ -326,14 +326,18 @@ def test_a_first_token_latency_is_one_prefill_step(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("change", "message"), [
     ('load: {kind: batch}', "prefill_ms is the time of one prefill step: it needs an offline batch"),
     ('"2048/1": 1}', "input_tokens x num_prompts <= max_num_batched_tokens, here 8192"),
+    ("load: {kind: batch}\n    server: vllm", "(load kind batch, no server)"),
 ])
 def test_a_first_token_latency_must_be_one_step(tmp_path: Path, change: str, message: str) -> None:
     """A prefill_ms figure from a served run, or from a batch too large for one step, is not one step's
     time: refused at its entry, with the reason."""
-    if change.startswith("load"):
+    if change == "load: {kind: batch}":
         # the same figure as a single point under a request rate
         text = GOOD.replace("load: {kind: batch}", "load: {kind: rate, rate: 1}").replace(
             "{output_throughput_tok_s: 500}", "{prefill_ms: 7}")
+    elif change.startswith("load"):
+        # an offline batch, but sent through vLLM's API server
+        text = FIRST_TOKEN.replace("load: {kind: batch}", change)
     else:
         text = FIRST_TOKEN.replace(change, '"2048/1": 5}')
     found = problems(write(tmp_path, text))

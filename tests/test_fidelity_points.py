@@ -329,8 +329,8 @@ def test_a_first_token_latency_is_one_prefill_step(tmp_path: Path) -> None:
     ("load: {kind: batch}\n    server: vllm", "(load kind batch, no server)"),
 ])
 def test_a_first_token_latency_must_be_one_step(tmp_path: Path, change: str, message: str) -> None:
-    """A prefill_ms figure from a served run, or from a batch too large for one step, is not one step's
-    time: refused at its entry, with the reason."""
+    """A prefill_ms figure from a served run, from a batch sent through a server, or from a batch too large
+    for one step is not one step's time: refused at its entry, with the reason."""
     if change == "load: {kind: batch}":
         # the same figure as a single point under a request rate
         text = GOOD.replace("load: {kind: batch}", "load: {kind: rate, rate: 1}").replace(

@@ -296,14 +296,14 @@ def _published(values: Any, *where: str | int) -> dict[str, float]:
 def _check(point: FidelityPoint, *where: str | int) -> FidelityPoint:
     """The checks every point gets, whichever list it came from."""
     try:
-        point.engine_config()
+        config = point.engine_config()
     except (KeyError, ValueError, TypeError) as exc:
         raise _Bad(f"engine knobs refused: {exc.args[0] if exc.args else exc}", *where) from None
     if not published_metrics(point):
         raise _Bad("publishes nothing the harness compares (duration_s needs prefill_bound: true)", *where)
     if "prefill_ms" in point.published:
         # the figure is one step's time only when the whole batch is admitted in one step
-        budget = point.engine_config().max_num_batched_tokens
+        budget = config.max_num_batched_tokens
         one_step = point.input_tokens * point.num_prompts <= budget
         if point.load != "batch" or point.front_end != "offline" or not one_step:
             raise _Bad(f"prefill_ms is the time of one prefill step: it needs an offline batch (load kind "

@@ -74,6 +74,10 @@ play: $(DEFAULT)
 run: $(STAMP)
 	$(BIN)/servedrill $(ARGS)
 
+# one test process per core, a test file's tests all in one (module fixtures are built once); the library
+# proof goes first (tests/conftest.py). XDIST= runs the suite in one process.
+XDIST ?= -n auto --dist loadfile
+
 # The browser test (tests/test_serve_browser.py) drives Debian's chromium: install it when apt can (as
 # root, or through passwordless sudo), refreshing the package lists once if the first try fails. Never
 # fail the target for it: without chromium that test skips and says why.
@@ -83,11 +87,11 @@ test: $(STAMP)
 		$(APT) install -y -q chromium >/dev/null 2>&1 \
 		|| { $(APT) update -q >/dev/null 2>&1 && $(APT) install -y -q chromium >/dev/null 2>&1; } \
 		|| echo "chromium unavailable: the browser test will skip"; }
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST)
 
 # the inner loop: every test but those marked slow (tests/conftest.py says which); make test still runs all
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow"
 
 # the library on the whole seed policy (claims on seeds 0-58, then every hypothesis world on seeds 0-4:
 # incidents.variants.WORLD_PROOF_SEEDS), written to incidents/proofs/ for CI to check

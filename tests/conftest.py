@@ -37,12 +37,29 @@ def good_incident_text() -> str:
 
 @pytest.fixture(scope="session")
 def library_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A build cache shared by the whole run ($SERVEDRILL_CACHE while the test uses it). Set
+    """A build cache shared by the whole run ($SERVEDRILL_CACHE while the test uses it), by every xdist
+    worker of it too: the cache lets one process build a database while the others wait for it, so the
+    worlds the library proof builds serve the players tests whichever worker runs them. Set
     SERVEDRILL_TEST_CACHE to keep it between runs (a developer's loop; CI starts empty)."""
     keep = os.environ.get("SERVEDRILL_TEST_CACHE")
-    folder = Path(keep) if keep else tmp_path_factory.mktemp("library-cache")
+    if keep:
+        folder = Path(keep)
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        # a worker's base temp is <run's base>/popen-gwN: the parent is the run's, the same for all workers
+        folder = tmp_path_factory.getbasetemp().parent / "library-cache"
+    else:
+        folder = tmp_path_factory.mktemp("library-cache")
     folder.mkdir(parents=True, exist_ok=True)
     yield folder
+
+
+FIRST = ("test_library_proof.py",)
+"""Test files run first: the library proof is the longest file and builds the worlds other files reuse, so
+under xdist (`make test` runs `pytest -n auto --dist loadfile`) starting it first keeps it off the tail."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: every other file keeps its order
 
 
 @pytest.fixture()

@@ -26,13 +26,13 @@ pytestmark = pytest.mark.slow  # builds and compares the compiled and the pure-P
 
 # together: crashes and restarts, OOM, throttling, link loss, config and model rollouts, chunked
 # prefill off, fp8 KV, preemption storms, fallback routing, MoE skew, speculative decoding, determinism,
-# client timeouts
+# client timeouts, LoRA adapter slots
 INCIDENTS = [
     "fleet-stalls-after-error-burst", "streams-freeze-mid-sentence", "answers-worse-some-of-the-time",
     "long-document-answers-miss-clauses", "minutes-to-first-token", "document-questions-wait-longer",
     "nondeterministic-outputs",
     "oom-at-peak", "research-requests-crawl", "math-answers-got-worse", "streaming-slower-after-speedup",
-    "one-70b-replica-slow",
+    "one-70b-replica-slow", "tuned-assistant-starts-slowly",
 ]
 _DIGESTS = """
 import json, sys

@@ -1,18 +1,27 @@
 """Run a player's queries on every world of the incident and say which rivals each one ruled out.
 
 This is where evidence comes from: the player sees only the truth world; for scoring, each query's
-SQL is run again (through the same sandboxed gateway, with the same limits) on the noise world and on
-every rival hypothesis's world, and `game.evidence` decides which rivals the result tells apart from
-the truth. Nothing a transcript records about a query (its reads, rows or counts) is trusted: only
-its SQL text is used, and the results are recomputed.
+SQL is run again (through the same sandboxed gateway, with the same limits and the same row cap) on the
+truth's other traffic draws and on every member of every rival's family, and `telemetry_gen.evidence`
+decides which rivals what the player saw rules out. Nothing a transcript records about a query (its
+reads, rows or counts) is trusted: only its SQL text is used, and the results are recomputed.
+
+What a query showed on a world is cached on disk by the world's content and the SQL's digest, so
+`score`, `replay`, `leaderboard` and `gameday collect` pay for a query once. Assessing one session has a
+time budget (`ASSESS_BUDGET_S`): a query it cannot reach in time rules out nothing and says so.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import hashlib
+import json
+import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,26 +31,46 @@ from game.observe import is_schema_exploration
 from game.sandbox import Sandbox
 from game.scoring import QueryEvidence, ScoreReport, score
 from incidents.spec import Incident
-from telemetry_gen.evidence import Shown, describe_feature, separating_features, shown_of
-from telemetry_gen.worlds import NOISE, TRUTH, WorldProgress, Worlds, ensure_worlds, rivals
+from telemetry_gen.cache import cache_dir
+from telemetry_gen.evidence import FAILED, Shown, describe_reading, ruling, shown_of
+from telemetry_gen.worlds import TRUTH, WorldProgress, Worlds, ensure_worlds, family_names, rivals, spans_severities
 
 ASSESS_TIMEOUT_S = 10.0
 """Time limit per query per world when re-running for scoring (the player's own limit)."""
+ASSESS_BUDGET_S = 240.0
+"""Wall seconds one Assessor spends running queries it has not seen before; a query left when it is
+spent is not assessed (it rules out nothing, and the debrief says why). Cached results cost nothing."""
+_TRANSIENT = ("timeout", "cancelled", "memory", "internal")
+_EVIDENCE_SOURCE = Path(__file__).resolve().parent.parent / "telemetry_gen" / "evidence.py"
+
+
+def _evidence_version() -> str:
+    try:
+        return hashlib.sha256(_EVIDENCE_SOURCE.read_bytes()).hexdigest()[:12]
+    except OSError:
+        return "unknown"
 
 
 class Assessor:
-    """Gateways on every world of one incident at one seed; `assess` is cached per SQL text and
-    thread-safe. Build with `Assessor.open` (builds or reuses the worlds) or from `Worlds`."""
+    """Gateways on every world of one incident at one seed; `assess` is cached per SQL text (in memory,
+    and per world on disk) and thread-safe. Build with `Assessor.open` (builds or reuses the worlds) or
+    from `Worlds`."""
 
-    def __init__(self, incident: Incident, worlds: Worlds, *, timeout_s: float = ASSESS_TIMEOUT_S) -> None:
+    def __init__(self, incident: Incident, worlds: Worlds, *, timeout_s: float = ASSESS_TIMEOUT_S,
+                 budget_s: float = ASSESS_BUDGET_S, disk_cache: bool = True) -> None:
         self.incident = incident
         self.worlds = worlds
         self.rivals = rivals(incident)
         self._timeout_s = timeout_s
+        self._budget_s = budget_s
+        self._spent_s = 0.0
         self._sandbox: Sandbox | None = None
-        self._cache: dict[str, tuple[bool, int, tuple[str, ...], dict[str, str]]] = {}
+        self._cache: dict[str, QueryEvidence] = {}
         self._lock = threading.Lock()
         self._origin = incident.window.start
+        self._span_s = float(incident.window.duration_s)
+        self._disk = cache_dir() / "shown" if disk_cache else None
+        self._version = _evidence_version()
 
     @classmethod
     def open(cls, incident: Incident, seed: int, *, progress: WorldProgress | None = None) -> Assessor:
@@ -58,40 +87,68 @@ class Assessor:
         with self._lock:
             hit = self._cache.get(sql)
             if hit is None:
+                if self._spent_s >= self._budget_s:
+                    return QueryEvidence(index, sql, True, 0, False, (), {}, assessed=False)
+                started = time.perf_counter()
                 hit = self._compute(sql)
+                self._spent_s += time.perf_counter() - started
                 self._cache[sql] = hit
-        ok, rows, ruled_out, why = hit
-        schema = ok and is_schema_exploration(sql, [])
-        return QueryEvidence(index, sql, ok, rows, schema, ruled_out, dict(why))
+        return QueryEvidence(index, sql, hit.ok, hit.rows, hit.ok and is_schema_exploration(sql, []),
+                             hit.ruled_out, dict(hit.why), margins=dict(hit.margins))
 
-    def _compute(self, sql: str) -> tuple[bool, int, tuple[str, ...], dict[str, str]]:
+    def _compute(self, sql: str) -> QueryEvidence:
         truth = self._run(TRUTH, sql)
         if not truth.ok:
-            return False, 0, (), {}
+            return QueryEvidence(0, sql, False)
         again = self._run(TRUTH, sql)
         if not again.ok or again.rows != truth.rows or again.columns != truth.columns:
             # random(), USING SAMPLE, ...: a result that changes between two runs of the same world
             # would separate worlds by chance, so it is evidence of nothing
-            return True, truth.row_count, (), {}
-        seen_truth = shown_of(truth, self._origin)
-        if seen_truth.empty:
+            return QueryEvidence(0, sql, True, truth.row_count)
+        seen = shown_of(truth, self._origin)
+        if seen.empty:
             # nothing shown on the truth: a rival can differ only by showing rows the truth lacks, and
             # the player saw none of them
-            return True, 0, (), {}
-        noise = self._shown(NOISE, sql)
+            return QueryEvidence(0, sql, True, 0)
+        others = [self._shown(name, sql) for name in family_names(self.incident, TRUTH)[1:]]
         ruled: list[str] = []
         why: dict[str, str] = {}
+        margins: dict[str, float] = {}
         for rival in self.rivals:
-            features = separating_features(seen_truth, self._shown(rival, sql), noise)
-            if features:
+            family = [self._shown(name, sql) for name in family_names(self.incident, rival)]
+            readings = ruling(seen, others, family, span_s=self._span_s,
+                              sized=spans_severities(self.incident, rival))
+            if readings:
                 ruled.append(rival)
-                why[rival] = describe_feature(features[0])
-        return True, truth.row_count, tuple(ruled), why
+                why[rival] = describe_reading(readings[0], self._origin)
+                margins[rival] = round(readings[0].margin, 3)
+        return QueryEvidence(0, sql, True, truth.row_count, False, tuple(ruled), why, margins=margins)
+
+    def _disk_path(self, name: str, sql: str) -> Path | None:
+        path = self.worlds.paths.get(name)
+        if self._disk is None or path is None:
+            return None
+        digest = hashlib.sha256(f"{self._version}|{sql}".encode()).hexdigest()[:32]
+        return self._disk / Path(path).stem / f"{digest}.json"
 
     def _shown(self, name: str, sql: str) -> Shown:
+        if name not in self.worlds.paths:
+            return FAILED
+        cached = self._disk_path(name, sql)
+        if cached is not None:
+            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+                return Shown.from_json(json.loads(cached.read_text()))
         result = self._run(name, sql)
         # a query that fails on another world (its time limit, say) shows nothing there to compare
-        return shown_of(result, self._origin) if result.ok else Shown({}, -1)
+        out = shown_of(result, self._origin) if result.ok else FAILED
+        # a result that depends on the machine's load (a time limit, memory) is not kept
+        if cached is not None and (result.ok or result.error_kind not in _TRANSIENT):
+            with contextlib.suppress(OSError):
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cached.with_name(f"{cached.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+                tmp.write_text(json.dumps(out.to_json()))
+                tmp.replace(cached)
+        return out
 
     def assess_all(self, queries: Iterable[tuple[int, str]]) -> dict[int, QueryEvidence]:
         """Evidence of every (index, sql)."""
@@ -158,12 +215,34 @@ def evidence_for(incident: Incident, seed: int, events: Iterable[Any],
     return shared_assessor(incident, seed, progress=progress).assess_all(queries_of(events))
 
 
+def missed_queries(assessor: Assessor, open_rivals: Iterable[str]) -> dict[str, dict[str, str]]:
+    """For each rival in `open_rivals`, the first of the incident's reference queries (its signals, then
+    the debrief's settling queries) that rules it out, with the reading that does: what the debrief offers
+    a player who never ruled it out. A rival no reference query rules out is left out."""
+    from telemetry_gen.proof import reference_queries
+
+    wanted = [r for r in open_rivals]
+    out: dict[str, dict[str, str]] = {}
+    for label, sql in reference_queries(assessor.incident):
+        if len(out) == len(wanted):
+            break
+        evidence = assessor.assess(0, sql)
+        for rival in evidence.ruled_out:
+            if rival in wanted and rival not in out:
+                out[rival] = {"query": label, "sql": sql, "why": evidence.why.get(rival, "")}
+    return out
+
+
 def score_session(incident: Incident, seed: int, events: Iterable[Any],
                   progress: Callable[[str, int, int], None] | None = None) -> ScoreReport:
     """Score `events` (Event objects or dicts) of a session of `incident` at `seed`, recomputing every
-    query's evidence from its SQL on the worlds (built or found in the cache)."""
+    query's evidence from its SQL on the worlds (built or found in the cache), and say for each rival the
+    player never ruled out which of the incident's queries would have."""
     evs = list(events)
-    return score(incident, evs, evidence_for(incident, seed, evs, progress))
+    assessor = shared_assessor(incident, seed, progress=progress)
+    report = score(incident, evs, assessor.assess_all(queries_of(evs)))
+    report.missed = missed_queries(assessor, [r for r in report.rivals if r not in report.ruled_out])
+    return report
 
 
 def start_world_build(incident_path: Path | str, seed: int) -> subprocess.Popen[bytes] | None:

@@ -326,13 +326,14 @@ QUERY_CELL_CHARS = 120
 @click.option("--seed", default=0, show_default=True)
 @click.option("--world", default="truth", show_default=True, metavar="NAME",
               help="Authors: query another world of the incident: a hypothesis id (its `world` faults in place "
-                   "of `faults`), noise (other traffic) or baseline (no faults). Spoils the answer.")
+                   "of `faults`), a family member (truth~1, ID~1: the same on another traffic draw), noise "
+                   "(= truth~1) or baseline (no faults). Spoils the answer.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def query_cmd(incident: str, sql: str, seed: int, world: str, as_json: bool) -> None:
     """Run one query through the sandboxed gateway and print the result."""
     from game.gateway import Gateway
     from telemetry_gen.cache import ensure_database
-    from telemetry_gen.worlds import BASELINE, NOISE, TRUTH, build_world
+    from telemetry_gen.worlds import BASELINE, NOISE_ALIAS, TRUTH, build_world, world_names
 
     inc = _load(incident, as_json)
     if world == TRUTH:
@@ -341,10 +342,10 @@ def query_cmd(incident: str, sql: str, seed: int, world: str, as_json: bool) -> 
         # on stderr, so stdout stays one result: the worlds are the incident's hypotheses, its answer key
         click.echo(f"servedrill query --world {world}: a world of the incident's answer key (this spoils the game)",
                    err=True)
-        known = [TRUTH, NOISE, BASELINE, *(h.id for h in inc.hypotheses)]  # hypotheses in file order
+        known = [*world_names(inc), NOISE_ALIAS, BASELINE, *(h.id for h in inc.hypotheses if h.true)]
         if world not in known:
             fail(f"no world {world!r} in {inc.id}; worlds: {', '.join(known)} "
-                 "(hint: a hypothesis id, noise or baseline)", as_json=as_json)
+                 "(hint: a hypothesis id, ID~1 for its other traffic draw, noise or baseline)", as_json=as_json)
         info = build_world(inc, seed, world)
     with Gateway(Path(info.path)) as gw:
         res = gw.run(sql)
@@ -353,12 +354,12 @@ def query_cmd(incident: str, sql: str, seed: int, world: str, as_json: bool) -> 
         sys.exit(0 if res.ok else 1)
     if not res.ok:
         fail(res.error or "query failed")
-    from game.plain import format_table
+    from game.plain import format_table, truncated_note
 
-    # wide cells: a script or an author copies names from here (DCGM names run past 40 characters)
-    click.echo(format_table(res.columns, res.rows, max_rows=50, cell_chars=QUERY_CELL_CHARS))
-    more = " (truncated)" if res.truncated else ""
-    click.echo(f"{res.row_count} rows{more} in {res.duration_s * 1000:.0f} ms")
+    # every row the gateway returned (at most game.limits.ROW_CAP), as the game shows them; wide cells: a
+    # script or an author copies names from here (DCGM names run past 40 characters)
+    click.echo(format_table(res.columns, res.rows, max_rows=None, cell_chars=QUERY_CELL_CHARS))
+    click.echo(f"{res.row_count} rows{truncated_note(res)} in {res.duration_s * 1000:.0f} ms")
 
 
 

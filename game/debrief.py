@@ -249,8 +249,11 @@ def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]
     out.append("")
 
     out += ["## What each query ruled out", "",
-            "Each hypothesis was simulated as a world of its own. A query rules a hypothesis out when its "
-            "result on that world differs from what you saw by more than two runs of one world differ.", ""]
+            "Each hypothesis was simulated as a family of worlds (its cause on other traffic, and at the other "
+            "severities the incident allows). A query rules a hypothesis out when what you saw lies outside "
+            "everything its family produced, on something a reader reads: a row that is there or missing, a "
+            "group against its peers, which way a series moves; sizes and times only where the incident says "
+            "what they could have been (docs/scoring.md).", ""]
     if report.per_query:
         out += ["| Query | Ruled out | What differed |", "|---|---|---|"]
         for q in report.per_query:
@@ -269,6 +272,11 @@ def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]
     still = [r for r in report.rivals if r not in report.ruled_out]
     if still:
         out += ["", "Never ruled out: " + ", ".join(f"**{titles[r]}**" for r in still) + "."]
+        for r in still:
+            missed = report.missed.get(r)
+            if missed:
+                out += ["", f"A query that would have ruled out **{_cell(titles[r])}** ({_cell(missed['query'])}: "
+                        f"{_cell(missed['why'])}):", "", "```sql", missed["sql"].strip(), "```"]
     if report.pins:
         out += ["", "Your pins:", ""]
         for p in report.pins:

@@ -37,6 +37,7 @@ from typing import Any
 
 import duckdb
 
+from game.limits import MEMORY_LIMIT, ROW_CAP, TIMEOUT_S
 from game.plan_analysis import TableRead, plan_reads
 from game.query_policy import Checked, Refused, check_statement, files_refused, one_line
 
@@ -142,18 +143,19 @@ class LocalGateway:
     The player's queries go through `Gateway` (a worker process running one of these), because some
     DuckDB functions build whole lists without checking for an interrupt or the memory limit.
 
-    `row_cap` is in rows, `timeout_s` in seconds, `memory_limit` a DuckDB size string ("512MB").
-    Construction raises for programmer errors (missing file, bad limits); `run` never raises.
+    `row_cap` is in rows, `timeout_s` in seconds, `memory_limit` a DuckDB size string ("512MB"); the
+    defaults are the player's limits (game.limits). Construction raises for programmer errors (missing
+    file, bad limits); `run` never raises.
     """
 
     def __init__(
         self,
         db_path: Path,
         *,
-        memory_limit: str = "512MB",
+        memory_limit: str = MEMORY_LIMIT,
         threads: int = 1,
-        row_cap: int = 5000,
-        timeout_s: float = 10.0,
+        row_cap: int = ROW_CAP,
+        timeout_s: float = TIMEOUT_S,
     ) -> None:
         check_limits(row_cap=row_cap, timeout_s=timeout_s, threads=threads)
         self.db_path = Path(db_path)

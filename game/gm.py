@@ -364,8 +364,9 @@ class Watch:
             "submission": None if submit is None else {"seq": submit.seq, "time": submit.time,
                                                        "elapsed_s": rel(submit.time), **submit.data},
             "hints": {"taken": taken, "total": len(hints),
-                      "next": None if taken >= len(hints) else {"index": taken, "cost": hints[taken].cost,
-                                                                "text": hints[taken].text},
+                      # an untaken hint shows its number and cost, never its text (the updates hold the
+                      # text of the hints taken)
+                      "next": None if taken >= len(hints) else {"index": taken, "cost": hints[taken].cost},
                       "cost_so_far": sum(int(e.data.get("cost", 0)) for e in events if e.kind == HINT)},
             "injects": [{"index": i, "from": inj.sender, "text": inj.text, "after_s": inj.after_s,
                          "after_queries": inj.after_queries, "delivered": i in delivered_injects}

@@ -16,10 +16,11 @@ import re
 import shlex
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from game.limits import ROW_CAP
 from game.session import (
     BRIEFING,
     DEBRIEFED,
@@ -39,9 +40,12 @@ if TYPE_CHECKING:  # imported where used: the TUI imports run_player_query from 
 
 PROMPT = "servedrill> "
 SHOWN_ROWS = 40
+"""Rows of a result printed at once; `more` prints the next ones (a query returns up to game.limits.ROW_CAP)."""
+MORE_HINT = "type more to see them"
+"""Said after a page of rows when the result has more."""
 
-COMMANDS = ("schema", "hypotheses", "rank", "pin", "unpin", "note", "queries", "hint", "briefing", "updates", "submit",
-            "help", "quit", "exit")
+COMMANDS = ("schema", "hypotheses", "rank", "pin", "unpin", "note", "queries", "more", "hint", "briefing", "updates",
+            "submit", "help", "quit", "exit")
 
 SQL_STARTS = ("select", "with", "from", "describe", "desc", "show", "summarize", "explain", "values", "table",
               "pivot", "unpivot")
@@ -72,6 +76,7 @@ def help_text(board: Sequence[Any] = ()) -> str:
         (f"unpin Q1 {first} supports", "take that pin off again (it no longer counts)"),
         (f"note {first} some text", "write a note on a hypothesis"),
         ("queries", "list your queries"),
+        ("more", f"the next {SHOWN_ROWS} rows of the last result (a query returns at most {ROW_CAP} rows)"),
         ("hint", "take the next hint (costs points)"),
         ("briefing", "show the briefing again"),
         ("updates", "show the updates received so far"),
@@ -120,10 +125,15 @@ def near_miss(word: str) -> str | None:
     return found[0] if found else None
 
 
-def format_table(columns: list[str], rows: list[Any], max_rows: int = SHOWN_ROWS, width: int | None = None,
-                 cell_chars: int = CELL_CHARS) -> str:
-    """A fixed-width text table; floats to 4 significant digits, cells cut at `cell_chars` characters. With
-    `width` (the terminal's), the columns that do not fit are left out and named on a last line."""
+def format_table(columns: list[str], rows: list[Any], max_rows: int | None = SHOWN_ROWS, width: int | None = None,
+                 cell_chars: int = CELL_CHARS, more_hint: str = MORE_HINT) -> str:
+    """A fixed-width text table of the first `max_rows` rows (None: all); floats to 4 significant digits,
+    cells cut at `cell_chars` characters. Rows left out are counted on a line ending with `more_hint`
+    (how to see them). With `width` (the terminal's), the columns that do not fit are left out and named on
+    a last line."""
+    if max_rows is None:
+        max_rows = len(rows)
+
     def cell(v: Any) -> str:
         if isinstance(v, float):
             return f"{v:.4g}"
@@ -145,13 +155,21 @@ def format_table(columns: list[str], rows: list[Any], max_rows: int = SHOWN_ROWS
     lines = [line(columns), "  ".join("-" * w for w in widths[:keep])]
     lines += [line(r) for r in shown]
     if len(rows) > max_rows:
-        lines.append(f"... {len(rows) - max_rows} more rows")
+        lines.append(f"... {len(rows) - max_rows} more rows: {more_hint}")
     if keep < len(columns):
         hidden = columns[keep:]
         named = ", ".join(hidden[:8]) + (", ..." if len(hidden) > 8 else "")
         lines.append(f"... {len(hidden)} more column{'s' if len(hidden) != 1 else ''} not shown ({named}): "
                      "select fewer columns to see them")
     return "\n".join(lines)
+
+
+def truncated_note(result: QueryResult) -> str:
+    """The note after a row count when the gateway stopped the result at its row cap; else empty."""
+    if not result.truncated:
+        return ""
+    return (f" (truncated: the result stopped at {result.row_count} rows, the row cap; aggregate or filter "
+            "to see the rest)")
 
 
 def _cut(text: str, width: int) -> str:
@@ -233,6 +251,11 @@ class PlainGame:
     width: int | None = None
     """Tables are cut to this many columns of text; None: the terminal's width when `out` is one, else
     no cut (a script reads every column)."""
+    last: QueryResult | None = field(default=None, init=False)
+    """The last result that ran (what `more` pages through) and its Qn; a statement that failed leaves them."""
+    last_index: int = field(default=0, init=False)
+    shown: int = field(default=0, init=False)
+    """Rows of `last` printed so far."""
 
     def __post_init__(self) -> None:
         if self.width is None and _isatty(self.out):
@@ -299,6 +322,7 @@ class PlainGame:
             "unpin": self._unpin,
             "note": self._note,
             "queries": lambda _: self._queries(),
+            "more": self._more,
             "hint": lambda _: self._hint(),
             "briefing": lambda _: self.say(briefing_text(self.session.incident, self.session.board)),
             "updates": lambda _: self._updates(),
@@ -333,6 +357,8 @@ class PlainGame:
 
     def _query(self, sql: str) -> None:
         event, result = run_player_query(self.session, self.gateway, sql)
+        if event is not None:
+            self.last, self.last_index, self.shown = result, event.data["index"], min(SHOWN_ROWS, len(result.rows))
         self.say(self._result_text(None if event is None else event.data["index"], result))
         budget = self.session.incident.query_budget
         if event is not None and budget and len(self.session.queries) == budget:
@@ -341,9 +367,29 @@ class PlainGame:
     def _result_text(self, index: int | None, result: QueryResult) -> str:
         if not result.ok:
             return f"error: {result.error} (not counted: a statement that fails costs no query)"
-        more = " (truncated)" if result.truncated else ""
         table = format_table(result.columns, result.rows, width=self.width)
-        return (f"{table}\nQ{index}: {result.row_count} rows{more} in {result.duration_s * 1000:.0f} ms")
+        return (f"{table}\nQ{index}: {result.row_count} rows{truncated_note(result)} in "
+                f"{result.duration_s * 1000:.0f} ms")
+
+    def _more(self, rest: str) -> None:
+        """The next SHOWN_ROWS rows of the last result. Not a query: nothing runs, nothing is recorded."""
+        if rest:
+            raise SessionError("usage: more")
+        result = self.last
+        if result is None:
+            raise SessionError("no result to page through yet: run a query first, then more shows its next "
+                               f"{SHOWN_ROWS} rows")
+        start = self.shown
+        if start >= len(result.rows):
+            self.say(f"no more rows: Q{self.last_index} has {result.row_count} rows{truncated_note(result)}")
+            return
+        page = result.rows[start:start + SHOWN_ROWS]
+        self.shown = start + len(page)
+        self.say(format_table(result.columns, page, max_rows=None, width=self.width))
+        left = len(result.rows) - self.shown
+        after = f"; {left} more: {MORE_HINT}" if left else ""
+        self.say(f"Q{self.last_index}: rows {start + 1}-{self.shown} of {result.row_count}"
+                 f"{truncated_note(result)}{after}")
 
     def _schema(self) -> None:
         current = None

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from game.gateway import CatalogEntry, LocalGateway, QueryResult, check_limits
+from game.limits import MEMORY_LIMIT, ROW_CAP, TIMEOUT_S
 
 GRACE_S = 1.0
 """Seconds past the time limit the child gets to answer after its own interrupt."""
@@ -120,11 +121,12 @@ class Sandbox:
     """Read-only, time- and memory-limited access to named databases, in one killable child process.
 
     `run(sql, db)` runs on database `db` (a key of `db_paths`), one query at a time. `row_cap` is in
-    rows, `timeout_s` in seconds, `memory_limit` a DuckDB size string ("512MB"). Construction raises
-    for programmer errors (missing file, bad limits); `run` never raises."""
+    rows, `timeout_s` in seconds, `memory_limit` a DuckDB size string ("512MB"); the defaults are the
+    player's limits (game.limits). Construction raises for programmer errors (missing file, bad limits);
+    `run` never raises."""
 
-    def __init__(self, db_paths: dict[str, Path], *, memory_limit: str = "512MB", threads: int = 1,
-                 row_cap: int = 5000, timeout_s: float = 10.0) -> None:
+    def __init__(self, db_paths: dict[str, Path], *, memory_limit: str = MEMORY_LIMIT, threads: int = 1,
+                 row_cap: int = ROW_CAP, timeout_s: float = TIMEOUT_S) -> None:
         check_limits(row_cap=row_cap, timeout_s=timeout_s, threads=threads)
         if not db_paths:
             raise ValueError("a sandbox needs at least one database")
@@ -347,8 +349,8 @@ class Sandbox:
 class Gateway(Sandbox):
     """The player's gateway: a `Sandbox` on one incident database (`LocalGateway`'s API)."""
 
-    def __init__(self, db_path: Path, *, memory_limit: str = "512MB", threads: int = 1, row_cap: int = 5000,
-                 timeout_s: float = 10.0) -> None:
+    def __init__(self, db_path: Path, *, memory_limit: str = MEMORY_LIMIT, threads: int = 1,
+                 row_cap: int = ROW_CAP, timeout_s: float = TIMEOUT_S) -> None:
         super().__init__({"": Path(db_path)}, memory_limit=memory_limit, threads=threads, row_cap=row_cap,
                          timeout_s=timeout_s)
 

@@ -50,8 +50,10 @@ TRUTH_OUTCOME = "<truth>"
 @dataclass(frozen=True)
 class QueryEvidence:
     """What one query showed: `ruled_out` are the rivals whose world gives a materially different
-    result; `why` names, per ruled-out rival, the first feature that differs. `ok` is whether the query
-    ran on the truth world; `rows` how many rows it returned there."""
+    result; `why` says, per ruled-out rival, in a reader's words, the reading with the largest margin and
+    `margins` that margin (how many times the required distance). `ok` is whether the query ran on the
+    truth world; `rows` how many rows it returned there; `assessed` False when scoring's time budget ran
+    out before the query was re-run (it then rules out nothing)."""
 
     index: int
     sql: str
@@ -60,6 +62,8 @@ class QueryEvidence:
     schema: bool = False
     ruled_out: tuple[str, ...] = ()
     why: dict[str, str] = field(default_factory=dict)
+    assessed: bool = True
+    margins: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +102,9 @@ class ScoreReport:
     queries: int = 0
     query_budget: int | None = None
     hint_cost: int = 0
+    missed: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per rival never ruled out, a reference query that would have: {"query": its name, "sql", "why"}
+    (filled by game.assess.score_session; empty when none of the incident's queries rules it out)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -189,7 +196,8 @@ def score(incident: Incident, events: Iterable[Event | dict[str, Any]],
         if ev is not None and ev.ok and not ev.schema and not new:
             idle += 1
         per_query.append({"index": index, "ok": bool(ev and ev.ok), "rows": ev.rows if ev else 0,
-                          "ruled_out": ruled, "new": new, "why": dict(ev.why) if ev else {}})
+                          "ruled_out": ruled, "new": new, "why": dict(ev.why) if ev else {},
+                          "assessed": bool(ev.assessed) if ev else False})
     consistent = [h for h in hyps if h in truth_set or h not in ruled_out]
     open_rivals = [r for r in rivals if r not in ruled_out]
     belief = {TRUTH_OUTCOME: 1.0 / (1 + len(open_rivals)), **{r: 1.0 / (1 + len(open_rivals)) for r in open_rivals}}

@@ -122,6 +122,19 @@ def symptom_sql(symptom: Symptom, t0: datetime) -> str:
     return f"SELECT a.v AS a_value, a.n AS a_rows, b.v AS b_value, b.n AS b_rows\nFROM ({a}) AS a, ({b}) AS b"
 
 
+def symptom_series_sql(symptom: Symptom, t0: datetime, bucket_s: int = 300) -> str:
+    """The symptom's measure over time, one row per `bucket_s` bucket of its table's whole window
+    (columns t, v): the page's own symptom as a player re-measures it. Side filters and windows are left
+    out: this is the measure, not the claim."""
+    where = f" WHERE ({symptom.metric.where})" if symptom.metric.where else ""
+    aggregate = "count" if symptom.aggregate == "rate" else symptom.aggregate
+    if aggregate in ("first", "last"):
+        aggregate = "count"
+    agg = _aggregate_sql(aggregate, symptom.metric.column, None, t0)
+    return (f"SELECT time_bucket(INTERVAL {int(bucket_s)} SECOND, ts) AS t, {agg} AS v "
+            f"FROM {_quote(symptom.metric.table)}{where} GROUP BY 1 ORDER BY 1")
+
+
 def _fmt(x: float) -> str:
     if x == 0:
         return "0"

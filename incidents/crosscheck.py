@@ -204,6 +204,15 @@ def _check_hypotheses(hyps: list[Any], present: bool) -> tuple[list[Issue], set[
         elif h.get("true") is not True and isinstance(world, list) and not world:
             issues.append(Issue(("hypotheses", i, "world"), "an empty world is the fault-free run, which must not "
                                 "show the symptom", "list the faults that would make this hypothesis true"))
+        members = h.get("members")
+        if h.get("true") is True and members:
+            issues.append(Issue(("hypotheses", i, "members"), "a true hypothesis has no members: the truth's family "
+                                "is the incident itself on other traffic draws",
+                                "remove `members` here (declare them on the false hypotheses)", on_key=True))
+        for m, member in enumerate(_list(members)):
+            if isinstance(member, list) and not member:
+                issues.append(Issue(("hypotheses", i, "members", m), "an empty member is the fault-free run, which "
+                                    "must not show the symptom", "list the faults of this form of the hypothesis"))
     if len(hyps) < MIN_HYPOTHESES:
         issues.append(
             Issue(
@@ -492,6 +501,9 @@ def _all_worlds(data: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], li
     out: list[tuple[tuple[str | int, ...], list[Any]]] = [(("faults",), _list(data.get("faults")))]
     out += [(("hypotheses", j, "world"), _list(_dict(h).get("world")))
             for j, h in enumerate(_list(data.get("hypotheses")))]
+    out += [(("hypotheses", j, "members", m), _list(member))
+            for j, h in enumerate(_list(data.get("hypotheses")))
+            for m, member in enumerate(_list(_dict(h).get("members")))]
     return out
 
 
@@ -586,6 +598,10 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     for h_index, raw in enumerate(_list(hyps)):
         for i, fault in enumerate(_list(_dict(raw).get("world"))):
             issues += _check_fault(i, _dict(fault), n_replicas, duration, ("hypotheses", h_index, "world"), fleet)
+        for m, member in enumerate(_list(_dict(raw).get("members"))):
+            for i, fault in enumerate(_list(member)):
+                issues += _check_fault(i, _dict(fault), n_replicas, duration,
+                                       ("hypotheses", h_index, "members", m), fleet)
     signals = data.get("signals")
     issues += _check_signals(_list(signals), isinstance(signals, list), hyp_ids, alias_of, n_replicas, duration)
     return issues

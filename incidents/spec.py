@@ -527,6 +527,15 @@ class Hypothesis(_Strict):
         "against this hypothesis when its result there differs from the real one. Required on every false "
         "hypothesis; a true hypothesis's world is the incident's own `faults`, so it has none.",
     )
+    members: list[list[FaultSpec]] = Field(
+        default_factory=list,
+        description="Other forms this false hypothesis could have taken, which the player cannot know: a "
+        "milder or stronger severity, another onset, another replica. Each is a fault list like `world`; "
+        "the hypothesis's family of worlds is `world` on the player's traffic and on another draw, then one "
+        "world per member on a draw of its own. Every member must show the page (`validate --deep`), and a "
+        "query rules the hypothesis out only when what the player saw lies outside everything the family "
+        "produced; with members, the size of a level counts too (docs/authoring.md, 'Families').",
+    )
 
 
 class Reveal(_Strict):

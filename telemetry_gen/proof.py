@@ -11,14 +11,16 @@ removed (the ablation; noise stays). Then, on the two databases:
    faults are removed, or its likelihoods separate a true hypothesis from a distractor by at
    least MIN_LIKELIHOOD_RATIO. A signal that does neither cannot move the player's belief.
 
-Then every hypothesis's world (`telemetry_gen.worlds`: the same seed with that hypothesis's faults
-in place of the real ones) is simulated too, with a second seed of the truth for noise:
+Then every hypothesis's family of worlds (`telemetry_gen.worlds`: the same variant with that
+hypothesis's faults in place of the real ones, on the player's traffic draw and on others) is
+simulated too, and the truth on its other traffic draws:
 
-4. every distractor world shows every symptom the page states (`briefed`): a distractor the page
-   already rules out is a strawman;
-5. every distractor world differs materially from the truth (`telemetry_gen.evidence`: beyond the
-   seed-to-seed noise) in the result of some signal query or settling query: otherwise no player
-   could rule it out and the incident cannot be solved.
+4. every member of every distractor's family shows every symptom the page states (`briefed`): a
+   distractor the page already rules out is a strawman;
+5. the truth on its other traffic draws shows the page too: a page that holds on one draw only is luck;
+6. some signal query or settling query rules each distractor's whole family out (`telemetry_gen.evidence`:
+   on a reading a reader reads, beyond the spread between traffic draws): otherwise no player could rule
+   it out and the incident cannot be solved.
 
 Databases go through the build cache (`telemetry_gen.cache`), so the game reuses the worlds a
 validation built. Queries run read-only with file access disabled, each under a time limit.
@@ -44,7 +46,7 @@ import duckdb
 from incidents.claims import evaluate_expectation, evaluate_symptom
 from incidents.spec import Incident, Signal
 from telemetry_gen.cache import ensure_database
-from telemetry_gen.evidence import Shown, describe_feature, separating_features, shown
+from telemetry_gen.evidence import FAILED, ROW_CAP, Shown, describe_reading, ruling, shown
 from telemetry_gen.proof_report import (
     MIN_LIKELIHOOD_RATIO,
     ClaimCheck,
@@ -56,7 +58,7 @@ from telemetry_gen.proof_report import (
 )
 from telemetry_gen.result_diff import MATERIAL_CHANGE, likelihood_separation, result_difference
 from telemetry_gen.runner import Progress
-from telemetry_gen.worlds import NOISE, build_world, rivals
+from telemetry_gen.worlds import TRUTH, build_world, family_names, rivals, spans_severities
 
 __all__ = [
     "MATERIAL_CHANGE",
@@ -177,58 +179,93 @@ def reference_queries(incident: Incident) -> list[tuple[str, str]]:
     return out
 
 
-def _shown_result(con: duckdb.DuckDBPyConnection, sql: str, incident: Incident) -> Shown | None:
+def _shown_result(con: duckdb.DuckDBPyConnection, sql: str, incident: Incident) -> Shown:
     try:
         with _deadline(con, QUERY_TIMEOUT_S):
             cols, rows = _fetch(con, sql)
     except duckdb.Error:
-        return None
-    return shown(cols, rows, incident.window.start)
+        return FAILED
+    return shown(cols, rows[:ROW_CAP], incident.window.start, truncated=len(rows) > ROW_CAP)
+
+
+def _missing_symptoms(con: duckdb.DuckDBPyConnection, incident: Incident) -> list[tuple[str, str]]:
+    out = []
+    for sym in (s for s in incident.symptoms if s.briefed):
+        with _deadline(con, QUERY_TIMEOUT_S):
+            result = evaluate_symptom(con, sym, incident.window.start)
+        if not result.holds:
+            out.append((sym.id, result.message))
+    return out
 
 
 def check_worlds(incident: Incident, seed: int, truth_db: Path,
                  progress: Progress | None = None) -> list[WorldCheck]:
-    """Build every distractor's world and the noise world, then check each distractor shows the page and
-    can be told from the truth (see the module docstring). Never raises for a world that fails to build."""
+    """Build every member of every hypothesis's family (`telemetry_gen.worlds`), then check that the truth's
+    other traffic draws and every member of every distractor's family show the page, and that some
+    reference query rules each distractor's whole family out (see the module docstring). Never raises for
+    a world that fails to build. One WorldCheck per distractor (its members' problems named by member),
+    then one per other draw of the truth."""
     say = progress or (lambda f, s: None)
     names = rivals(incident)
-    briefed = [sym for sym in incident.symptoms if sym.briefed]
-    t0 = incident.window.start
-    say(0.0, "noise world")
-    noise_db = Path(build_world(incident, seed, NOISE).path)
     queries = reference_queries(incident)
-    with contextlib.closing(_open(truth_db)) as truth_con, contextlib.closing(_open(noise_db)) as noise_con:
-        truth_seen = [_shown_result(truth_con, sql, incident) for _, sql in queries]
-        noise_seen = [_shown_result(noise_con, sql, incident) for _, sql in queries]
-    checks = []
-    for i, name in enumerate(names):
-        say((i + 1) / (len(names) + 1), f"world of {name}")
-        try:
-            db = Path(build_world(incident, seed, name).path)
-        except Exception as exc:
-            checks.append(WorldCheck(name, error=repr(exc)))
-            continue
+    span = float(incident.window.duration_s)
+    draws = family_names(incident, TRUTH)[1:]
+    total = len(draws) + sum(len(family_names(incident, n)) for n in names)
+    done = 0
+
+    def shown_on(db: Path) -> tuple[list[tuple[str, str]], list[Shown], str | None]:
         with contextlib.closing(_open(db)) as con:
-            missing = []
-            for sym in briefed:
-                with _deadline(con, QUERY_TIMEOUT_S):
-                    result = evaluate_symptom(con, sym, t0)
-                if not result.holds:
-                    missing.append((sym.id, result.message))
-            separated_by = difference = None
-            for (label, sql), seen_t, seen_n in zip(queries, truth_seen, noise_seen, strict=True):
-                if seen_t is None or seen_n is None or seen_t.empty:
-                    continue
-                seen_w = _shown_result(con, sql, incident)
-                if seen_w is None:
-                    continue
-                features = separating_features(seen_t, seen_w, seen_n)
-                if features:
-                    separated_by, difference = label, describe_feature(features[0])
-                    break
-            note = failed_starts(con) if missing or separated_by is None else None
-        checks.append(WorldCheck(name, tuple(missing), separated_by, difference, note=note))
-    return checks
+            return _missing_symptoms(con, incident), [_shown_result(con, sql, incident) for _, sql in queries], None
+
+    with contextlib.closing(_open(truth_db)) as truth_con:
+        truth_seen = [_shown_result(truth_con, sql, incident) for _, sql in queries]
+    draw_checks: list[WorldCheck] = []
+    draw_seen: list[list[Shown]] = []
+    for name in draws:
+        say(done / total, f"world {name}")
+        done += 1
+        try:
+            missing, seen, _ = shown_on(Path(build_world(incident, seed, name).path))
+        except Exception as exc:
+            draw_checks.append(WorldCheck(name, error=repr(exc), kind="draw"))
+            continue
+        draw_seen.append(seen)
+        draw_checks.append(WorldCheck(name, tuple(missing), kind="draw"))
+    checks = []
+    for name in names:
+        family: list[list[Shown]] = []
+        missing_all: list[tuple[str, str]] = []
+        error = note = None
+        for member in family_names(incident, name):
+            say(done / total, f"world {member}")
+            done += 1
+            try:
+                db = Path(build_world(incident, seed, member).path)
+                missing, seen, _ = shown_on(db)
+            except Exception as exc:
+                error = f"{member}: {exc!r}"
+                break
+            family.append(seen)
+            tag = "" if member == name else f" on {member}"
+            missing_all += [(sid, f"{message}{tag}") for sid, message in missing]
+            if missing and note is None:
+                with contextlib.closing(_open(db)) as con:
+                    note = failed_starts(con)
+        if error is not None:
+            checks.append(WorldCheck(name, error=error))
+            continue
+        separated_by = difference = None
+        for i, (label, _) in enumerate(queries):
+            readings = ruling(truth_seen[i], [d[i] for d in draw_seen], [m[i] for m in family], span_s=span,
+                              sized=spans_severities(incident, name))
+            if readings:
+                separated_by, difference = label, describe_reading(readings[0], incident.window.start)
+                break
+        if separated_by is None and note is None:
+            with contextlib.closing(_open(Path(build_world(incident, seed, name).path))) as con:
+                note = failed_starts(con)
+        checks.append(WorldCheck(name, tuple(missing_all), separated_by, difference, note=note))
+    return checks + draw_checks
 
 
 def prove(

@@ -231,10 +231,11 @@ class WorldCheck:
     difference: str | None = None
     error: str | None = None
     note: str | None = None  # what else went on in the world (a changed config that failed to start)
+    kind: str = "rival"  # "rival": a distractor's family; "draw": the truth on another traffic draw
 
     @property
     def ok(self) -> bool:
-        return self.error is None and not self.missing and self.separated_by is not None
+        return self.error is None and not self.missing and (self.kind == "draw" or self.separated_by is not None)
 
     @property
     def problem(self) -> str | None:
@@ -244,6 +245,13 @@ class WorldCheck:
     def parts(self) -> list[tuple[Loc, str]]:
         """(subject, problem) of each thing wrong with this world: a strawman points at the world, an
         unsolvable distractor at the hypothesis (the fix is a signal that tells it apart)."""
+        if self.kind == "draw":
+            where: Loc = ("faults",)
+            if self.error:
+                return [(where, f"the truth on traffic draw {self.hypothesis_id} failed to build: {self.error}")]
+            return [(where, f"the truth on another traffic draw ({self.hypothesis_id}) does not show briefed symptom "
+                     f"{sid} ({message}): the page holds by luck of this seed's traffic (hint: make the fault "
+                     "stronger or the claim's threshold looser)") for sid, message in self.missing]
         world: Loc = ("hypotheses", self.hypothesis_id, "world")
         if self.error:
             return [(world, f"hypothesis {self.hypothesis_id}: its world failed to build: {self.error}")]
@@ -255,13 +263,15 @@ class WorldCheck:
                           "symptom briefed: false if the page does not state it)"))
         if self.separated_by is None:
             parts.append((("hypotheses", self.hypothesis_id),
-                          f"hypothesis {self.hypothesis_id} cannot be ruled out: no signal or settling query gives a "
-                          f"result on its world that differs from the truth beyond seed-to-seed noise{note} (hint: "
-                          "add a signal whose query shows what only the true cause does)"))
+                          f"hypothesis {self.hypothesis_id} cannot be ruled out: no signal or settling query shows "
+                          f"a reading (a group against its peers, a series' shape, a row's presence) that every "
+                          f"world of its family lacks{note} (hint: add a signal whose query shows what only the "
+                          "true cause does)"))
         return parts
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hypothesis": self.hypothesis_id, "ok": self.ok, "missing": [list(m) for m in self.missing],
+        return {"hypothesis": self.hypothesis_id, "kind": self.kind, "ok": self.ok,
+                "missing": [list(m) for m in self.missing],
                 "separated_by": self.separated_by, "difference": self.difference, "error": self.error,
                 "note": self.note, "problem": self.problem}
 
@@ -365,8 +375,11 @@ class ProofReport:
             out.append(ok_line if d.ok else fail(d.subject, d.problem))
         for w in self.worlds:
             subject = w.parts()[0][0] if not w.ok and w.parts() else ()
-            out.append(f"  ok   world of {w.hypothesis_id}: shows the page; {w.separated_by} tells it from the "
-                       f"truth ({w.difference})" if w.ok else fail(subject, w.problem))
+            if w.ok and w.kind == "draw":
+                out.append(f"  ok   the truth on traffic draw {w.hypothesis_id} shows the page too")
+                continue
+            out.append(f"  ok   world of {w.hypothesis_id}: every member shows the page; {w.separated_by} rules it "
+                       f"out ({w.difference})" if w.ok else fail(subject, w.problem))
         if not self.worlds_checked and self.error is None:
             out.append("  --   hypothesis worlds not checked (claims only)")
         if self.inspected and not self.inspection:

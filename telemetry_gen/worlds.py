@@ -1,12 +1,18 @@
-"""Every hypothesis of an incident as a world of its own: the same incident, seed and workload, with
-the hypothesis's faults in place of the real ones (common random numbers, so two worlds differ only
-by their cause).
+"""Every hypothesis of an incident as a family of worlds: the same incident and variant, with the
+hypothesis's faults in place of the real ones, simulated on several traffic draws.
+
+A player cannot know which traffic an alternative cause would have met, so one simulation per
+hypothesis cannot say what that hypothesis "predicts": each hypothesis is a **family** of members.
+Member 0 runs on the player's own traffic draw; member m runs on draw ``seed + m * NOISE_SEED_OFFSET``,
+the same draw for every hypothesis (common random numbers: two members with the same index differ only
+by their cause). The spread inside a family is the measure of chance (`telemetry_gen.evidence`).
 
 World names:
-- ``truth``: the incident as written (what the player queries);
-- each false hypothesis's id: its `world` faults in place of `faults`;
-- ``noise``: the truth's variant with traffic drawn from another seed. Two seeds of one world differ
-  only by chance, so the gap between ``truth`` and ``noise`` is what "material" is measured against;
+- ``truth``: the incident as written (what the player queries); ``truth~1``, ``truth~2``: the truth
+  on other traffic draws (``noise`` is an alias of ``truth~1``);
+- each false hypothesis's id, and ``<id>~1``: its `world` faults in place of `faults`, on draws 0 and 1;
+  ``<id>~2``, ``<id>~3``, ...: each of its declared `members` (other severities, onsets, replicas) in
+  place of `faults`, member k on draw k + 2;
 - ``baseline`` (built only for validation): the truth with its faults removed.
 
 Noise events (deploys, bursts, restarts) are part of every world: they happen whatever the cause.
@@ -19,15 +25,23 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from incidents.spec import Incident
+from incidents.spec import Hypothesis, Incident
 from telemetry_gen.cache import BuildInfo, ensure_database
 
 TRUTH = "truth"
-NOISE = "noise"
 BASELINE = "baseline"
-RESERVED = frozenset({TRUTH, NOISE, BASELINE})
+MEMBER_MARK = "~"
+"""A family member's name is its hypothesis's world name, this mark and the member's index."""
+NOISE = f"{TRUTH}{MEMBER_MARK}1"
+"""The truth on the first other traffic draw (the single "noise world" of earlier versions)."""
+NOISE_ALIAS = "noise"
+RESERVED = frozenset({TRUTH, NOISE_ALIAS, BASELINE})
 NOISE_SEED_OFFSET = 7_919_003
-"""Added to the seed to draw the noise world's traffic (a prime far from any seed a player uses)."""
+"""Member m draws its traffic from seed + m * this (a prime far from any seed a player uses)."""
+TRUTH_MEMBERS = 3
+"""Members of the truth's family: the player's world and two other draws, to measure chance."""
+RIVAL_MEMBERS = 2
+"""Members of each rival's family: on the player's draw (common random numbers) and on draw 1."""
 
 WorldProgress = Callable[[str, int, int], None]
 """Called with (world name, worlds done, worlds in all) before each world is built or looked up."""
@@ -42,28 +56,79 @@ def truth_ids(inc: Incident) -> list[str]:
     return [h.id for h in inc.hypotheses if h.true]
 
 
+def member_name(hypothesis_world: str, member: int) -> str:
+    """World name of member `member` of a family (``truth``, ``truth~1``, ``<id>``, ``<id>~1``)."""
+    return hypothesis_world if member == 0 else f"{hypothesis_world}{MEMBER_MARK}{member}"
+
+
+def split_member(name: str) -> tuple[str, int]:
+    """(family, member index) of a world name; ``noise`` is ``truth~1``."""
+    if name == NOISE_ALIAS:
+        return TRUTH, 1
+    head, mark, tail = name.rpartition(MEMBER_MARK)
+    if mark and tail.isdigit() and head:
+        return head, int(tail)
+    return name, 0
+
+
+def _hypothesis(inc: Incident, name: str) -> Hypothesis | None:
+    return next((h for h in inc.hypotheses if h.id == name), None)
+
+
+def family_size(inc: Incident, family: str) -> int:
+    """How many worlds a family has: TRUTH_MEMBERS for the truth, RIVAL_MEMBERS plus the declared
+    members for a rival."""
+    if family == TRUTH:
+        return TRUTH_MEMBERS
+    hyp = _hypothesis(inc, family)
+    return RIVAL_MEMBERS + (len(hyp.members) if hyp is not None else 0)
+
+
+def family_names(inc: Incident, family: str) -> list[str]:
+    """World names of one family's members: ``truth`` or a rival's id."""
+    return [member_name(family, m) for m in range(family_size(inc, family))]
+
+
+def spans_severities(inc: Incident, family: str) -> bool:
+    """Whether the family includes declared members (other severities or onsets), so that the size of a
+    reading can be judged against it (telemetry_gen.evidence.ruling's `sized`)."""
+    hyp = _hypothesis(inc, family)
+    return hyp is not None and bool(hyp.members)
+
+
 def world_of(inc: Incident, name: str) -> Incident:
-    """The incident whose simulation is world `name` (``truth``, ``noise`` or a hypothesis id)."""
-    if name in (TRUTH, NOISE, BASELINE):
+    """The incident whose simulation is world `name` (``truth``, a hypothesis id, or a member of either)."""
+    name, member = split_member(name)
+    if name in (TRUTH, BASELINE):
         return inc
-    hyp = next((h for h in inc.hypotheses if h.id == name), None)
+    hyp = _hypothesis(inc, name)
     if hyp is None:
         raise KeyError(f"no world {name!r}; worlds: {', '.join(world_names(inc))}")
     if hyp.true:
         return inc
+    if member >= RIVAL_MEMBERS:
+        if member - RIVAL_MEMBERS >= len(hyp.members):
+            raise KeyError(f"no world {name}{MEMBER_MARK}{member}; {name} has {family_size(inc, name)} members")
+        return inc.model_copy(update={"faults": list(hyp.members[member - RIVAL_MEMBERS])})
     return inc.model_copy(update={"faults": list(hyp.world or [])})
 
 
 def world_names(inc: Incident, *, baseline: bool = False) -> list[str]:
-    """Worlds scoring needs (truth, noise, one per rival), plus the fault-free one if `baseline`."""
-    return [TRUTH, NOISE, *rivals(inc)] + ([BASELINE] if baseline else [])
+    """Worlds scoring needs (every member of the truth's family, then of each rival's), plus the
+    fault-free one if `baseline`. Member 0 of every family comes first, so a caller that builds in this
+    order can start comparing before the later draws are in."""
+    families = [TRUTH, *rivals(inc)]
+    sizes = {f: family_size(inc, f) for f in families}
+    out = [member_name(f, m) for m in range(max(sizes.values())) for f in families if m < sizes[f]]
+    return out + ([BASELINE] if baseline else [])
 
 
 def build_world(inc: Incident, seed: int, name: str) -> BuildInfo:
     """Build (or find in the cache) world `name` of `inc` resolved at `seed`."""
     world = world_of(inc, name)
-    if name == NOISE:
-        return ensure_database(world, seed, telemetry_seed=seed + NOISE_SEED_OFFSET)
+    _, member = split_member(name)
+    if member:
+        return ensure_database(world, seed, telemetry_seed=seed + member * NOISE_SEED_OFFSET)
     return ensure_database(world, seed, ablate=name == BASELINE)
 
 

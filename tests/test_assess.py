@@ -48,7 +48,9 @@ def assessor(mini: Incident) -> Assessor:
 
 
 def test_worlds_differ_only_by_their_cause(mini: Incident) -> None:
-    assert world_names(mini) == [TRUTH, NOISE, "overload", "bad-deploy", "kv-pressure"]
+    assert world_names(mini) == [TRUTH, "overload", "bad-deploy", "kv-pressure", NOISE, "overload~1", "bad-deploy~1",
+                                 "kv-pressure~1", "truth~2"]
+    assert world_of(mini, "overload~1") == world_of(mini, "overload")
     overload = world_of(mini, "overload")
     assert [f.kind for f in overload.faults] == ["traffic_surge"]
     assert overload.noise == mini.noise and overload.workload == mini.workload
@@ -68,8 +70,13 @@ def test_a_query_that_shows_the_cause_rules_out_every_rival(assessor: Assessor) 
 
 
 def test_a_query_rules_out_only_what_it_shows(assessor: Assessor) -> None:
+    # how many requests came is a size: nobody knows how big a surge the rival would have been
     counted = assessor.assess(1, "SELECT count(*) AS n FROM requests")
-    assert counted.ruled_out == ("overload",)  # only the surge changes how many requests came
+    assert counted.ok and counted.ruled_out == ()
+    # that the arrivals stay level while the surge's would climb is a direction a reader sees
+    series = assessor.assess(3, "SELECT time_bucket(INTERVAL 30 SECOND, ts) AS t, count(*) AS n FROM requests "
+                                "GROUP BY 1 ORDER BY 1")
+    assert series.ruled_out == ("overload",), series.why
     failed = assessor.assess(2, "SELECT nonsense FROM requests")
     assert not failed.ok and failed.ruled_out == ()
 

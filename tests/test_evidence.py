@@ -1,73 +1,203 @@
-"""What a query shows (`telemetry_gen.evidence`): features of a result and when two worlds differ
-beyond the noise between two seeds of one world."""
+"""What a query shows (`telemetry_gen.evidence`): the features a reader reads, and when what the player
+saw rules a rival's whole family of worlds out beyond chance."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from telemetry_gen.evidence import MIN_RELATIVE, Shown, describe_feature, relative_gap, separates, shown
+from telemetry_gen.evidence import (
+    ONSET,
+    PEER,
+    PRESENT,
+    TOP,
+    Feature,
+    Shown,
+    describe_reading,
+    ruling,
+    shown,
+    template,
+)
 
 T0 = datetime(2026, 1, 1, 9, 0, 0)
 
 
-def by_replica(values: dict[str, float]) -> Shown:
-    return shown(["replica", "p90_prefill_s"], [(r, v) for r, v in values.items()])
+def by_replica(values: dict[str, float], column: str = "p90_prefill_s") -> Shown:
+    return shown(["replica", column], [(r, v) for r, v in values.items()])
 
 
-def test_empty_results_show_nothing_and_separate_nothing() -> None:
+def rules_out(seen: Shown, truth_others: list[Shown], rival: list[Shown], span_s: float = 3600.0) -> bool:
+    return bool(ruling(seen, truth_others, rival, span_s=span_s))
+
+
+def test_empty_results_show_nothing_and_rule_out_nothing() -> None:
     empty = shown(["replica", "prefill_s"], [])
     assert empty.empty and empty.features == {}
-    assert not separates(empty, by_replica({"vllm-0": 1.0}), empty)
+    assert not rules_out(empty, [empty], [by_replica({"vllm-0": 1.0})])
 
 
-def test_a_group_far_beyond_the_noise_separates() -> None:
-    truth = by_replica({"vllm-0": 0.10, "vllm-1": 0.25})
-    noise = by_replica({"vllm-0": 0.11, "vllm-1": 0.24})
-    rival = by_replica({"vllm-0": 0.10, "vllm-1": 0.10})
-    assert separates(truth, rival, noise)
+def test_a_group_against_its_peers_rules_out_a_rival_whose_groups_are_alike() -> None:
+    seen = by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.30})
+    draws = [by_replica({"vllm-0": 0.11, "vllm-1": 0.10, "vllm-2": 0.33})]
+    rival = [by_replica({"vllm-0": 0.20, "vllm-1": 0.21, "vllm-2": 0.20}),
+             by_replica({"vllm-0": 0.25, "vllm-1": 0.24, "vllm-2": 0.26})]
+    readings = ruling(seen, draws, rival)
+    assert readings and all(r.feature.kind in (PEER, TOP) for r in readings)
+    assert any("vllm-2" in describe_reading(r) for r in readings)
 
 
-def test_a_difference_within_the_noise_does_not_separate() -> None:
-    truth = by_replica({"vllm-0": 0.10, "vllm-1": 0.20})
-    noise = by_replica({"vllm-0": 0.10, "vllm-1": 0.15})
-    rival = by_replica({"vllm-0": 0.10, "vllm-1": 0.17})
-    assert not separates(truth, rival, noise)
+def test_a_magnitude_is_read_as_a_direction_never_as_a_size() -> None:
+    # the same shape at another level: a reader does not know how severe the rival would have been
+    seen = by_replica({"vllm-0": 0.10, "vllm-1": 0.30})
+    draws = [by_replica({"vllm-0": 0.10, "vllm-1": 0.31})]
+    for far in (2.0, 40.0):
+        scaled = [by_replica({"vllm-0": 0.10 * far, "vllm-1": 0.30 * far}),
+                  by_replica({"vllm-0": 0.11 * far, "vllm-1": 0.31 * far})]
+        assert not rules_out(seen, draws, scaled)
+    # zero against some is a reading: "no preemptions at all"
+    none = shown(["preemptions"], [(0,)])
+    some = [shown(["preemptions"], [(120,)]), shown(["preemptions"], [(80,)])]
+    assert rules_out(none, [none, none], some)
+    # so is the direction of a group against its siblings: up where the rival's are level
+    flat = [by_replica({"vllm-0": 0.20, "vllm-1": 0.21}), by_replica({"vllm-0": 0.25, "vllm-1": 0.24})]
+    assert rules_out(seen, draws, flat)
+    # and a ratio the player computed (a before/after "speedup") is a level: a constant of the player's
+    # choosing could make any magnitude look like 1, so it is not read as one
+    ratio = shown(["speedup"], [(2.9,)])
+    assert not rules_out(ratio, [shown(["speedup"], [(2.7,)])], [shown(["speedup"], [(1.0,)])] * 2)
 
 
-def test_tiny_differences_never_separate_even_without_noise() -> None:
-    truth = by_replica({"vllm-0": 1.0})
-    rival = by_replica({"vllm-0": 1.0 + MIN_RELATIVE / 2})
-    assert not separates(truth, rival, truth)
+def test_a_number_cast_to_text_is_a_number() -> None:
+    seen = shown(["v"], [("0.129",)])
+    assert Feature("level", (), "v") in seen.features and not seen.cells
+    draws = [shown(["v"], [("0.131",)])]
+    rival = [shown(["v"], [("0.150",)]), shown(["v"], [("0.152",)])]
+    # text of another number is not a group only the rival shows
+    assert not rules_out(seen, draws, rival)
 
 
-def test_a_group_only_one_world_has_is_a_full_difference() -> None:
-    truth = shown(["message", "n"], [("Xid 79: GPU has fallen off the bus", 3), ("started", 4)])
-    rival = shown(["message", "n"], [("started", 4)])
-    noise = shown(["message", "n"], [("Xid 79: GPU has fallen off the bus", 2), ("started", 4)])
-    assert separates(truth, rival, noise)
-    # a group the noise world lacks depends on luck, so it cannot separate
-    assert not separates(truth, rival, rival)
+def test_numbers_inside_text_are_values_and_names_keep_their_digits() -> None:
+    assert template("CUDA out of memory. 0.75 GiB is free (3 tries)") == (
+        "CUDA out of memory. # GiB is free (# tries)", [0.75, 3.0])
+    assert template("vllm-3 restarted at image 0.12.1-patch3") == ("vllm-3 restarted at image 0.12.1-patch3", [])
+    seen = shown(["message"], [("OOM: 0.75 GiB is free",)])
+    rival = shown(["message"], [("OOM: 0.63 GiB is free",)])
+    assert seen.cells == rival.cells
+    assert not rules_out(seen, [shown(["message"], [("OOM: 0.70 GiB is free",)])], [rival, rival])
+
+
+def test_presence_rules_out_only_when_every_draw_agrees() -> None:
+    with_change = shown(["kind", "n"], [("deploy", 2), ("config_change", 1)])
+    without = shown(["kind", "n"], [("deploy", 2)])
+    # the player saw no config change, no other draw of the truth has one, every rival world has one
+    readings = ruling(without, [without, without], [with_change, with_change])
+    assert readings and readings[0].feature == Feature(PRESENT, ("config_change",), "kind")
+    assert "no kind 'config_change'" in describe_reading(readings[0])
+    # a group one of the truth's own draws shows is luck
+    assert not rules_out(without, [without, with_change], [with_change, with_change])
+    # a rival member without it: the rival can produce what the player saw
+    assert not rules_out(without, [without], [with_change, without])
+    # and the other way round: a change every draw of the truth shows and no world of the rival does
+    assert rules_out(with_change, [with_change, with_change], [without, without])
+    # in a result cut at the row cap, a missing text may be in the rows not shown
+    cut = shown(["kind", "n"], [("deploy", 2)], truncated=True)
+    assert not rules_out(cut, [cut], [with_change, with_change])
+
+
+def test_a_reading_the_truths_other_draws_do_not_share_is_chance() -> None:
+    seen = by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.30})
+    rival = [by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.10}),
+             by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.105})]
+    steady = [by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.31})]
+    noisy = [by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.115})]
+    assert rules_out(seen, steady, rival)
+    assert not rules_out(seen, noisy, rival)
+    # a rival member that stands out the same way: the rival can produce what the player saw
+    assert not rules_out(seen, steady, [rival[0], by_replica({"vllm-0": 0.1, "vllm-1": 0.1, "vllm-2": 0.2})])
+
+
+def test_a_member_that_failed_does_not_count_and_without_draws_nothing_is_ruled_out() -> None:
+    seen = by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.30})
+    rival = [by_replica({"vllm-0": 0.20, "vllm-1": 0.21, "vllm-2": 0.20})]
+    failed = Shown({}, -1)
+    assert not rules_out(seen, [failed], rival)
+    assert not rules_out(seen, [seen], [failed])
+    assert rules_out(seen, [seen, failed], [*rival, failed])
+
+
+def test_presence_is_read_column_by_column() -> None:
+    cols = ["replica", "kind", "knob", "detail"]
+    seen = shown(cols, [("vllm-0", "config_change", "max_num_seqs", "raised for the peak")])
+    rival = shown(cols, [("vllm-0", "config_change", "max_num_seqs", "routine")])
+    # the same change with another note: a reader sees a max_num_seqs change in both
+    readings = ruling(seen, [seen], [rival, rival])
+    assert readings and {r.feature.column for r in readings} == {"detail"}
+    other_replica = shown(cols, [("vllm-1", "config_change", "max_num_seqs", "raised for the peak")])
+    assert [r.feature.column for r in ruling(seen, [seen], [other_replica] * 2)] == ["replica"] * 2
 
 
 def test_identifiers_are_not_evidence() -> None:
-    truth = shown(["request_id", "n"], [(1, 5), (2, 5)])
+    seen = shown(["request_id", "n"], [(1, 5), (2, 5)])
     rival = shown(["request_id", "n"], [(901, 5), (902, 5)])
-    assert not separates(truth, rival, truth)
+    assert not rules_out(seen, [seen], [rival, rival])
 
 
-def test_time_stamps_count_from_the_incident_start() -> None:
-    early = shown(["first_error"], [(T0 + timedelta(seconds=300),)], T0)
-    late = shown(["first_error"], [(T0 + timedelta(seconds=900),)], T0)
-    assert separates(early, late, early)
-    # measured from 1970 the same shift would be a rounding error
-    assert not separates(shown(["t"], [(T0 + timedelta(seconds=300),)]),
-                         shown(["t"], [(T0 + timedelta(seconds=900),)]),
-                         shown(["t"], [(T0 + timedelta(seconds=300),)]))
+def series(replica: str, values: list[float], step_s: float = 300.0) -> list[tuple[str, datetime, float]]:
+    return [(replica, T0 + timedelta(seconds=i * step_s), v) for i, v in enumerate(values)]
 
 
-def test_relative_gap_and_descriptions() -> None:
-    assert relative_gap(1.0, 1.0) == 0.0
-    assert relative_gap(None, 2.0) == 1.0
-    assert relative_gap(0.0, 0.0) == 0.0
-    assert describe_feature((("vllm-1",), "prefill_s@0.9")) == "p90 of prefill_s for vllm-1"
-    assert describe_feature(((), "#rows")) == "row count"
+def test_a_series_is_read_in_time_order_when_it_starts_to_move() -> None:
+    cols = ["replica", "t", "fb_used"]
+    early = shown(cols, series("vllm-0", [70, 70, 71, 72, 74, 76, 78, 80]), T0)
+    late = shown(cols, series("vllm-0", [70, 70, 70, 70, 70, 70, 70, 80]), T0)
+    onset = Feature(ONSET, ("vllm-0",), "fb_used")
+    assert early.features[onset] < late.features[onset]
+    # the same values in another order are another shape
+    shuffled = shown(cols, [("vllm-0", T0 + timedelta(seconds=i * 300), v)
+                            for i, v in enumerate([80, 78, 76, 74, 72, 71, 70, 70])], T0)
+    assert shuffled.features[onset] != early.features[onset]
+    # when a rival would have begun is known only for a family that spans declared onsets
+    assert not ruling(early, [early], [late, late], span_s=1200)
+    readings = ruling(early, [early], [late, late], span_s=1200, sized=True)
+    assert any(r.feature.kind == ONSET for r in readings)
+    assert "leaves its early level at 09:" in describe_reading(
+        next(r for r in readings if r.feature.kind == ONSET), T0)
+
+
+def test_which_group_stands_out_counts_only_when_it_stands_clear() -> None:
+    close = by_replica({"a": 1.0, "b": 1.05, "c": 1.1})
+    assert Feature(TOP, (), "p90_prefill_s") not in close.features
+    clear = by_replica({"a": 1.0, "b": 1.05, "c": 2.0})
+    assert clear.features[Feature(TOP, (), "p90_prefill_s")] == "c"
+
+
+def test_shown_round_trips_through_json() -> None:
+    seen = shown(["replica", "t", "v"], series("vllm-0", [1, 2, 3, 4, 5]), T0)
+    assert Shown.from_json(seen.to_json()) == seen
+
+
+def test_the_worked_reading_in_docs_scoring() -> None:
+    """docs/scoring.md's "A worked reading": keep the page and the rule in step."""
+    from pathlib import Path
+
+    def clocks(slow: float, others: tuple[float, float, float] = (1980.0, 1980.0, 1980.0)) -> Shown:
+        rows = [("vllm-0", others[0]), ("vllm-1", others[1]), ("vllm-2", others[2]), ("vllm-3", slow)]
+        return shown(["replica", "min_sm_clock_mhz"], rows)
+
+    seen = clocks(780.0)
+    draws = [clocks(792.0), clocks(772.0)]
+    router = [clocks(1980.0), clocks(1965.0, (1980.0, 1985.0, 1990.0))]
+    restart = [clocks(337.0), clocks(336.0)]
+    key = Feature(PEER, ("vllm-3",), "min_sm_clock_mhz|0")
+    assert round(float(seen.features[key]), 2) == 0.39
+    against_router = ruling(seen, draws, router)
+    reading = next(r for r in against_router if r.feature == key)
+    text = describe_reading(reading)
+    assert text == "min_sm_clock_mhz for vllm-3 is 0.39x the other rows' (the rival's worlds: 0.99x to 1.00x)"
+    against_restart = ruling(seen, draws, restart)
+    assert any(r.feature == key for r in against_restart)  # by size: 0.39 against 0.17
+    assert round(float(restart[0].features[key]), 2) == 0.17
+    # the fleet's mean, on its own, rules out neither
+    mean = shown(["mean_ttft_s"], [(0.13,)])
+    assert not ruling(mean, [shown(["mean_ttft_s"], [(0.14,)])], [shown(["mean_ttft_s"], [(20.0,)])] * 2)
+    doc = (Path(__file__).parent.parent / "docs" / "scoring.md").read_text(encoding="utf-8")
+    assert text in doc and "0.39x" in doc and "0.17x" in doc

@@ -54,7 +54,9 @@ def test_incident_proves_itself_on_the_ci_seeds(path: Path, proofs: dict[tuple[s
               for run in runs if not run["ok"] for f in run["failures"]]
     assert not failed, "\n".join(failed)
     incident = load_incident(path)
-    assert len(runs[0]["worlds"]) == sum(1 for h in incident.hypotheses if not h.true)
+    rivals = [w for w in runs[0]["worlds"] if w["kind"] == "rival"]
+    assert len(rivals) == sum(1 for h in incident.hypotheses if not h.true)
+    assert [w["hypothesis"] for w in runs[0]["worlds"] if w["kind"] == "draw"] == ["truth~1", "truth~2"]
     assert all(run["worlds_checked"] is False for run in runs[1:])
 
 

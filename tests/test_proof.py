@@ -84,7 +84,10 @@ def test_throttle_fixture_proves_completely(true_report: ProofReport) -> None:
 
 
 def test_every_distractor_world_is_told_apart_from_the_truth(true_report: ProofReport) -> None:
-    worlds = {w.hypothesis_id: w for w in true_report.worlds}
+    worlds = {w.hypothesis_id: w for w in true_report.worlds if w.kind == "rival"}
+    # the truth on its other traffic draws shows the page too
+    assert [(w.hypothesis_id, w.ok) for w in true_report.worlds if w.kind == "draw"] == [("truth~1", True),
+                                                                                         ("truth~2", True)]
     assert set(worlds) == {"overload", "bad-deploy", "kv-pressure"}  # the true hypothesis has no world of its own
     for w in worlds.values():
         assert w.ok and w.missing == () and w.error is None, w.problem
@@ -156,10 +159,14 @@ def test_failing_expectation_and_non_discriminating_signal(false_report: ProofRe
 
 def test_a_distractor_whose_world_lacks_a_briefed_symptom_is_a_strawman(false_report: ProofReport) -> None:
     # the page claims ten times slower prefill on one replica: no distractor's world shows that (nor the truth's)
-    worlds = {w.hypothesis_id: w for w in false_report.worlds}
+    worlds = {w.hypothesis_id: w for w in false_report.worlds if w.kind == "rival"}
     assert set(worlds) == {"overload", "bad-deploy", "kv-pressure"}
+    # nor does the truth on its other draws: the page holds by luck of no draw at all
+    draws = [w for w in false_report.worlds if w.kind == "draw"]
+    assert len(draws) == 2 and all("traffic draw" in (w.problem or "") for w in draws)
     for w in worlds.values():
-        assert not w.ok and [sid for sid, _ in w.missing] == ["prefill-ten-times"]
+        # named once per member of the family that lacks it
+        assert not w.ok and {sid for sid, _ in w.missing} == {"prefill-ten-times"} and len(w.missing) == 2
         assert "is a strawman" in (w.problem or "") and "briefed: false" in (w.problem or "")
         assert w.separated_by is not None  # still told apart from the truth: the one problem is the page
 
@@ -167,15 +174,17 @@ def test_a_distractor_whose_world_lacks_a_briefed_symptom_is_a_strawman(false_re
 def test_false_report_summary(false_report: ProofReport) -> None:
     assert not false_report.ok
     problems = false_report.problems()
-    # two claims, one expectation, one discrimination, and three strawman distractors
-    assert len(problems) == 7
+    # two claims, one expectation, one discrimination, three strawman distractors, and the page missing on
+    # the truth's two other traffic draws
+    assert len(problems) == 9
     assert sum("is a strawman" in p for p in problems) == 3
+    assert sum("another traffic draw" in p for p in problems) == 2
     data = json.loads(json.dumps(false_report.to_dict()))
     assert data["ok"] is False and data["incident"] == "proof-false-claims" and data["seed"] == 0
     assert set(data) >= {"claims", "expectations", "discrimination", "wall_s", "problems", "error"}
     assert [c["symptom"] for c in data["claims"]] == ["prefill-ten-times", "steady-traffic"]
-    assert len(data["worlds"]) == 3 and not any(w["ok"] for w in data["worlds"])
-    assert sum(line.lstrip().startswith("FAIL") for line in false_report.lines()) == 7
+    assert len(data["worlds"]) == 5 and not any(w["ok"] for w in data["worlds"])
+    assert sum(line.lstrip().startswith("FAIL") for line in false_report.lines()) == 9
 
 
 def test_a_failing_simulation_becomes_an_error_not_an_exception(

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from test_tui_support import FIXTURE
 
 from game.hypotheses import Shown
+from game.snippets import midpoint, snippets
 from tui.actions import COMMANDS, SCOPE_TITLES, commands, help_sections, help_text
 from tui.board import Board, BoardItem, evidence_by_hypothesis, latest_notes
 from tui.completion import complete, word_before
@@ -20,7 +21,6 @@ from tui.formatting import cell_text, clock_text, duration_text, one_line
 from tui.library import default_index, filter_entries, read_entry, read_library
 from tui.plotting import Marker, clock_ticks, epoch_seconds, markers_in_range, plot_spec
 from tui.resultview import from_event
-from tui.snippets import midpoint, snippets
 from tui.timeline import fault_strip, span_strip, timeline_text
 from tui.widgets.keybar import key_label, keybar_markup, pinned_markup
 

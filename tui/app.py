@@ -20,6 +20,7 @@ from textual import events
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
+from game.limits import ROW_CAP, TIMEOUT_S
 from tui.actions import bindings, commands
 from tui.app_api import Play
 from tui.library import LibraryEntry, read_entry, read_library
@@ -52,7 +53,8 @@ class ServedrillApp(App[None]):
     - `watch_reveal`: that screen shows the answer (truth, evidence, score) before the candidate submits;
     - `clock`: wall clock in epoch seconds for the elapsed-time display;
     - `steady`: no blinking cursors and no query timings, so screenshots are repeatable;
-    - `query_timeout_s`, `row_cap`: limits handed to the query gateway (seconds, rows)."""
+    - `query_timeout_s`, `row_cap`: limits handed to the query gateway (seconds, rows; default the player's,
+      game.limits)."""
 
     CSS_PATH = CSS_FILE
     TITLE = "servedrill"
@@ -73,8 +75,8 @@ class ServedrillApp(App[None]):
         watch_reveal: bool = False,
         clock: Callable[[], float] = time.time,
         steady: bool = False,
-        query_timeout_s: float = 10.0,
-        row_cap: int = 5000,
+        query_timeout_s: float = TIMEOUT_S,
+        row_cap: int = ROW_CAP,
         ask_player: bool = False,
     ) -> None:
         super().__init__()

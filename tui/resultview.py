@@ -6,11 +6,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from game.limits import ROW_CAP
 from tui.formatting import duration_text, table_rows
 from tui.plotting import PlotSpec, plot_spec
 
-SHOWN_ROWS = 1000
-"""At most this many rows go into the results table (DataTable costs ~0.15 ms a row to load)."""
+SHOWN_ROWS = ROW_CAP
+"""Rows that go into the results table: every row the gateway returns (game.limits.ROW_CAP; a DataTable
+costs ~0.15 ms a row to load)."""
 
 
 @dataclass

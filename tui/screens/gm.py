@@ -43,7 +43,7 @@ from tui.gm_text import (
     status_text,
     truth_text,
 )
-from tui.text import clean, one_line, template
+from tui.text import one_line, template
 
 POLL_S = 0.5
 """How often the screen looks for new lines in the candidate's journal and inbox."""
@@ -82,9 +82,9 @@ class SendScreen(ModalScreen[dict[str, Any] | None]):
                             else "Every incident update was delivered; write your own.", classes="dialog-hint")
             if self.kind == "hint":
                 nxt = self.snap["hints"]["next"]
-                yield Label(template(f"Empty text sends the incident's next hint ({nxt['cost']} points): $text",
-                                     text=clean(nxt["text"], 1000, multiline=True, lines=10))
-                            if nxt else "No incident hints left: write your own.", classes="dialog-hint")
+                yield Label(f"Empty text sends the incident's next hint (hint {nxt['index'] + 1}, {nxt['cost']} "
+                            "points); or write your own." if nxt else "No incident hints left: write your own.",
+                            classes="dialog-hint")
             yield Input(placeholder="text (Enter sends)", id="gm-text")
             with Horizontal(classes="dialog-buttons"):
                 yield Input(placeholder="from (default Interviewer)", id="gm-from")

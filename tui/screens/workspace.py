@@ -32,6 +32,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
 
+from game.snippets import snippets
 from tui.actions import PANE_SCOPES, bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.board import Board, evidence_by_hypothesis, latest_notes
@@ -40,7 +41,6 @@ from tui.messages import QueryDone, QueryRefused, SchemaLoaded
 from tui.plotting import Marker, epoch_seconds
 from tui.resultview import ResultView, from_event, from_result
 from tui.screens.dialogs import ChoiceScreen, ConfirmScreen, NoteScreen, SnippetScreen
-from tui.snippets import snippets
 from tui.text import clean, literal, template
 from tui.widgets.board import HypothesisBoard
 from tui.widgets.keybar import KeyBar

@@ -1,0 +1,31 @@
+"""The limits on a player's query, in one place: every gateway, sandbox and front end takes its
+defaults from here. The row cap itself is telemetry_gen.evidence's: evidence is computed on the rows shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from telemetry_gen.evidence import ROW_CAP
+
+__all__ = ["MEMORY_LIMIT", "PLAYER_LIMITS", "ROW_CAP", "TIMEOUT_S", "QueryLimits"]
+
+TIMEOUT_S = 10.0
+"""Seconds a query may run before it is interrupted."""
+
+MEMORY_LIMIT = "512MB"
+"""DuckDB's memory limit for a query (a DuckDB size string)."""
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """The limits one query runs under: `row_cap` in rows, `timeout_s` in seconds, `memory_limit` a
+    DuckDB size string ("512MB")."""
+
+    row_cap: int
+    timeout_s: float
+    memory_limit: str
+
+
+PLAYER_LIMITS = QueryLimits(row_cap=ROW_CAP, timeout_s=TIMEOUT_S, memory_limit=MEMORY_LIMIT)
+"""The limits of the player's queries (and of their re-runs on every world when scoring)."""

@@ -1,0 +1,126 @@
+"""Hostile players, written as action lists, on every library incident (seed 0) and a second variant of
+several: queries that show no reading a reader could use must not earn a confident score.
+
+Each player runs one kind of query that carries no evidence about the cause, pins every hypothesis
+(supporting the truth, refuting every rival) and submits either 90% on the truth or an even board. The
+score of such a game may not pass 35 (90%) or 20 (even). The kinds:
+
+- a number cast to text (the text of a mean is a number, not a group only one world shows);
+- the page's own symptoms, measured as the validator measures them and re-measured per 5 minutes: every
+  rival's world shows the page, so its measure tells none of them apart;
+- a mean divided by the value the player saw (a constant of the player's choosing makes any magnitude
+  look like 1, so a size is read only where the incident says what sizes a cause can have);
+- whole-table dumps of the big tables, cut at the row cap (what is missing from a cut result may be in
+  the rows not shown; identifiers are not evidence);
+- queries that return nothing.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from game.assess import Assessor, queries_of
+from game.gateway import QueryResult
+from game.scoring import ScoreReport, score
+from game.session import Session
+from incidents.claims import symptom_series_sql, symptom_sql
+from incidents.loader import iter_library, load_incident
+from incidents.spec import Incident
+from telemetry_gen.worlds import TRUTH, ensure_worlds
+
+LIBRARY = iter_library()
+CASES = [(p, 0) for p in LIBRARY] + [(p, 4) for p in LIBRARY if p.stem in (
+    "one-slow-replica", "oom-at-peak", "minutes-to-first-token", "math-answers-got-worse")]
+
+pytestmark = [pytest.mark.usefixtures("in_library_cache"), pytest.mark.slow]
+
+
+class _Echo:
+    """Queries are scored from their SQL on the worlds; what the session records of them is not read."""
+
+    def run(self, sql: str) -> QueryResult:
+        return QueryResult(sql, ok=True, columns=["x"], rows=[(1,)], row_count=1)
+
+
+@cache
+def _assessor(path: Path, seed: int) -> tuple[Incident, Assessor]:
+    incident = load_incident(path, seed)
+    return incident, Assessor(incident, ensure_worlds(incident, seed))
+
+
+def _ranking(incident: Incident, truth_share: float | None) -> list[tuple[str, float]]:
+    hyps = [h.id for h in incident.hypotheses]
+    if truth_share is None:
+        return [(h, 100.0 / len(hyps)) for h in hyps]
+    truth = [h.id for h in incident.hypotheses if h.true]
+    rest = [h for h in hyps if h not in truth]
+    return [(t, truth_share / len(truth)) for t in truth] + [(r, (100.0 - truth_share) / len(rest)) for r in rest]
+
+
+def play(path: Path, seed: int, sqls: list[str], truth_share: float | None) -> ScoreReport:
+    """Run `sqls`, pin every query to every hypothesis the way a gamer would (supports the truth, refutes
+    each rival), submit."""
+    incident, assessor = _assessor(path, seed)
+    session = Session.in_memory(incident, seed, "gamer")
+    session.start()
+    for sql in sqls:
+        session.run_query(_Echo(), sql)
+    for q in range(1, len(sqls) + 1):
+        for h in incident.hypotheses:
+            session.pin(q, h.id, "supports" if h.true else "refutes")
+    session.submit(_ranking(incident, truth_share))
+    return score(incident, session.events, assessor.assess_all(queries_of(session.events)))
+
+
+def _mean_seen(path: Path, seed: int) -> float:
+    _, assessor = _assessor(path, seed)
+    result = assessor._run(TRUTH, "SELECT avg(ttft_s) FROM requests")
+    assert result.ok and result.rows and result.rows[0][0], result.error
+    return float(result.rows[0][0])
+
+
+def hostile_queries(path: Path, seed: int) -> dict[str, list[str]]:
+    incident, _ = _assessor(path, seed)
+    t0 = incident.window.start
+    briefed = [s for s in incident.symptoms if s.briefed]
+    mean = _mean_seen(path, seed)
+    return {
+        "cast to text": ["SELECT CAST(avg(ttft_s) AS VARCHAR) AS v FROM requests",
+                         "SELECT CAST(quantile_cont(ttft_s, 0.99) AS VARCHAR) AS p99 FROM requests"],
+        "page symptoms": [symptom_sql(s, t0) for s in briefed],
+        "page symptoms per 5 minutes": [symptom_series_sql(s, t0) for s in briefed],
+        "divided by what was seen": [f"SELECT avg(ttft_s) / {mean!r} AS ratio FROM requests"],
+        "big-table dumps": ["SELECT * FROM requests", "SELECT * FROM metrics"],
+        "nothing shown": ["SELECT * FROM requests LIMIT 0", "SELECT * FROM logs WHERE false"],
+    }
+
+
+KINDS = ["cast to text", "page symptoms", "page symptoms per 5 minutes", "divided by what was seen",
+         "big-table dumps", "nothing shown"]
+
+
+@pytest.mark.parametrize(("path", "seed"), CASES, ids=lambda c: c.stem if isinstance(c, Path) else f"seed{c}")
+def test_queries_that_show_no_reading_earn_no_confident_score(path: Path, seed: int) -> None:
+    queries = hostile_queries(path, seed)
+    failures = []
+    for kind in KINDS:
+        sure = play(path, seed, queries[kind], 90.0)
+        even = play(path, seed, queries[kind], None)
+        if sure.total > 35 or even.total > 20:
+            why = {r: q["why"].get(r) for q in sure.per_query for r in q["ruled_out"]}
+            failures.append(f"{kind}: 90% -> {sure.total}, even -> {even.total}; ruled out {why}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize(("path", "seed"), CASES[:: max(1, len(CASES) // 5)],
+                         ids=lambda c: c.stem if isinstance(c, Path) else f"seed{c}")
+def test_the_page_never_rules_out_a_rival_whose_world_shows_it(path: Path, seed: int) -> None:
+    """Every rival's world shows the page (the validator proves it), so measuring the page rules out none."""
+    _, assessor = _assessor(path, seed)
+    queries = hostile_queries(path, seed)
+    for i, sql in enumerate(queries["page symptoms"] + queries["page symptoms per 5 minutes"], start=1):
+        evidence = assessor.assess(i, sql)
+        assert evidence.ok and not evidence.ruled_out, (sql, evidence.why)

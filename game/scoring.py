@@ -10,7 +10,10 @@ query told apart from the truth. From that:
   rival earns 55. Because the expectation runs over what the evidence left open, a lucky guess earns
   what a guess is worth (less than nothing), and honest uncertainty beats a coin-flip all-in. The
   rule is strictly proper: reporting the ideal belief maximises it. Below -55 it is held at -55.
-- **evidence (35)**: the share of rivals the player's queries ruled out.
+- **evidence (35)**: the rivals the player's queries ruled out, each counted as far as the player's final
+  belief used it: in full at 0% confidence, not at all at the even share 1/n or more, linearly between.
+  A rival ruled out by a query the player then ignored (a random board, an even one) earns nothing:
+  evidence is credited for its use, so stumbling on a revealing table is not skill.
 - **pins (10)**: a pin is the player's reading of a result. It is right when the query really points
   that way (refutes: the query rules the hypothesis out; supports: it does not rule it out but rules
   out some other hypothesis) and wrong when it points the other way. Each hypothesis with a right pin
@@ -153,6 +156,12 @@ def conclusion_skill(probs: Mapping[str, float], belief: Mapping[str, float], n_
     return max(-1.0, 1.0 - expected_log_score(probs, belief) / reference)
 
 
+def evidence_use(confidence: float, n_hypotheses: int) -> float:
+    """How far a final confidence (0..1) on a ruled-out rival let it go: 1 at 0, 0 at the even share
+    1/n or above, linear between."""
+    return _clip(1.0 - confidence * n_hypotheses)
+
+
 def pin_verdict(hypothesis: str, stance: str, ruled_out: Iterable[str], truth: set[str]) -> str:
     """'right', 'wrong' or 'silent': what a pin of a query to a hypothesis is worth, given the rivals
     that query ruled out (see the module docstring)."""
@@ -222,10 +231,14 @@ def score(incident: Incident, events: Iterable[Event | dict[str, Any]],
                   + ("" if ranking else " (no ranking: an even spread)") + "."))
 
     # ---- evidence
-    share = len(ruled_out) / len(rivals) if rivals else 1.0
-    add(Component("evidence", "Rivals ruled out by your queries", "evidence",
+    used = {r: evidence_use(probs.get(r, 0.0), len(hyps)) for r in ruled_out}
+    share = sum(used.values()) / len(rivals) if rivals else 1.0
+    unused = [r for r, u in used.items() if u < 1.0]
+    add(Component("evidence", "Rivals ruled out by your queries, and let go", "evidence",
                   round(EVIDENCE_POINTS * share, 2), EVIDENCE_POINTS,
-                  f"{len(ruled_out)} of {len(rivals)} rival hypotheses ruled out by what your queries showed."))
+                  f"{len(ruled_out)} of {len(rivals)} rival hypotheses ruled out by what your queries showed"
+                  + (f"; {len(unused)} of them still held at some confidence, which counts against using them"
+                     if unused else "") + "."))
 
     # ---- pins
     pins: list[dict[str, Any]] = []

@@ -58,19 +58,18 @@ or not), and as sizes only where the incident says what sizes a cause can have (
 FLAT = 1.1
 """A ratio within this factor of 1 reads as flat (no change, no difference from the peers); beyond it,
 up or down. A difference of direction still has to be beyond chance (`_magnitude`)."""
-LEVEL_SIZE_FACTOR = 2.0
+LEVEL_SIZE_FACTOR = 1.5
 """A level (a mean, a rate, a ratio the player computed) tells a rival apart by its size only when the
 rival's family spans the severities its incident declares (`members`), and then only when it lies this
 many times outside everything the family produced: the family says what sizes the cause can have."""
 RATIO_SIZE_FACTOR = 2.0
-"""Two ratios of one direction still tell apart when one is this many times the other (beyond chance):
-"vllm-3 runs at 0.4x its siblings" against "0.17x" is a difference a reader sees without knowing the
-fleet's scale. Raw levels (a mean, a count) never count by size: their scale is the fleet's and the
-cause's severity, which a reader does not know."""
+"""Two ratios of a group against its siblings, of one direction, still tell apart when one is this many
+times the other (beyond chance): "vllm-3 runs at 0.4x its siblings" against "0.17x" is a difference a
+reader sees without knowing the fleet's scale. A raw level (a mean, a count) counts by size only
+against a family with members (LEVEL_SIZE_FACTOR): its scale is the cause's severity."""
 TIME_FLOOR_S = 300.0
-"""A time reading (when something starts, peaks, happens) rules out only when this many seconds off...
-An incident does not say when an alternative cause would have begun, so a time is taken as known to
-within a five-minute bucket..."""
+"""A time reading (when something starts, peaks, happens), against a family whose members declare its
+onsets, rules out only when this many seconds outside them (a five-minute bucket)..."""
 TIME_FLOOR_SHARE = 0.25
 """...and this share of the incident's window."""
 MAX_GROUPS = 500
@@ -242,7 +241,11 @@ def shown(columns: Sequence[str], rows: Sequence[Sequence[Any]], origin: datetim
             if j >= len(r) or r[j] is None or kind == "skip":
                 continue
             cell = r[j]
-            if kind == "text":
+            if kind == "text" and (whole := _number(cell) if isinstance(cell, str) else None) is not None:
+                # a cell that is a number is a value whatever its neighbours hold ('2048' beside 'True'),
+                # so that two worlds whose columns mix differently still compare the same rows
+                values[names[j]] = whole
+            elif kind == "text":
                 text, numbers = template(str(cell))
                 key.append(text)
                 cells.add((names[j], text))
@@ -417,11 +420,11 @@ def direction(kind: str, value: float) -> str:
 
 
 def _magnitude(feature: Feature, x: float, truths: Sequence[Shown], rvals: Sequence[float],
-               sized: bool) -> float | None:
+               drawn: Sequence[float], sized: bool) -> float | None:
     """The margin by which magnitude `x` rules out a rival whose members show `rvals`, or None.
 
     Chance is the largest log distance from `x` to the truth's other draws, or between the rival's
-    members. Another direction (up, down, flat; zero or not) on every truth draw against every rival
+    written world on its traffic draws (`drawn`; its declared members widen `rvals`, not chance). Another direction (up, down, flat; zero or not) on every truth draw against every rival
     member counts when the gap is beyond chance. A size counts only for a group against its siblings
     (RATIO_SIZE_FACTOR) or, when the rival's family spans the severities the incident declares for it
     (`sized`), for a level (LEVEL_SIZE_FACTOR): otherwise nobody knows what size the rival predicts."""
@@ -445,7 +448,7 @@ def _magnitude(feature: Feature, x: float, truths: Sequence[Shown], rvals: Seque
     if gap == 0.0:
         return None
     chance = max(max(_distance(kind, x, float(v)) for v in values if isinstance(v, float)),
-                 max(_distance(kind, a, b) for a in rvals for b in rvals))
+                 max(_distance(kind, a, b) for a in drawn for b in drawn))
     if all(direction(kind, r) != mine for r in rvals):
         if not math.isfinite(gap):
             return CATEGORY_MARGIN
@@ -474,15 +477,26 @@ def _category(feature: Feature, value: Value, truths: Sequence[Shown], members: 
     return (all(t.features.get(feature) == value for t in truths) and value not in members)
 
 
+CHANGE_LOG = "events"
+"""The table of changes people and systems made (deploys, config changes, restarts, crashes)."""
+
+
 def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Shown], *,
-           span_s: float = 3600.0, sized: bool = False) -> list[Reading]:
+           span_s: float = 3600.0, sized: bool | None = None, changes: bool = False,
+           draws: int = 2) -> list[Reading]:
     """Readings on which `seen` (the player's result on the true world) rules the rival out, largest
     margin first; empty when it does not. `truth_others` are the same query on the truth's other traffic
-    draws, `rival_family` on every member of the rival's family. A member on which the query failed
-    (`rows` -1) is left out; without a truth draw or a rival member left, nothing is ruled out.
+    draws, `rival_family` on every member of the rival's family: first its written world on `draws`
+    traffic draws (their spread is chance), then its declared members (other severities and onsets: they
+    widen what the family produces, they are not chance). `sized` defaults to whether there are declared
+    members. A member on which the query failed (`rows` -1) is left out; without a truth draw or a rival
+    member left, nothing is ruled out.
 
     - presence: a text the player's result and the truth's other draws show in a column and no member of
-      the rival's family does, or the other way round (absence only in results not cut at the row cap);
+      the rival's family does, or the other way round (absence only in results not cut at the row cap).
+      A result read from the change log alone (`changes`) counts only what the rival requires and the log
+      lacks: a change only the player's log shows is not one the rival forbids (changes happen whatever
+      the cause), and neither is a kind of change that happened more often than the rival needs;
     - which group stands out: a category (see `_category`);
     - a magnitude: see `_magnitude` (a direction, or a size where a size is known: `sized` says the
       rival's family spans the severities the incident declares for it);
@@ -496,6 +510,9 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
     rivals = [r for r in rival_family if r.rows >= 0]
     if not truths or not rivals:
         return []
+    if sized is None:
+        sized = len(rival_family) > draws
+    rival_draws = [r for r in rival_family[:draws] if r.rows >= 0]
     out: list[Reading] = []
     # presence, column by column: a text the player's result and every other draw of the truth show and
     # no world of the rival does, or the other way round. In a result cut at the row cap a missing text
@@ -504,6 +521,8 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
     for column, text in candidates:
         cell = (column, text)
         here = cell in seen.cells
+        if here and changes:
+            continue
         if (here or not seen.truncated) and all((cell in t.cells) == here for t in truths) and all(
                 (cell in r.cells) != here and (here or not r.truncated) for r in rivals):
             out.append(Reading(Feature(PRESENT, (text,), column), float(here), tuple(float(not here) for _ in rivals),
@@ -523,18 +542,21 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
             continue
         x = float(value)
         rvals = [float(v) for v in members if v is not None and not isinstance(v, str)]
+        drawn = [float(v) for r in rival_draws if isinstance(v := r.features.get(feature), float)] or rvals
         if kind in _TIMES:
             if not sized or _between(x, rvals):
                 continue  # when a rival's cause would have begun is known only where the incident says
             gap = min(abs(x - r) for r in rvals)
             chance = max(abs(x - float(tv)) if isinstance(tv := t.features.get(feature), float) else math.inf
                          for t in truths)
-            spread = max(rvals) - min(rvals)
+            spread = max(drawn) - min(drawn)
             need = max(_time_floor(span_s), NOISE_FACTOR * max(chance, spread))
             if math.isfinite(need) and gap > need:
                 out.append(Reading(feature, x, members, round(gap / need, 3)))
             continue
-        reading = _magnitude(feature, x, truths, rvals, sized)
+        if changes and kind == COUNT and x > min(rvals):
+            continue
+        reading = _magnitude(feature, x, truths, rvals, drawn, sized)
         if reading is not None:
             out.append(Reading(feature, x, members, reading))
     out.sort(key=lambda r: (-r.margin, r.feature))

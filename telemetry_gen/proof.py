@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -46,7 +47,8 @@ import duckdb
 from incidents.claims import evaluate_expectation, evaluate_symptom
 from incidents.spec import Incident, Signal
 from telemetry_gen.cache import ensure_database
-from telemetry_gen.evidence import FAILED, ROW_CAP, Shown, describe_reading, ruling, shown
+from incidents.telemetry_columns import TABLE_COLUMNS
+from telemetry_gen.evidence import CHANGE_LOG, FAILED, ROW_CAP, Shown, describe_reading, ruling, shown
 from telemetry_gen.proof_report import (
     MIN_LIKELIHOOD_RATIO,
     ClaimCheck,
@@ -58,7 +60,7 @@ from telemetry_gen.proof_report import (
 )
 from telemetry_gen.result_diff import MATERIAL_CHANGE, likelihood_separation, result_difference
 from telemetry_gen.runner import Progress
-from telemetry_gen.worlds import TRUTH, build_world, family_names, rivals, spans_severities
+from telemetry_gen.worlds import RIVAL_MEMBERS, TRUTH, build_world, family_names, rivals
 
 __all__ = [
     "MATERIAL_CHANGE",
@@ -188,6 +190,28 @@ def _shown_result(con: duckdb.DuckDBPyConnection, sql: str, incident: Incident) 
     return shown(cols, rows[:ROW_CAP], incident.window.start, truncated=len(rows) > ROW_CAP)
 
 
+def _tables_named(con: duckdb.DuckDBPyConnection, sql: str) -> set[str]:
+    """The telemetry tables a SELECT names (from DuckDB's parse tree; CTE names are not tables)."""
+    try:
+        tree = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+    except duckdb.Error:
+        return set()
+    names: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
+                names.add(node["table_name"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(tree[0]) if tree and isinstance(tree[0], str) else None)
+    return names & set(TABLE_COLUMNS)
+
+
 def _missing_symptoms(con: duckdb.DuckDBPyConnection, incident: Incident) -> list[tuple[str, str]]:
     out = []
     for sym in (s for s in incident.symptoms if s.briefed):
@@ -219,6 +243,7 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
 
     with contextlib.closing(_open(truth_db)) as truth_con:
         truth_seen = [_shown_result(truth_con, sql, incident) for _, sql in queries]
+        change_log = [_tables_named(truth_con, sql) == {CHANGE_LOG} for _, sql in queries]
     draw_checks: list[WorldCheck] = []
     draw_seen: list[list[Shown]] = []
     for name in draws:
@@ -257,7 +282,7 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
         separated_by = difference = None
         for i, (label, _) in enumerate(queries):
             readings = ruling(truth_seen[i], [d[i] for d in draw_seen], [m[i] for m in family], span_s=span,
-                              sized=spans_severities(incident, name))
+                              draws=RIVAL_MEMBERS, changes=change_log[i])
             if readings:
                 separated_by, difference = label, describe_reading(readings[0], incident.window.start)
                 break

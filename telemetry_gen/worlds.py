@@ -89,13 +89,6 @@ def family_names(inc: Incident, family: str) -> list[str]:
     return [member_name(family, m) for m in range(family_size(inc, family))]
 
 
-def spans_severities(inc: Incident, family: str) -> bool:
-    """Whether the family includes declared members (other severities or onsets), so that the size of a
-    reading can be judged against it (telemetry_gen.evidence.ruling's `sized`)."""
-    hyp = _hypothesis(inc, family)
-    return hyp is not None and bool(hyp.members)
-
-
 def world_of(inc: Incident, name: str) -> Incident:
     """The incident whose simulation is world `name` (``truth``, a hypothesis id, or a member of either)."""
     name, member = split_member(name)

@@ -201,3 +201,21 @@ def test_the_worked_reading_in_docs_scoring() -> None:
     assert not ruling(mean, [shown(["mean_ttft_s"], [(0.14,)])], [shown(["mean_ttft_s"], [(20.0,)])] * 2)
     doc = (Path(__file__).parent.parent / "docs" / "scoring.md").read_text(encoding="utf-8")
     assert text in doc and "0.39x" in doc and "0.17x" in doc
+
+
+def test_in_the_change_log_only_a_change_the_rival_needs_and_the_log_lacks_counts() -> None:
+    cols = ["replica", "kind", "detail"]
+    truth_log = shown(cols, [("vllm-0", "deploy", "image 0.12"), ("vllm-0", "config_change", "kv_cache_dtype")])
+    rival_log = shown(cols, [("vllm-0", "deploy", "image 0.12"), ("vllm-0", "config_change", "max_num_seqs")])
+    readings = ruling(truth_log, [truth_log], [rival_log, rival_log], changes=True)
+    # the rival needs a max_num_seqs change the log does not have; the kv_cache_dtype change it does not
+    # explain is no evidence against it (a change can happen whatever the cause)
+    assert [(r.feature.column, r.feature.key, r.seen) for r in readings] == [("detail", ("max_num_seqs",), 0.0)]
+    only_extra = shown(cols, [("vllm-0", "deploy", "image 0.12")])
+    assert not ruling(truth_log, [truth_log], [only_extra, only_extra], changes=True)
+    assert ruling(truth_log, [truth_log], [only_extra, only_extra])  # outside the change log, an extra text counts
+    # more changes of a kind than the rival needs is not evidence; fewer is
+    two = shown(["kind", "replica"], [("config_change", "vllm-0"), ("config_change", "vllm-0")])
+    one = shown(["kind", "replica"], [("config_change", "vllm-0")])
+    assert not ruling(two, [two], [one, one], changes=True)
+    assert ruling(one, [one], [two, two], changes=True)

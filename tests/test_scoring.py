@@ -202,7 +202,21 @@ def test_evidence_counts_rivals_ruled_out_not_queries(mini: Incident) -> None:
     report = score(mini, events, evidence)
     assert report.ruled_out == {"overload": 1, "bad-deploy": 1}
     assert report.consistent == ["throttle", "kv-pressure"]
-    assert report.component("evidence").points == pytest.approx(35.0 * 2 / 3, abs=0.01)
+    # each rival held at 10% of 4 hypotheses is let go by 1 - 0.1 x 4 = 0.6
+    assert report.component("evidence").points == pytest.approx(35.0 * 2 * 0.6 / 3, abs=0.01)
+
+
+def test_evidence_is_credited_as_far_as_belief_used_it(mini: Incident) -> None:
+    """A rival ruled out and let go earns its share; one ruled out and still held at the even share (a
+    random or even board: the player did not use what the query showed) earns nothing."""
+    def evidence_points(ranking: list[tuple[str, float]]) -> float:
+        events, evidence = play(mini, ALL_OUT, ranking)
+        return score(mini, events, evidence).component("evidence").points
+
+    assert evidence_points([("throttle", 100.0)]) == pytest.approx(35.0)
+    assert evidence_points([(h.id, 25.0) for h in mini.hypotheses]) == 0.0
+    assert evidence_points([("throttle", 40.0), ("overload", 40.0), ("bad-deploy", 10.0),
+                            ("kv-pressure", 10.0)]) == pytest.approx(35.0 * (0 + 0.6 + 0.6) / 3, abs=0.01)
 
 
 def test_schema_browsing_is_never_idle(mini: Incident) -> None:
@@ -272,10 +286,10 @@ def test_the_worked_example_in_docs_scoring(mini: Incident) -> None:
     events, evidence = play(mini, ruled, ranking, pins)
     report = score(mini, events, evidence)
     assert report.component("conclusion").points == pytest.approx(16.0, abs=0.05)
-    assert report.component("evidence").points == pytest.approx(23.3, abs=0.05)
+    assert report.component("evidence").points == pytest.approx(18.7, abs=0.05)
     assert report.component("pins").points == pytest.approx(5.0)
-    assert report.total == pytest.approx(44.3, abs=0.05)
+    assert report.total == pytest.approx(39.7, abs=0.05)
     assert total(mini, ruled, [("throttle", 50.0), ("kv-pressure", 50.0)], pins) == pytest.approx(55.8, abs=0.05)
     assert total(mini, ruled, [("throttle", 100.0)], pins) == 0.0
     text = (Path(__file__).parent.parent / "docs" / "scoring.md").read_text(encoding="utf-8")
-    assert "**44.3**" in text and "55.8" in text
+    assert "**39.7**" in text and "**18.7**" in text and "55.8" in text

@@ -424,8 +424,9 @@ def _magnitude(feature: Feature, x: float, truths: Sequence[Shown], rvals: Seque
     """The margin by which magnitude `x` rules out a rival whose members show `rvals`, or None.
 
     Chance is the largest log distance from `x` to the truth's other draws, or between the rival's
-    written world on its traffic draws (`drawn`; its declared members widen `rvals`, not chance). Another direction (up, down, flat; zero or not) on every truth draw against every rival
-    member counts when the gap is beyond chance. A size counts only for a group against its siblings
+    written world on its traffic draws (`drawn`; its declared members widen `rvals`, not chance).
+    Another direction (up, down, flat; zero or not) on every truth draw against every rival member
+    counts when the gap is beyond chance. A size counts only for a group against its siblings
     (RATIO_SIZE_FACTOR) or, when the rival's family spans the severities the incident declares for it
     (`sized`), for a level (LEVEL_SIZE_FACTOR): otherwise nobody knows what size the rival predicts."""
     kind = feature.kind

@@ -46,8 +46,8 @@ import duckdb
 
 from incidents.claims import evaluate_expectation, evaluate_symptom
 from incidents.spec import Incident, Signal
-from telemetry_gen.cache import ensure_database
 from incidents.telemetry_columns import TABLE_COLUMNS
+from telemetry_gen.cache import ensure_database
 from telemetry_gen.evidence import CHANGE_LOG, FAILED, ROW_CAP, Shown, describe_reading, ruling, shown
 from telemetry_gen.proof_report import (
     MIN_LIKELIHOOD_RATIO,

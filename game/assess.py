@@ -37,7 +37,7 @@ from telemetry_gen.worlds import RIVAL_MEMBERS, TRUTH, WorldProgress, Worlds, en
 
 ASSESS_TIMEOUT_S = 10.0
 """Time limit per query per world when re-running for scoring (the player's own limit)."""
-ASSESS_BUDGET_S = 240.0
+ASSESS_BUDGET_S = 180.0
 """Wall seconds one Assessor spends running queries it has not seen before; a query left when it is
 spent is not assessed (it rules out nothing, and the debrief says why). Cached results cost nothing."""
 _TRANSIENT = ("timeout", "cancelled", "memory", "internal")

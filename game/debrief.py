@@ -261,7 +261,8 @@ def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]
                 out.append(f"| Q{q['index']} | (failed) | |")
                 continue
             if not q["ruled_out"]:
-                why = "returned no rows" if q["rows"] == 0 else "looks the same on every world still open"
+                why = ("not re-run: scoring's time budget was spent before it" if q.get("assessed") is False
+                       else "returned no rows" if q["rows"] == 0 else "looks the same on every world still open")
                 out.append(f"| Q{q['index']} | nothing | {why} |")
                 continue
             ruled = ", ".join(titles[r] + ("" if r in q["new"] else " (again)") for r in q["ruled_out"])

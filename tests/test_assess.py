@@ -174,3 +174,27 @@ def test_worlds_are_built_once_and_shared(mini: Incident) -> None:
     first = ensure_worlds(mini, 0)
     again = ensure_worlds(mini, 0)
     assert again.paths == first.paths and again.built_s == 0.0
+
+
+def test_scoring_has_a_time_budget_and_reuses_what_it_ran(mini: Incident, cache: Path) -> None:
+    """Past its budget an Assessor re-runs nothing new (the query rules out nothing and says so); a second
+    Assessor on the same worlds takes every other world's result of the first from the disk cache and
+    runs only the truth (twice: a result that changes between runs is evidence of nothing)."""
+    worlds = ensure_worlds(mini, 0)
+    with Assessor(mini, worlds, budget_s=0.0) as spent:
+        evidence = spent.assess(1, CLOCK_SQL + " -- budget")
+    assert evidence.assessed is False and evidence.ruled_out == ()
+    sql = PREFILL_SQL + " -- cached"
+    with Assessor(mini, worlds) as first:
+        ruled = first.assess(1, sql).ruled_out
+    ran: list[str] = []
+    with Assessor(mini, worlds) as second:
+        original = second._run
+
+        def counted(name: str, text: str):  # type: ignore[no-untyped-def]
+            ran.append(name)
+            return original(name, text)
+
+        second._run = counted  # type: ignore[method-assign]
+        assert second.assess(1, sql).ruled_out == ruled
+    assert ran == [TRUTH, TRUTH]

@@ -426,7 +426,8 @@ def _magnitude(feature: Feature, x: float, truths: Sequence[Shown], rvals: Seque
     Chance is the largest log distance from `x` to the truth's other draws, or between the rival's
     written world on its traffic draws (`drawn`; its declared members widen `rvals`, not chance).
     Another direction (up, down, flat; zero or not) on every truth draw against every rival member
-    counts when the gap is beyond chance. A size counts only for a group against its siblings
+    counts when the gap is more than FLAT and NOISE_FACTOR times the spread of the rival's own draws (the
+    truth's chance is spent on every draw reading the same way). A size counts only for a group against its siblings
     (RATIO_SIZE_FACTOR) or, when the rival's family spans the severities the incident declares for it
     (`sized`), for a level (LEVEL_SIZE_FACTOR): otherwise nobody knows what size the rival predicts."""
     kind = feature.kind
@@ -448,12 +449,14 @@ def _magnitude(feature: Feature, x: float, truths: Sequence[Shown], rvals: Seque
     gap = 0.0 if _between(x, rvals) else min(_distance(kind, x, r) for r in rvals)
     if gap == 0.0:
         return None
-    chance = max(max(_distance(kind, x, float(v)) for v in values if isinstance(v, float)),
-                 max(_distance(kind, a, b) for a in drawn for b in drawn))
+    rival_chance = max(_distance(kind, a, b) for a in drawn for b in drawn)
+    chance = max(max(_distance(kind, x, float(v)) for v in values if isinstance(v, float)), rival_chance)
     if all(direction(kind, r) != mine for r in rvals):
         if not math.isfinite(gap):
             return CATEGORY_MARGIN
-        need = max(math.log(FLAT), NOISE_FACTOR * chance)
+        # the truth's chance is already spent: every draw reads the same way; what is left is whether the
+        # rival's own draws could wander as far as what was seen
+        need = max(math.log(FLAT), NOISE_FACTOR * rival_chance)
         return round(min(gap / need, CATEGORY_MARGIN), 3) if gap > need else None
     if kind == PEER:
         floor = math.log(RATIO_SIZE_FACTOR)

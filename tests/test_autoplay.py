@@ -15,6 +15,7 @@ from game.autoplay import autoplay, plan
 from game.cli_game import COMMANDS
 from game.gateway import Gateway
 from game.observe import Read, observed_signals
+from game.scoring import evidence_use
 from game.session import RANK
 from incidents.loader import load_incident
 from incidents.spec import Incident
@@ -48,7 +49,11 @@ def test_real_expert_rules_out_every_rival_and_scores_high(incident: Incident) -
     assert set(report.ruled_out) == set(report.rivals) == {"overload", "bad-deploy", "kv-pressure"}
     assert report.consistent == ["throttle"] and report.ideal_belief["throttle"] == 1.0
     assert report.per_query[0]["ruled_out"] == []  # the catalog shows nothing about the cause
-    assert report.component("evidence").points == report.component("evidence").max
+    # every rival ruled out, each credited as far as the expert's final board let it go
+    conf = {r["id"]: r["confidence"] / 100.0 for r in report.ranking}
+    used = [evidence_use(conf.get(r, 0.0), len(incident.hypotheses)) for r in report.rivals]
+    assert report.component("evidence").points == pytest.approx(35.0 * sum(used) / len(used), abs=0.01)
+    assert min(used) > 0.8
     assert report.component("pins").points == report.component("pins").max
     assert "wrong" not in [p["verdict"] for p in report.pins]
     assert report.total >= 85, report.components

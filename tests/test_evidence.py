@@ -108,7 +108,7 @@ def test_a_reading_the_truths_other_draws_do_not_share_is_chance() -> None:
     rival = [by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.10}),
              by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.105})]
     steady = [by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.31})]
-    noisy = [by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.115})]
+    noisy = [by_replica({"vllm-0": 0.10, "vllm-1": 0.10, "vllm-2": 0.104})]
     assert rules_out(seen, steady, rival)
     assert not rules_out(seen, noisy, rival)
     # a rival member that stands out the same way: the rival can produce what the player saw

@@ -394,7 +394,7 @@ class Reading:
     rival: tuple[Value | None, ...]
     margin: float
 
-    def describe(self, origin: datetime | None = None, span_s: float | None = None) -> str:
+    def describe(self, origin: datetime | None = None) -> str:
         return describe_reading(self, origin)
 
 

@@ -38,8 +38,9 @@ from telemetry_gen.worlds import RIVAL_MEMBERS, TRUTH, WorldProgress, Worlds, en
 ASSESS_TIMEOUT_S = 10.0
 """Time limit per query per world when re-running for scoring (the player's own limit)."""
 ASSESS_BUDGET_S = 180.0
-"""Wall seconds one Assessor spends running queries it has not seen before; a query left when it is
-spent is not assessed (it rules out nothing, and the debrief says why). Cached results cost nothing."""
+"""Wall seconds one scoring (`assess_all`, or one `assess`) spends running queries not seen before; a
+query left when it is spent is not assessed (it rules out nothing, and the debrief says why). Cached
+results cost nothing. Per call, not per Assessor: a game day's players share one Assessor."""
 _TRANSIENT = ("timeout", "cancelled", "memory", "internal")
 _EVIDENCE_SOURCE = Path(__file__).resolve().parent.parent / "telemetry_gen" / "evidence.py"
 
@@ -63,7 +64,6 @@ class Assessor:
         self.rivals = rivals(incident)
         self._timeout_s = timeout_s
         self._budget_s = budget_s
-        self._spent_s = 0.0
         self._sandbox: Sandbox | None = None
         self._cache: dict[str, QueryEvidence] = {}
         self._lock = threading.Lock()
@@ -82,16 +82,16 @@ class Assessor:
             self._sandbox = Sandbox({w: Path(p) for w, p in self.worlds.paths.items()}, timeout_s=self._timeout_s)
         return self._sandbox.run(sql, name)
 
-    def assess(self, index: int, sql: str) -> QueryEvidence:
-        """Evidence of query Q`index` with text `sql` (run on every world unless seen before)."""
+    def assess(self, index: int, sql: str, deadline: float | None = None) -> QueryEvidence:
+        """Evidence of query Q`index` with text `sql` (run on every world unless seen before). `deadline`
+        (time.perf_counter() seconds; default: the budget from now) is when new work stops."""
+        deadline = time.perf_counter() + self._budget_s if deadline is None else deadline
         with self._lock:
             hit = self._cache.get(sql)
             if hit is None:
-                if self._spent_s >= self._budget_s:
+                if time.perf_counter() >= deadline:
                     return QueryEvidence(index, sql, True, 0, False, (), {}, assessed=False)
-                started = time.perf_counter()
                 hit = self._compute(sql)
-                self._spent_s += time.perf_counter() - started
                 self._cache[sql] = hit
         return QueryEvidence(index, sql, hit.ok, hit.rows, hit.ok and is_schema_exploration(sql, []),
                              hit.ruled_out, dict(hit.why), margins=dict(hit.margins))
@@ -152,8 +152,9 @@ class Assessor:
         return out
 
     def assess_all(self, queries: Iterable[tuple[int, str]]) -> dict[int, QueryEvidence]:
-        """Evidence of every (index, sql)."""
-        return {index: self.assess(index, sql) for index, sql in queries}
+        """Evidence of every (index, sql), within one budget."""
+        deadline = time.perf_counter() + self._budget_s
+        return {index: self.assess(index, sql, deadline) for index, sql in queries}
 
     def close(self) -> None:
         """Stop the worlds' query process; a later `assess` of new SQL starts it again."""
@@ -222,12 +223,13 @@ def missed_queries(assessor: Assessor, open_rivals: Iterable[str]) -> dict[str, 
     a player who never ruled it out. A rival no reference query rules out is left out."""
     from telemetry_gen.proof import reference_queries
 
-    wanted = [r for r in open_rivals]
+    wanted = list(open_rivals)
     out: dict[str, dict[str, str]] = {}
+    deadline = time.perf_counter() + ASSESS_BUDGET_S
     for label, sql in reference_queries(assessor.incident):
         if len(out) == len(wanted):
             break
-        evidence = assessor.assess(0, sql)
+        evidence = assessor.assess(0, sql, deadline)
         for rival in evidence.ruled_out:
             if rival in wanted and rival not in out:
                 out[rival] = {"query": label, "sql": sql, "why": evidence.why.get(rival, "")}

@@ -394,9 +394,6 @@ class Reading:
     rival: tuple[Value | None, ...]
     margin: float
 
-    def describe(self, origin: datetime | None = None) -> str:
-        return describe_reading(self, origin)
-
 
 def _distance(kind: str, a: float, b: float) -> float:
     """Distance between two values of a feature of `kind`: seconds for times, log ratio otherwise

@@ -237,9 +237,9 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
     total = len(draws) + sum(len(family_names(incident, n)) for n in names)
     done = 0
 
-    def shown_on(db: Path) -> tuple[list[tuple[str, str]], list[Shown], str | None]:
+    def shown_on(db: Path) -> tuple[list[tuple[str, str]], list[Shown]]:
         with contextlib.closing(_open(db)) as con:
-            return _missing_symptoms(con, incident), [_shown_result(con, sql, incident) for _, sql in queries], None
+            return _missing_symptoms(con, incident), [_shown_result(con, sql, incident) for _, sql in queries]
 
     with contextlib.closing(_open(truth_db)) as truth_con:
         truth_seen = [_shown_result(truth_con, sql, incident) for _, sql in queries]
@@ -250,7 +250,7 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
         say(done / total, f"world {name}")
         done += 1
         try:
-            missing, seen, _ = shown_on(Path(build_world(incident, seed, name).path))
+            missing, seen = shown_on(Path(build_world(incident, seed, name).path))
         except Exception as exc:
             draw_checks.append(WorldCheck(name, error=repr(exc), kind="draw"))
             continue
@@ -266,7 +266,7 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
             done += 1
             try:
                 db = Path(build_world(incident, seed, member).path)
-                missing, seen, _ = shown_on(db)
+                missing, seen = shown_on(db)
             except Exception as exc:
                 error = f"{member}: {exc!r}"
                 break

@@ -184,6 +184,11 @@ def test_scoring_has_a_time_budget_and_reuses_what_it_ran(mini: Incident, cache:
     with Assessor(mini, worlds, budget_s=0.0) as spent:
         evidence = spent.assess(1, CLOCK_SQL + " -- budget")
     assert evidence.assessed is False and evidence.ruled_out == ()
+    # the budget is one scoring's, not the Assessor's lifetime (a game day's players share one Assessor)
+    with Assessor(mini, worlds) as shared:
+        late = shared.assess(1, CLOCK_SQL + " -- late", deadline=0.0)
+        assert late.assessed is False
+        assert shared.assess(1, CLOCK_SQL + " -- late").assessed is True
     sql = PREFILL_SQL + " -- cached"
     with Assessor(mini, worlds) as first:
         ruled = first.assess(1, sql).ruled_out

@@ -183,11 +183,6 @@ def test_autoplay_strategies_rank_by_skill(path: Path, seed: int) -> None:
     assert sum(randoms) / len(randoms) < 20, randoms
 
 
-READER_PHRASES = ("the result shows ", "no ", " the other rows' ", " ends at ", " leaves its early level at ",
-                  " peaks at ", " has the highest ", " has the lowest ", " rows", " is ", "the largest ",
-                  "the first ")
-
-
 @pytest.mark.parametrize(("path", "seed"), [(p, 0) for p in LIBRARY], ids=_ids)
 def test_debrief_reasons_are_readings_and_name_a_query_for_every_open_rival(path: Path, seed: int) -> None:
     """The expert's debrief cites, per ruled-out rival, a reading of what the result showed next to what the
@@ -195,13 +190,13 @@ def test_debrief_reasons_are_readings_and_name_a_query_for_every_open_rival(path
     queries that rules it out, with its reading."""
     from game.assess import missed_queries
     from game.debrief import debrief_markdown
+    from game.text import md_cell
 
     incident, assessor = _assessor(path, seed)
     expert = play(path, seed, _expert_sql(incident), _ranking(incident, {t: 94.0 for t in _truth(incident)}))
     reasons = [q["why"][r] for q in expert.per_query for r in q["ruled_out"]]
     assert reasons and all("(the rival's worlds" in why or why.startswith(("no ", "the result shows "))
                            for why in reasons), reasons
-    assert all(any(p in why for p in READER_PHRASES) for why in reasons), reasons
     assert not any("_id" in why.split("(")[0] for why in reasons), reasons  # identifiers are never a reason
 
     idle = play(path, seed, [CATALOG_SQL], _ranking(incident, {}))
@@ -210,4 +205,4 @@ def test_debrief_reasons_are_readings_and_name_a_query_for_every_open_rival(path
     text = debrief_markdown(incident, [], idle)
     for rival in _rivals(incident):
         title = next(h.title for h in incident.hypotheses if h.id == rival)
-        assert f"A query that would have ruled out **{title}**" in text or "&" in title
+        assert f"A query that would have ruled out **{md_cell(title)}**" in text

@@ -32,7 +32,7 @@ from game.sandbox import Sandbox
 from game.scoring import QueryEvidence, ScoreReport, score
 from incidents.spec import Incident
 from telemetry_gen.cache import cache_dir
-from telemetry_gen.evidence import CHANGE_LOG, FAILED, Shown, describe_reading, ruling, shown_of
+from telemetry_gen.evidence import FAILED, Shown, describe_reading, ruling, shown_of
 from telemetry_gen.worlds import RIVAL_MEMBERS, TRUTH, WorldProgress, Worlds, ensure_worlds, family_names, rivals
 
 ASSESS_TIMEOUT_S = 10.0
@@ -111,14 +111,13 @@ class Assessor:
             # the player saw none of them
             return QueryEvidence(0, sql, True, 0)
         others = [self._shown(name, sql) for name in family_names(self.incident, TRUTH)[1:]]
-        changes = {r.table for r in truth.reads} == {CHANGE_LOG}
         ruled: list[str] = []
         why: dict[str, str] = {}
         margins: dict[str, float] = {}
         for rival in self.rivals:
             family = [self._shown(name, sql) for name in family_names(self.incident, rival)]
             readings = ruling(seen, others, family, span_s=self._span_s,
-                              draws=RIVAL_MEMBERS, changes=changes)
+                              draws=RIVAL_MEMBERS)
             if readings:
                 ruled.append(rival)
                 why[rival] = describe_reading(readings[0], self._origin)

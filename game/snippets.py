@@ -1,5 +1,10 @@
 """Starting points for the SQL editor. Pure: each snippet is text built from the incident's window.
 
+A snippet teaches the dialect (time buckets, percentiles, a before/after pivot, a metric's series, the
+catalog of metrics) on the fleet as a whole. Splitting by replica, by app or by time, and choosing what
+to compare, is the diagnosis the game scores, so no snippet does it for the player: run alone, the
+snippets show the page and the fleet's overall shape, and settle no incident (tests/test_hostile_players.py).
+
 The timestamps in snippets are the window's midpoint rounded to a minute: a neutral place for the
 player to edit, never a hint at when anything happened."""
 
@@ -7,6 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+
+
+METRIC_PLACEHOLDER = "metric name"
+"""What the metric snippet filters on until the player types a metric's name: it matches no metric."""
 
 
 @dataclass(frozen=True)
@@ -27,42 +36,33 @@ def snippets(window_start: dt.datetime, duration_s: float) -> list[Snippet]:
     `duration_s` seconds."""
     pivot = midpoint(window_start, duration_s).strftime("%Y-%m-%d %H:%M:%S")
     return [
-        Snippet("latency", "Latency decomposition: gateway / queue / prefill / decode by 5-minute bucket", (
-            "SELECT time_bucket(INTERVAL '5 minutes', ts) AS bucket,\n"
-            "       avg(gateway_s) AS gateway_s, avg(queue_s) AS queue_s, avg(prefill_s) AS prefill_s,\n"
-            "       avg(decode_s) AS decode_s,\n"
-            "       count(*) AS requests\n"
+        Snippet("latency", "Where a request's time goes, over the whole window: gateway / queue / prefill / decode", (
+            "SELECT avg(gateway_s) AS gateway_s, avg(queue_s) AS queue_s, avg(prefill_s) AS prefill_s,\n"
+            "       avg(decode_s) AS decode_s, count(*) AS requests\n"
             "FROM requests\n"
-            "WHERE status = 'ok'\n"
-            "GROUP BY bucket\n"
-            "ORDER BY bucket")),
-        Snippet("percentiles", "Per-replica TTFT percentiles over time (1-minute buckets)", (
-            "SELECT time_bucket(INTERVAL '1 minute', ts) AS minute, replica,\n"
+            "WHERE status = 'ok'")),
+        Snippet("percentiles", "TTFT percentiles over time, whole fleet (1-minute buckets)", (
+            "SELECT time_bucket(INTERVAL '1 minute', ts) AS minute,\n"
             "       quantile_cont(ttft_s, 0.5) AS p50_ttft_s, quantile_cont(ttft_s, 0.99) AS p99_ttft_s\n"
             "FROM requests\n"
             "WHERE status = 'ok'\n"
-            "GROUP BY minute, replica\n"
-            "ORDER BY minute, replica")),
-        Snippet("before-after", "Before / after a timestamp, per replica", (
+            "GROUP BY minute\n"
+            "ORDER BY minute")),
+        Snippet("before-after", "Before / after a timestamp, whole fleet", (
             f"SELECT CASE WHEN ts < TIMESTAMP '{pivot}' THEN 'before' ELSE 'after' END AS period,\n"
-            "       replica, count(*) AS requests,\n"
             "       avg(ttft_s) AS mean_ttft_s, quantile_cont(ttft_s, 0.9) AS p90_ttft_s\n"
             "FROM requests\n"
             "WHERE status = 'ok'\n"
-            "GROUP BY period, replica\n"
-            "ORDER BY replica, period DESC")),
-        Snippet("metric", "One metric over time, per replica", (
+            "GROUP BY period\n"
+            "ORDER BY period DESC")),
+        Snippet("metric", "One metric over time, per replica (put a name from 'Which metrics exist' before the %)", (
             "SELECT ts, replica, value\n"
             "FROM metrics\n"
-            "WHERE name = 'vllm:num_requests_waiting'\n"
+            f"WHERE name LIKE '{METRIC_PLACEHOLDER}%'\n"
             "ORDER BY ts, replica")),
         Snippet("metric-names", "Which metrics exist", (
-            "SELECT name, count(*) AS samples, min(value) AS min, max(value) AS max\n"
+            "SELECT regexp_replace(name, '[{].*', '') AS metric, count(*) AS samples\n"
             "FROM metrics\n"
-            "GROUP BY name\n"
-            "ORDER BY name")),
-        Snippet("changes", "The change log: deploys, restarts, config changes", (
-            "SELECT ts, replica, kind, component, detail, old_value, new_value\n"
-            "FROM events\n"
-            "ORDER BY ts")),
+            "GROUP BY metric\n"
+            "ORDER BY metric")),
     ]

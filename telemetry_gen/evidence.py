@@ -72,6 +72,11 @@ TIME_FLOOR_S = 300.0
 onsets, rules out only when this many seconds outside them (a five-minute bucket)..."""
 TIME_FLOOR_SHARE = 0.25
 """...and this share of the incident's window."""
+ABSENCE_ROWS = 50
+"""What a result lacks is read only in a result of at most this many rows (a screen or two, read whole):
+a line missing from hundreds of near-identical log lines is found by asking for it (a WHERE, a count),
+not by reading. Fitted on the library at seed 0 (a DISTINCT listing of the logs, 475-540 rows, settled
+minutes-to-first-token by a missing 'Preemptions' variant); every expert absence reading has 1-20 rows."""
 MAX_GROUPS = 500
 """Groups beyond this many (in first-seen order) are not compared: per-row listings carry no more."""
 PEER_GROUPS = 64
@@ -98,7 +103,12 @@ CATEGORY_MARGIN = 10.0
 """The margin a category reading is reported with (it has no scale: the groups differ, or they do not)."""
 _EPOCH = datetime(1970, 1, 1)
 _NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
-_IN_TEXT = re.compile(r"(?<![\w.\-])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\.?\w)")
+_ADDRESS = re.compile(r"\b[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]\b")
+"""A PCI address (``0000:2a:00.0``) names a device, as a replica's name does: the replica column says which."""
+_UNITS = r"(?:x|ms|us|s|GiB|MiB|KiB|GB|MB|KB)?"
+"""Unit suffixes a number may carry and still stand on its own ("1.46x", "12ms", "0.75GiB")."""
+_IN_TEXT = re.compile(r"(?<![\w.\-])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?" + _UNITS
+                      + r"(?!\.?\w|-\w)")
 
 
 @dataclass(frozen=True, order=True)
@@ -180,18 +190,19 @@ def _is_identifier(column: str) -> bool:
 
 def template(text: str) -> tuple[str, list[float]]:
     """A text cell as its template and its numbers: every number that stands on its own (``0.75``,
-    ``12.5%``, ``1,024``, ``(3``) becomes ``#``; digits that are part of a name (``vllm-3``, ``3a``,
+    ``12.5%``, ``1,024``, ``(3``, with a unit: ``1.46x``, ``12ms``) becomes ``#``; digits that are part of a name (``vllm-3``, ``3a``,
     ``0.12.1-patch3``, ``2026-11``) stay as written, so names keep their digits."""
     numbers: list[float] = []
 
     def take(match: re.Match[str]) -> str:
-        x = _finite(float(match.group(0).replace(",", "")))
+        digits = match.group(0).rstrip("xmusGiBMKB")
+        x = _finite(float(digits.replace(",", "")))
         if x is None:
             return match.group(0)
         numbers.append(x)
         return "#"
 
-    return _IN_TEXT.sub(take, text), numbers
+    return _IN_TEXT.sub(take, _ADDRESS.sub("#", text)), numbers
 
 
 @dataclass
@@ -269,7 +280,10 @@ def shown(columns: Sequence[str], rows: Sequence[Sequence[Any]], origin: datetim
         for col, x in values.items():
             (group.times if col in names and kinds[names.index(col)] == "time" else group.values)[col].append(x)
         if axis is not None and names[axis] in values:
-            group.series.append((values[names[axis]], {c: x for c, x in values.items() if c != names[axis]}))
+            # a series is read from columns (plotted or scanned down); a number inside a log line is read
+            # line by line, never as a curve
+            group.series.append((values[names[axis]], {c: x for c, x in values.items()
+                                                        if c != names[axis] and c in names}))
     features: dict[Feature, Value] = {}
     levels: dict[str, dict[tuple[str, ...], float]] = defaultdict(dict)
     for gkey, group in groups.items():
@@ -294,6 +308,8 @@ def shown(columns: Sequence[str], rows: Sequence[Sequence[Any]], origin: datetim
             continue
         source, mark, _ = col.rpartition("#")
         fixed = text_position.get(source) if mark else None
+        if fixed is not None and any(groups[g].rows > 1 for g in per_group):
+            continue  # a number inside text is compared across lines only where each group is one line
         features.update(_peers(col, per_group, fixed))
         if 3 <= len(per_group) <= RANK_GROUPS:
             ordered = sorted(per_group.items(), key=lambda kv: kv[1])
@@ -435,7 +451,9 @@ def _magnitude(feature: Feature, x: float, truths: Sequence[Shown], rvals: Seque
         # a row count no traffic draw moves (evaluations per version, changes per replica) is the fleet's
         # structure: a rival whose every world logs another count, at least LEVEL_SIZE_FACTOR apart, is
         # another structure. A count that traffic moves is a size, which nobody knows for a rival.
-        if any(v != x for v in values) or len(set(rvals)) != 1 or _between(x, rvals):
+        # Only fewer rows than the rival needs count: more of a kind (another restart, another change)
+        # can have any cause, so it contradicts no rival.
+        if any(v != x for v in values) or len(set(rvals)) != 1 or x >= rvals[0]:
             return None
         ratio = max(x, rvals[0]) / min(x, rvals[0])
         return round(min(math.log(ratio) / math.log(LEVEL_SIZE_FACTOR), CATEGORY_MARGIN), 3) \
@@ -455,7 +473,7 @@ def _magnitude(feature: Feature, x: float, truths: Sequence[Shown], rvals: Seque
         # rival's own draws could wander as far as what was seen
         need = max(math.log(FLAT), NOISE_FACTOR * rival_chance)
         return round(min(gap / need, CATEGORY_MARGIN), 3) if gap > need else None
-    if kind == PEER:
+    if sized and kind == PEER:
         floor = math.log(RATIO_SIZE_FACTOR)
     elif sized and kind in (LEVEL, PEAK_LEVEL):
         floor = math.log(LEVEL_SIZE_FACTOR)
@@ -478,13 +496,8 @@ def _category(feature: Feature, value: Value, truths: Sequence[Shown], members: 
     return (all(t.features.get(feature) == value for t in truths) and value not in members)
 
 
-CHANGE_LOG = "events"
-"""The table of changes people and systems made (deploys, config changes, restarts, crashes)."""
-
-
 def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Shown], *,
-           span_s: float = 3600.0, sized: bool | None = None, changes: bool = False,
-           draws: int = 2) -> list[Reading]:
+           span_s: float = 3600.0, sized: bool | None = None, draws: int = 2) -> list[Reading]:
     """Readings on which `seen` (the player's result on the true world) rules the rival out, largest
     margin first; empty when it does not. `truth_others` are the same query on the truth's other traffic
     draws, `rival_family` on every member of the rival's family: first its written world on `draws`
@@ -493,11 +506,11 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
     members. A member on which the query failed (`rows` -1) is left out; without a truth draw or a rival
     member left, nothing is ruled out.
 
-    - presence: a text the player's result and the truth's other draws show in a column and no member of
-      the rival's family does, or the other way round (absence only in results not cut at the row cap).
-      A result read from the change log alone (`changes`) counts only what the rival requires and the log
-      lacks: a change only the player's log shows is not one the rival forbids (changes happen whatever
-      the cause), and neither is a kind of change that happened more often than the rival needs;
+    - presence: a text every member of the rival's family shows in a column and neither the player's
+      result nor the truth's other draws do (only in results not cut at the row cap, of at most ABSENCE_ROWS rows): what the rival's
+      cause requires is missing. A text only the truth shows rules nothing out: no cause forbids an
+      unrelated restart, error line or change, and neither does a kind of row seen more often than the
+      rival needs (see `_magnitude`);
     - which group stands out: a category (see `_category`);
     - a magnitude: see `_magnitude` (a direction, or a size where a size is known: `sized` says the
       rival's family spans the severities the incident declares for it);
@@ -515,19 +528,17 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
         sized = len(rival_family) > draws
     rival_draws = [r for r in rival_family[:draws] if r.rows >= 0]
     out: list[Reading] = []
-    # presence, column by column: a text the player's result and every other draw of the truth show and
-    # no world of the rival does, or the other way round. In a result cut at the row cap a missing text
-    # may be in the rows not shown, so absence there reads as nothing.
-    candidates = set(seen.cells).union(*(r.cells for r in rivals))
-    for column, text in candidates:
-        cell = (column, text)
-        here = cell in seen.cells
-        if here and changes:
-            continue
-        if (here or not seen.truncated) and all((cell in t.cells) == here for t in truths) and all(
-                (cell in r.cells) != here and (here or not r.truncated) for r in rivals):
-            out.append(Reading(Feature(PRESENT, (text,), column), float(here), tuple(float(not here) for _ in rivals),
-                               CATEGORY_MARGIN))
+    # presence, column by column: a text every world of the rival shows (an OOM line, a config change, a
+    # restart its cause needs) and neither the player's result nor any other draw of the truth does. A
+    # text only the truth shows is something else that happened: no cause forbids an unrelated restart,
+    # error line or deploy, so it rules nothing out. In a result cut at the row cap a missing text may be
+    # in the rows not shown, so absence there reads as nothing.
+    if not seen.truncated and seen.rows <= ABSENCE_ROWS:
+        for column, text in set.intersection(*(set(r.cells) for r in rivals)) - seen.cells:
+            cell = (column, text)
+            if all(cell not in t.cells for t in truths) and not any(r.truncated for r in rivals):
+                out.append(Reading(Feature(PRESENT, (text,), column), 0.0, tuple(1.0 for _ in rivals),
+                                   CATEGORY_MARGIN))
     for feature, value in seen.features.items():
         kind = feature.kind
         if kind == LEVEL and Feature(PEAK_LEVEL, feature.key, feature.column) in seen.features:
@@ -554,8 +565,6 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
             need = max(_time_floor(span_s), NOISE_FACTOR * max(chance, spread))
             if math.isfinite(need) and gap > need:
                 out.append(Reading(feature, x, members, round(gap / need, 3)))
-            continue
-        if changes and kind == COUNT and x > min(rvals):
             continue
         reading = _magnitude(feature, x, truths, rvals, drawn, sized)
         if reading is not None:

@@ -48,7 +48,7 @@ from incidents.claims import evaluate_expectation, evaluate_symptom
 from incidents.spec import Incident, Signal
 from incidents.telemetry_columns import TABLE_COLUMNS
 from telemetry_gen.cache import ensure_database
-from telemetry_gen.evidence import CHANGE_LOG, FAILED, ROW_CAP, Shown, describe_reading, ruling, shown
+from telemetry_gen.evidence import FAILED, ROW_CAP, Shown, describe_reading, ruling, shown
 from telemetry_gen.proof_report import (
     MIN_LIKELIHOOD_RATIO,
     ClaimCheck,
@@ -243,7 +243,6 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
 
     with contextlib.closing(_open(truth_db)) as truth_con:
         truth_seen = [_shown_result(truth_con, sql, incident) for _, sql in queries]
-        change_log = [_tables_named(truth_con, sql) == {CHANGE_LOG} for _, sql in queries]
     draw_checks: list[WorldCheck] = []
     draw_seen: list[list[Shown]] = []
     for name in draws:
@@ -282,7 +281,7 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
         separated_by = difference = None
         for i, (label, _) in enumerate(queries):
             readings = ruling(truth_seen[i], [d[i] for d in draw_seen], [m[i] for m in family], span_s=span,
-                              draws=RIVAL_MEMBERS, changes=change_log[i])
+                              draws=RIVAL_MEMBERS)
             if readings:
                 separated_by, difference = label, describe_reading(readings[0], incident.window.start)
                 break

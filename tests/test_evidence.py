@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from telemetry_gen.evidence import (
+    LEVEL,
     ONSET,
+    PEAK_LEVEL,
     PEER,
     PRESENT,
     TOP,
@@ -96,8 +98,9 @@ def test_presence_rules_out_only_when_every_draw_agrees() -> None:
     assert not rules_out(without, [without, with_change], [with_change, with_change])
     # a rival member without it: the rival can produce what the player saw
     assert not rules_out(without, [without], [with_change, without])
-    # and the other way round: a change every draw of the truth shows and no world of the rival does
-    assert rules_out(with_change, [with_change, with_change], [without, without])
+    # but not the other way round: a change every draw of the truth shows and no world of the rival does
+    # is something else that happened, which the rival does not forbid
+    assert not rules_out(with_change, [with_change, with_change], [without, without])
     # in a result cut at the row cap, a missing text may be in the rows not shown
     cut = shown(["kind", "n"], [("deploy", 2)], truncated=True)
     assert not rules_out(cut, [cut], [with_change, with_change])
@@ -132,7 +135,9 @@ def test_presence_is_read_column_by_column() -> None:
     readings = ruling(seen, [seen], [rival, rival])
     assert readings and {r.feature.column for r in readings} == {"detail"}
     other_replica = shown(cols, [("vllm-1", "config_change", "max_num_seqs", "raised for the peak")])
-    assert [r.feature.column for r in ruling(seen, [seen], [other_replica] * 2)] == ["replica"] * 2
+    # the rival needs the change on vllm-1 and the log has none there (vllm-0's is something else)
+    readings = ruling(seen, [seen], [other_replica] * 2)
+    assert [(r.feature.column, r.feature.key) for r in readings] == [("replica", ("vllm-1",))]
 
 
 def test_identifiers_are_not_evidence() -> None:
@@ -193,9 +198,12 @@ def test_the_worked_reading_in_docs_scoring() -> None:
     reading = next(r for r in against_router if r.feature == key)
     text = describe_reading(reading)
     assert text == "min_sm_clock_mhz for vllm-3 is 0.39x the other rows' (the rival's worlds: 0.99x to 1.00x)"
-    against_restart = ruling(seen, draws, restart)
-    assert any(r.feature == key for r in against_restart)  # by size: 0.39 against 0.17
+    # down against down: only the size differs (0.39 against 0.17), and nobody knows what size the
+    # restart would have had unless the incident declares its severities
     assert round(float(restart[0].features[key]), 2) == 0.17
+    assert not any(r.feature == key for r in ruling(seen, draws, restart))
+    declared = restart + [clocks(200.0)]  # a member: a longer restart
+    assert any(r.feature == key for r in ruling(seen, draws, declared))
     # the fleet's mean, on its own, rules out neither
     mean = shown(["mean_ttft_s"], [(0.13,)])
     assert not ruling(mean, [shown(["mean_ttft_s"], [(0.14,)])], [shown(["mean_ttft_s"], [(20.0,)])] * 2)
@@ -203,19 +211,46 @@ def test_the_worked_reading_in_docs_scoring() -> None:
     assert text in doc and "0.39x" in doc and "0.17x" in doc
 
 
-def test_in_the_change_log_only_a_change_the_rival_needs_and_the_log_lacks_counts() -> None:
+def test_only_what_the_rival_needs_and_the_result_lacks_counts_as_presence() -> None:
     cols = ["replica", "kind", "detail"]
     truth_log = shown(cols, [("vllm-0", "deploy", "image 0.12"), ("vllm-0", "config_change", "kv_cache_dtype")])
     rival_log = shown(cols, [("vllm-0", "deploy", "image 0.12"), ("vllm-0", "config_change", "max_num_seqs")])
-    readings = ruling(truth_log, [truth_log], [rival_log, rival_log], changes=True)
+    readings = ruling(truth_log, [truth_log], [rival_log, rival_log])
     # the rival needs a max_num_seqs change the log does not have; the kv_cache_dtype change it does not
     # explain is no evidence against it (a change can happen whatever the cause)
     assert [(r.feature.column, r.feature.key, r.seen) for r in readings] == [("detail", ("max_num_seqs",), 0.0)]
     only_extra = shown(cols, [("vllm-0", "deploy", "image 0.12")])
-    assert not ruling(truth_log, [truth_log], [only_extra, only_extra], changes=True)
-    assert ruling(truth_log, [truth_log], [only_extra, only_extra])  # outside the change log, an extra text counts
-    # more changes of a kind than the rival needs is not evidence; fewer is
+    assert not ruling(truth_log, [truth_log], [only_extra, only_extra])
+    # the same in any table: an error line only the truth shows is something else that happened
+    lines = shown(["level", "message"], [("INFO", "ready"), ("ERROR", "NCCL timeout after 600 s")])
+    quiet = shown(["level", "message"], [("INFO", "ready")])
+    assert not ruling(lines, [lines], [quiet, quiet])
+    assert ruling(quiet, [quiet], [lines, lines])  # the rival's error line is missing: that counts
+    # ...but not where the result was cut at the row cap: the line may be in the rows not shown
+    cut = shown(["level", "message"], [("INFO", "ready")], truncated=True)
+    assert not ruling(cut, [cut], [lines, lines])
+    # more rows of a kind than the rival needs is not evidence; fewer is
     two = shown(["kind", "replica"], [("config_change", "vllm-0"), ("config_change", "vllm-0")])
     one = shown(["kind", "replica"], [("config_change", "vllm-0")])
-    assert not ruling(two, [two], [one, one], changes=True)
-    assert ruling(one, [one], [two, two], changes=True)
+    assert not ruling(two, [two], [one, one])
+    assert ruling(one, [one], [two, two])
+
+
+def test_numbers_inside_log_lines_are_read_line_by_line_not_as_curves() -> None:
+    """A number inside text (with its unit: '1.46x', '12ms') is a value of the line's template, so two
+    worlds whose lines differ only in digits show the same text. Across many lines of one template it
+    is read as a level (zero or not), never as a trend or against its siblings' medians: nobody plots
+    the numbers inside a log dump."""
+    assert template("Maximum concurrency for 32,768 tokens per request: 1.46x") == (
+        "Maximum concurrency for # tokens per request: #", [32768.0, 1.46])
+    assert template("llama31-70b 2026-11 vllm-3 took 12ms") == ("llama31-70b 2026-11 vllm-3 took #", [12.0])
+    t0 = datetime(2026, 1, 1, 9)
+    lines = [(t0 + timedelta(minutes=m), r, f"Running: {n} reqs") for m in range(10) for r, n in
+             (("vllm-0", m * 10), ("vllm-1", 5))]
+    seen = shown(["ts", "replica", "message"], lines, t0)
+    kinds = {f.kind for f in seen.features if f.column.startswith("message#")}
+    assert kinds == {LEVEL, PEAK_LEVEL}
+    # one line per group: the numbers are read against each other
+    one_each = shown(["replica", "message"], [("vllm-0", "KV cache 120 GiB"), ("vllm-1", "KV cache 40 GiB"),
+                                              ("vllm-2", "KV cache 120 GiB")])
+    assert any(f.kind == PEER for f in one_each.features)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_tui_support import FIXTURE
 
 from game.hypotheses import Shown
-from game.snippets import midpoint, snippets
+from game.snippets import METRIC_PLACEHOLDER, midpoint, snippets
 from tui.actions import COMMANDS, SCOPE_TITLES, commands, help_sections, help_text
 from tui.board import Board, BoardItem, evidence_by_hypothesis, latest_notes
 from tui.completion import complete, word_before
@@ -277,9 +277,13 @@ def test_every_snippet_runs_and_the_latency_one_decomposes_latency(tui_cache: Pa
     info = ensure_database(incident, 0)
     with Gateway(Path(info.path)) as gateway:
         for snippet in snippets(incident.window.start, incident.window.duration_s):
-            result = gateway.run(snippet.sql)
+            # the metric snippet waits for the player to name a metric; named, it runs and plots
+            sql = snippet.sql.replace(METRIC_PLACEHOLDER, "vllm:num_requests_running")
+            result = gateway.run(sql)
             assert result.ok, (snippet.key, result.error)
             assert result.row_count > 0, snippet.key
+            if snippet.key == "metric":
+                assert gateway.run(snippet.sql).row_count == 0  # unnamed, it shows nothing
             if snippet.key == "latency":
                 assert decomposes_latency(result.reads)
             if snippet.key in ("percentiles", "metric"):

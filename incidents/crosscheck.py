@@ -26,13 +26,15 @@ from incidents.telemetry_columns import COLUMN_TYPES, NUMERIC_AGGREGATES, NUMERI
 class Issue:
     """A cross-reference problem at `loc` (keys and list indices into the incident data).
 
-    `on_key` means the mapping key at loc is wrong (point at the key, not its value).
+    `on_key` means the mapping key at loc is wrong (point at the key, not its value). `word` (a word as
+    incidents.leaks splits text, and which occurrence of it in the value) points inside a text value.
     """
 
     loc: tuple[str | int, ...]
     message: str
     hint: str | None = None
     on_key: bool = False
+    word: tuple[str, int] | None = None
 
     def __str__(self) -> str:
         where = format_loc(self.loc)
@@ -251,7 +253,7 @@ def _check_signals(
         for key in _dict(s.get("likelihoods")):
             if key in hyp_ids:
                 continue
-            loc = ("signals", i, "likelihoods", key)
+            loc: tuple[str | int, ...] = ("signals", i, "likelihoods", key)
             if key in alias_of:
                 issues.append(
                     Issue(
@@ -415,6 +417,22 @@ def _check_scope(scope: Any, n_replicas: int | None, loc: tuple[str | int, ...])
     return issues
 
 
+def _leak_issues(data: Mapping[str, Any]) -> list[Issue]:
+    """Every word of the true cause in player-visible text, one issue each, at the word itself."""
+    from incidents.leaks import leaks
+
+    out = []
+    for leak in leaks(data):
+        shared = f" (it shares the stem '{leak.stem}' with the true hypothesis's id, title or fault kinds)" \
+            if leak.stem != leak.word else ""
+        out.append(Issue(leak.loc, f"'{leak.word}' names the true cause in text the player sees before the "
+                         f"debrief{shared}",
+                         "describe the symptom here, not the cause; words a distractor or a briefed symptom's "
+                         "claim shares are not flagged, and a synonym passes the check but can still give the "
+                         "cause away", word=(leak.word, leak.occurrence)))
+    return out
+
+
 def _check_noise(noise: list[Any], n_replicas: int | None, duration: float | None) -> list[Issue]:
     issues: list[Issue] = []
     for i, raw in enumerate(noise):
@@ -468,12 +486,12 @@ def _check_rate_changes(workload: dict[str, Any]) -> list[Issue]:
     else:
         tenants_of, closed = {}, set()
         for raw in _list(apps):
-            app = _dict(raw)
-            name, n = app.get("name"), app.get("tenants", 1)
+            entry = _dict(raw)
+            name, n = entry.get("name"), entry.get("tenants", 1)
             if not isinstance(name, str):
                 continue
             tenants_of[name] = tuple(f"{name}-t{i}" for i in range(n if isinstance(n, int) and n > 0 else 1))
-            if app.get("arrival") is not None:
+            if entry.get("arrival") is not None:
                 closed.add(name)
     issues: list[Issue] = []
     for i, raw in enumerate(_list(workload.get("rate_changes"))):
@@ -587,14 +605,7 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     hyps = data.get("hypotheses")
     hyp_issues, hyp_ids, alias_of = _check_hypotheses(_list(hyps), isinstance(hyps, list))
     issues += hyp_issues
-    from incidents.leaks import leaks
-
-    for loc, word, stem in leaks(data):
-        shared = f" (it shares the stem '{stem}' with the true hypothesis's id, title or fault kinds)" \
-            if stem != word else ""
-        issues.append(Issue(loc, f"'{word}' names the true cause in text the player sees before the debrief{shared}",
-                            "describe the symptom here, not the cause; the check matches words, so a synonym "
-                            "passes it but can still give the cause away"))
+    issues += _leak_issues(data)
     for h_index, raw in enumerate(_list(hyps)):
         for i, fault in enumerate(_list(_dict(raw).get("world"))):
             issues += _check_fault(i, _dict(fault), n_replicas, duration, ("hypotheses", h_index, "world"), fleet)

@@ -196,14 +196,15 @@ def _check_hypotheses(hyps: list[Any], present: bool) -> tuple[list[Issue], set[
     for i, raw in enumerate(hyps):
         h = _dict(raw)
         world = h.get("world")
+        keeps = bool(_list(h.get("keeps")))  # kept restarts make an empty world a run with a restart in it
         if h.get("true") is True and world is not None:
             issues.append(Issue(("hypotheses", i, "world"), "a true hypothesis's world is the incident's own faults",
                                 "remove `world` here; put the faults under the top-level `faults`", on_key=True))
-        elif h.get("true") is not True and world is None:
+        elif h.get("true") is not True and world is None and not keeps:
             issues.append(Issue(("hypotheses", i), f"hypothesis '{h.get('id')}' has no world",
                                 "add `world:` with the faults that would make it true (see docs/authoring.md)",
                                 on_key=True))
-        elif h.get("true") is not True and isinstance(world, list) and not world:
+        elif h.get("true") is not True and isinstance(world, list) and not world and not keeps:
             issues.append(Issue(("hypotheses", i, "world"), "an empty world is the fault-free run, which must not "
                                 "show the symptom", "list the faults that would make this hypothesis true"))
         members = h.get("members")
@@ -212,7 +213,7 @@ def _check_hypotheses(hyps: list[Any], present: bool) -> tuple[list[Issue], set[
                                 "is the incident itself on other traffic draws",
                                 "remove `members` here (declare them on the false hypotheses)", on_key=True))
         for m, member in enumerate(_list(members)):
-            if isinstance(member, list) and not member:
+            if isinstance(member, list) and not member and not keeps:
                 issues.append(Issue(("hypotheses", i, "members", m), "an empty member is the fault-free run, which "
                                     "must not show the symptom", "list the faults of this form of the hypothesis"))
     if len(hyps) < MIN_HYPOTHESES:
@@ -417,6 +418,38 @@ def _check_scope(scope: Any, n_replicas: int | None, loc: tuple[str | int, ...])
     return issues
 
 
+def _check_keeps(data: Mapping[str, Any]) -> list[Issue]:
+    """`hypotheses[].keeps`: on a false hypothesis only, each an index of a redeploy fault, once."""
+    from incidents.kept_events import keepable_kinds
+
+    faults = _list(data.get("faults"))
+    kinds = keepable_kinds()
+    issues: list[Issue] = []
+    for h_index, raw in enumerate(_list(data.get("hypotheses"))):
+        h = _dict(raw)
+        keeps = _list(h.get("keeps"))
+        if keeps and h.get("true") is True:
+            issues.append(Issue(("hypotheses", h_index, "keeps"), "a true hypothesis keeps the whole story already: "
+                                "its world is the incident's own faults", "remove `keeps` here", on_key=True))
+            continue
+        seen: set[int] = set()
+        for j, k in enumerate(keeps):
+            loc = ("hypotheses", h_index, "keeps", j)
+            if type(k) is not int or k < 0:
+                continue  # the model reports the type
+            if k >= len(faults):
+                issues.append(Issue(loc, f"no faults[{k}]: faults has {len(faults)} entries",
+                                    "keeps lists indices into `faults`, the first is 0"))
+            elif k in seen:
+                issues.append(Issue(loc, f"faults[{k}] is kept twice", "list each index once"))
+            elif (kind := _dict(faults[k]).get("kind")) not in kinds:
+                issues.append(Issue(loc, f"faults[{k}] is a {kind}, which has no rolling restart to keep",
+                                    f"only a redeploy kind can be kept ({', '.join(kinds)}); to keep another "
+                                    "fault, put it in this hypothesis's world"))
+            seen.add(k)
+    return issues
+
+
 def _leak_issues(data: Mapping[str, Any]) -> list[Issue]:
     """Every word of the true cause in player-visible text, one issue each, at the word itself."""
     from incidents.leaks import leaks
@@ -605,6 +638,7 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     hyps = data.get("hypotheses")
     hyp_issues, hyp_ids, alias_of = _check_hypotheses(_list(hyps), isinstance(hyps, list))
     issues += hyp_issues
+    issues += _check_keeps(data)
     issues += _leak_issues(data)
     for h_index, raw in enumerate(_list(hyps)):
         for i, fault in enumerate(_list(_dict(raw).get("world"))):

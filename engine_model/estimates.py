@@ -15,6 +15,7 @@ from engine_model.frontend import FrontendConfig
 from engine_model.memory import kv_bytes_per_token_per_gpu, plan_memory, weight_bytes_per_gpu
 from engine_model.profiles import GIB, GPUS, MODELS, resolve_gpu, resolve_model
 from engine_model.step_cost import StepCostModel
+from engine_model.step_memory import oom_lines, step_memory
 
 # Sizing keeps every replica below this fraction of its modelled throughput, leaving room for bursts and
 # queueing; a stated planning assumption, not a measured figure.
@@ -90,6 +91,8 @@ def calc(
     prompt: int = 1024,
     output: int = 256,
     gpu_memory_utilization: float | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Serving estimates for `model` on `gpu` with `tp` tensor-parallel ranks (one replica = tp GPUs).
 
@@ -99,16 +102,23 @@ def calc(
     capacity, decode context and the prefill figure [tokens]; batch: decode sequences per step; prompt /
     output: one request's prompt and generated tokens, for TTFT (`ttft_prompt_tokens`), request latency and
     sizing; rps: requests/s to size a fleet for; gpu_memory_utilization: the share of each GPU's memory the
-    engine may use (None: vLLM's default). With too little KV cache left for one request of `context` tokens
-    the engine would not start: `fits` is False and `memory_error` is its start-up error. Raises KeyError for
-    unknown model/GPU names and ValueError for invalid settings.
+    engine may use (None: vLLM's default); max_num_seqs / max_num_batched_tokens: the scheduler's limits (None:
+    vLLM's defaults), which size the activation reservation and the largest step. With too little KV cache
+    left for one request of `context` tokens the engine would not start: `fits` is False and `memory_error`
+    is its start-up error. Otherwise the `oom_*` keys say at what batch a step runs out of memory
+    (engine_model.step_memory). Raises KeyError for unknown model/GPU names and ValueError for invalid
+    settings.
     """
     if context < 1 or batch < 1 or tp < 1:
         raise ValueError("context, batch and tp must be at least 1")
+    if (max_num_seqs is not None and max_num_seqs < 1) or (max_num_batched_tokens is not None
+                                                           and max_num_batched_tokens < 1):
+        raise ValueError("max_num_seqs and max_num_batched_tokens must be at least 1")
     # bounds far beyond any real deployment, so that a typo cannot make the estimate run for minutes
     for name, value, top in (("context", context, MAX_TOKENS), ("prompt", prompt, MAX_TOKENS),
                              ("output", output, MAX_TOKENS), ("batch", batch, MAX_BATCH), ("tp", tp, MAX_TP),
-                             ("spec_k", spec_k, MAX_SPEC_K)):
+                             ("spec_k", spec_k, MAX_SPEC_K), ("max_num_seqs", max_num_seqs or 1, MAX_BATCH),
+                             ("max_num_batched_tokens", max_num_batched_tokens or 1, MAX_TOKENS)):
         if value > top:
             raise ValueError(f"{name} {value} is beyond what this estimate covers (at most {top:,})")
     if rps is not None and not 0 < rps <= MAX_RPS:
@@ -116,14 +126,16 @@ def calc(
     m_match, g_match = resolve_model(model), resolve_gpu(gpu)
     m = MODELS[m_match.name]
     g = GPUS[g_match.name]
-    config = EngineConfig(
+    given = {"gpu_memory_utilization": gpu_memory_utilization, "max_num_seqs": max_num_seqs,
+             "max_num_batched_tokens": max_num_batched_tokens}
+    config = EngineConfig().with_changes(
         tensor_parallel_size=tp,
         weight_dtype=dtype,
         kv_cache_dtype=kv_dtype,
         max_model_len=context,
         num_speculative_tokens=spec_k,
         spec_acceptance_rate=spec_acceptance,
-        **({} if gpu_memory_utilization is None else {"gpu_memory_utilization": gpu_memory_utilization}),
+        **{knob: value for knob, value in given.items() if value is not None},
     )
     config.validate()
     cost = StepCostModel(m, g, config)
@@ -179,6 +191,20 @@ def calc(
             cuda_graph_bytes=plan.cuda_graph_bytes,
             non_torch_bytes=plan.non_torch_bytes,
             headroom_bytes=plan.headroom_bytes,
+            max_running_seqs=min(config.max_num_seqs, plan.num_blocks // blocks_per_request),
+        )
+        sm = step_memory(m, config, plan, batch)
+        result.update(
+            step_activation_budget_bytes=sm.budget_bytes,
+            oom_decode_batch_seqs=sm.oom_decode_seqs,
+            oom_decode_batch_tokens=sm.oom_decode_tokens,
+            oom_prefill_step_tokens=sm.oom_prefill_tokens,
+            largest_step_tokens=sm.largest_step_tokens,
+            largest_step_sampled_rows=sm.largest_step_rows,
+            largest_step_activation_bytes=sm.largest_step_bytes,
+            largest_step_fits=sm.largest_step_fits,
+            batch_step_activation_bytes=sm.batch_step_bytes,
+            batch_step_fits=sm.batch_step_fits,
         )
 
     tps = cost.tokens_per_decode_step
@@ -253,7 +279,7 @@ def _ms(s: float) -> str:
 
 
 def _row(label: str, text: str) -> str:
-    return f"  {label:<24}{text}"
+    return f"  {label:<25}{text}"
 
 
 def _match_lines(r: dict[str, Any]) -> list[str]:
@@ -297,6 +323,7 @@ def format_calc(result: dict[str, Any]) -> str:
                 f"{r['max_concurrent_requests']:,} at {r['context_tokens']:,} tokens each",
             ),
         ]
+        lines += oom_lines(r, _row)
     else:
         lines.append(f"  DOES NOT FIT: {r['memory_error']}")
     cb = r["compute_bound_batch"]

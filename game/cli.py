@@ -26,7 +26,7 @@ class CommandError(click.ClickException):
                  as_json: bool | None = None) -> None:
         super().__init__(message)
         self.diagnostics = list(diagnostics or [])
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it a class variable; per error here
         self.as_json = as_json
         """None: as the command line asked (`GuardedGroup` fills it in from --json)."""
 
@@ -150,6 +150,11 @@ def new_group() -> click.Group:
 @click.option("--gpu-memory-utilization", type=float, default=None,
               help="Share of each GPU's memory the engine may use (default: vLLM's 0.9); too little for one "
                    "request of --context tokens and the engine would not start.")
+@click.option("--max-num-seqs", type=int, default=None,
+              help="Scheduler's limit on running sequences (default: vLLM's 256): whether a batch that runs out "
+                   "of memory can be reached.")
+@click.option("--max-num-batched-tokens", type=int, default=None,
+              help="Scheduler's token budget per step (default: vLLM's 8192); it sizes the activation reservation.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def calc(as_json: bool, **kw: Any) -> None:
     """The estimation round: memory, KV capacity, step times and GPU count from the engine model."""

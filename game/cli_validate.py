@@ -44,13 +44,18 @@ class FileResult:
         return [run["seed"] for run in self.deep or [] if not run["ok"]]
 
     def by_check(self) -> list[dict[str, Any]]:
-        """Each failing check once, with every seed it fails on: {check, subject, at, line, column, seeds}."""
+        """Each failing check once, with every seed it fails on: {check, subject, at, line, column, seeds,
+        suspects} (suspects: the entries most likely at fault on any of those seeds, each once)."""
         found: dict[tuple[Any, ...], dict[str, Any]] = {}
         for run in self.deep or []:
             for f in run.get("failures", []):
                 key = (f["check"], tuple(f["subject"]))
                 entry = found.setdefault(key, {"check": f["check"], "subject": f["subject"], "at": f.get("at"),
-                                               "line": f.get("line"), "column": f.get("column"), "seeds": []})
+                                               "line": f.get("line"), "column": f.get("column"), "seeds": [],
+                                               "suspects": []})
+                for suspect in f.get("suspects", []):
+                    if suspect["at"] not in [s["at"] for s in entry["suspects"]]:
+                        entry["suspects"].append({k: suspect[k] for k in ("subject", "at", "line", "column", "why")})
                 if run["seed"] not in entry["seeds"]:
                     entry["seeds"].append(run["seed"])
         return list(found.values())
@@ -261,6 +266,8 @@ def _print_file(result: FileResult, verbose: bool = False) -> None:
             click.echo(f"{result.path}: seed {run['seed']}: {verdict}{variant}")
             for f in run.get("failures", []):
                 click.echo(f"{f.get('at') or result.path}: seed {run['seed']}: {f['problem']}")
+                for suspect in f.get("suspects", []):
+                    click.echo(f"  likely at fault: {suspect['at']}: {suspect['why']}")
     bad = result.failed_seeds()
     what = " (claims only: no hypothesis worlds)" if result.claims_only else ""
     summary = f"{result.path}: deep check on {len(runs)} seed{'s' * (len(runs) != 1)} " \
@@ -270,6 +277,8 @@ def _print_file(result: FileResult, verbose: bool = False) -> None:
         for entry in result.by_check():
             click.echo(f"  {entry['at'] or result.path}: {check_text(entry['check'], entry['subject'])} "
                        f"fails on {len(entry['seeds'])} of {len(runs)} seeds: {seed_text(entry['seeds'])}")
+            for suspect in entry["suspects"]:
+                click.echo(f"    likely at fault: {suspect['at']}: {suspect['why']}")
 
 
 @click.command()
@@ -357,8 +366,8 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
             click.echo(f"deep: {n} proof{'s' * (n != 1)} ({f} file{'s' * (f != 1)} x {k} seed{'s' * (k != 1)}"
                        f"{', claims only' if claims_only else ''}) in {wall:.0f} s with {workers} "
                        f"job{'s' * (workers != 1)}")
-        for path in records:
-            click.echo(f"recorded {path}")
+        for written in records:
+            click.echo(f"recorded {written}")
     sys.exit(0 if ok else 1)
 
 

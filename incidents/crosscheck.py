@@ -26,13 +26,15 @@ from incidents.telemetry_columns import COLUMN_TYPES, NUMERIC_AGGREGATES, NUMERI
 class Issue:
     """A cross-reference problem at `loc` (keys and list indices into the incident data).
 
-    `on_key` means the mapping key at loc is wrong (point at the key, not its value).
+    `on_key` means the mapping key at loc is wrong (point at the key, not its value). `word` (a word as
+    incidents.leaks splits text, and which occurrence of it in the value) points inside a text value.
     """
 
     loc: tuple[str | int, ...]
     message: str
     hint: str | None = None
     on_key: bool = False
+    word: tuple[str, int] | None = None
 
     def __str__(self) -> str:
         where = format_loc(self.loc)
@@ -194,14 +196,15 @@ def _check_hypotheses(hyps: list[Any], present: bool) -> tuple[list[Issue], set[
     for i, raw in enumerate(hyps):
         h = _dict(raw)
         world = h.get("world")
+        keeps = bool(_list(h.get("keeps")))  # kept restarts make an empty world a run with a restart in it
         if h.get("true") is True and world is not None:
             issues.append(Issue(("hypotheses", i, "world"), "a true hypothesis's world is the incident's own faults",
                                 "remove `world` here; put the faults under the top-level `faults`", on_key=True))
-        elif h.get("true") is not True and world is None:
+        elif h.get("true") is not True and world is None and not keeps:
             issues.append(Issue(("hypotheses", i), f"hypothesis '{h.get('id')}' has no world",
                                 "add `world:` with the faults that would make it true (see docs/authoring.md)",
                                 on_key=True))
-        elif h.get("true") is not True and isinstance(world, list) and not world:
+        elif h.get("true") is not True and isinstance(world, list) and not world and not keeps:
             issues.append(Issue(("hypotheses", i, "world"), "an empty world is the fault-free run, which must not "
                                 "show the symptom", "list the faults that would make this hypothesis true"))
         members = h.get("members")
@@ -210,7 +213,7 @@ def _check_hypotheses(hyps: list[Any], present: bool) -> tuple[list[Issue], set[
                                 "is the incident itself on other traffic draws",
                                 "remove `members` here (declare them on the false hypotheses)", on_key=True))
         for m, member in enumerate(_list(members)):
-            if isinstance(member, list) and not member:
+            if isinstance(member, list) and not member and not keeps:
                 issues.append(Issue(("hypotheses", i, "members", m), "an empty member is the fault-free run, which "
                                     "must not show the symptom", "list the faults of this form of the hypothesis"))
     if len(hyps) < MIN_HYPOTHESES:
@@ -251,7 +254,7 @@ def _check_signals(
         for key in _dict(s.get("likelihoods")):
             if key in hyp_ids:
                 continue
-            loc = ("signals", i, "likelihoods", key)
+            loc: tuple[str | int, ...] = ("signals", i, "likelihoods", key)
             if key in alias_of:
                 issues.append(
                     Issue(
@@ -415,6 +418,54 @@ def _check_scope(scope: Any, n_replicas: int | None, loc: tuple[str | int, ...])
     return issues
 
 
+def _check_keeps(data: Mapping[str, Any]) -> list[Issue]:
+    """`hypotheses[].keeps`: on a false hypothesis only, each an index of a redeploy fault, once."""
+    from incidents.kept_events import keepable_kinds
+
+    faults = _list(data.get("faults"))
+    kinds = keepable_kinds()
+    issues: list[Issue] = []
+    for h_index, raw in enumerate(_list(data.get("hypotheses"))):
+        h = _dict(raw)
+        keeps = _list(h.get("keeps"))
+        if keeps and h.get("true") is True:
+            issues.append(Issue(("hypotheses", h_index, "keeps"), "a true hypothesis keeps the whole story already: "
+                                "its world is the incident's own faults", "remove `keeps` here", on_key=True))
+            continue
+        seen: set[int] = set()
+        for j, k in enumerate(keeps):
+            loc = ("hypotheses", h_index, "keeps", j)
+            if type(k) is not int or k < 0:
+                continue  # the model reports the type
+            if k >= len(faults):
+                issues.append(Issue(loc, f"no faults[{k}]: faults has {len(faults)} entries",
+                                    "keeps lists indices into `faults`, the first is 0"))
+            elif k in seen:
+                issues.append(Issue(loc, f"faults[{k}] is kept twice", "list each index once"))
+            elif (kind := _dict(faults[k]).get("kind")) not in kinds:
+                issues.append(Issue(loc, f"faults[{k}] is a {kind}, which has no rolling restart to keep",
+                                    f"only a redeploy kind can be kept ({', '.join(kinds)}); to keep another "
+                                    "fault, put it in this hypothesis's world"))
+            seen.add(k)
+    return issues
+
+
+def _leak_issues(data: Mapping[str, Any]) -> list[Issue]:
+    """Every word of the true cause in player-visible text, one issue each, at the word itself."""
+    from incidents.leaks import leaks
+
+    out = []
+    for leak in leaks(data):
+        shared = f" (it shares the stem '{leak.stem}' with the true hypothesis's id, title or fault kinds)" \
+            if leak.stem != leak.word else ""
+        out.append(Issue(leak.loc, f"'{leak.word}' names the true cause in text the player sees before the "
+                         f"debrief{shared}",
+                         "describe the symptom here, not the cause; words a distractor or a briefed symptom's "
+                         "claim shares are not flagged, and a synonym passes the check but can still give the "
+                         "cause away", word=(leak.word, leak.occurrence)))
+    return out
+
+
 def _check_noise(noise: list[Any], n_replicas: int | None, duration: float | None) -> list[Issue]:
     issues: list[Issue] = []
     for i, raw in enumerate(noise):
@@ -468,12 +519,12 @@ def _check_rate_changes(workload: dict[str, Any]) -> list[Issue]:
     else:
         tenants_of, closed = {}, set()
         for raw in _list(apps):
-            app = _dict(raw)
-            name, n = app.get("name"), app.get("tenants", 1)
+            entry = _dict(raw)
+            name, n = entry.get("name"), entry.get("tenants", 1)
             if not isinstance(name, str):
                 continue
             tenants_of[name] = tuple(f"{name}-t{i}" for i in range(n if isinstance(n, int) and n > 0 else 1))
-            if app.get("arrival") is not None:
+            if entry.get("arrival") is not None:
                 closed.add(name)
     issues: list[Issue] = []
     for i, raw in enumerate(_list(workload.get("rate_changes"))):
@@ -587,14 +638,8 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     hyps = data.get("hypotheses")
     hyp_issues, hyp_ids, alias_of = _check_hypotheses(_list(hyps), isinstance(hyps, list))
     issues += hyp_issues
-    from incidents.leaks import leaks
-
-    for loc, word, stem in leaks(data):
-        shared = f" (it shares the stem '{stem}' with the true hypothesis's id, title or fault kinds)" \
-            if stem != word else ""
-        issues.append(Issue(loc, f"'{word}' names the true cause in text the player sees before the debrief{shared}",
-                            "describe the symptom here, not the cause; the check matches words, so a synonym "
-                            "passes it but can still give the cause away"))
+    issues += _check_keeps(data)
+    issues += _leak_issues(data)
     for h_index, raw in enumerate(_list(hyps)):
         for i, fault in enumerate(_list(_dict(raw).get("world"))):
             issues += _check_fault(i, _dict(fault), n_replicas, duration, ("hypotheses", h_index, "world"), fleet)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from incidents.diagnostics import Diagnostic
+from incidents.leaks import normalise, word_spans
 from incidents.spec import ID_RE, NOISE_KINDS, SLUG_RE, Incident, Issue, did_you_mean, format_loc
 from incidents.yaml_reader import ParsedYaml
 
@@ -182,14 +183,36 @@ class Locator:
         if not found:
             return self.diagnostic(path, str(issue), on_key=True)
         text = f"{format_loc(issue.loc)}: {issue.message}" if issue.loc else issue.message
+        if issue.word is not None and (at := self.word_position(path, *issue.word)) is not None:
+            return Diagnostic(self.name, at[0], at[1], text, issue.hint)
         return self.diagnostic(path, text, issue.hint, on_key=issue.on_key)
+
+    def word_position(self, path: tuple[str | int, ...], word: str, occurrence: int) -> tuple[int, int] | None:
+        """1-based (line, column) of the `occurrence`-th `word` (as incidents.leaks splits text) inside the
+        scalar at `path`, or None when the source does not show it there (a value from a variable)."""
+        start, end = self.parsed.value_marks.get(path), self.parsed.value_ends.get(path)
+        lines = self.parsed.text.split("\n")
+        if start is None or end is None or end.line >= len(lines):
+            return None
+        begin = sum(len(line) + 1 for line in lines[: start.line]) + start.column
+        stop = sum(len(line) + 1 for line in lines[: end.line]) + end.column
+        source = self.parsed.text[begin:stop]
+        if len(normalise(source)) != len(source):
+            return None  # lower-casing moved the offsets
+        hits = [a for a, _, w in word_spans(source) if w == word]
+        if occurrence >= len(hits):
+            return None
+        offset = begin + hits[occurrence]
+        line = self.parsed.text.count("\n", 0, offset)
+        return line + 1, offset - (self.parsed.text.rfind("\n", 0, offset) + 1) + 1
 
     def from_validation(self, error: ValidationError) -> list[Diagnostic]:
         grouped: dict[tuple[str | int, ...], list[dict[str, Any]]] = {}
         missing: dict[tuple[str | int, ...], list[tuple[str, str | None]]] = {}
         extras: dict[tuple[str | int, ...], list[str]] = {}
         out: list[Diagnostic] = []
-        for err in error.errors(include_url=False):
+        for details in error.errors(include_url=False):
+            err: dict[str, Any] = dict(details)
             loc = tuple(err["loc"])
             path, _ = self.resolve(loc)
             kind = err["type"]

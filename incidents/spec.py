@@ -197,7 +197,8 @@ class Fleet(_Strict):
         description="Engine knobs that differ from EngineConfig defaults.",
         json_schema_extra=_knob_properties(),
     )
-    router: Router = Field(default_factory=Router, description="Router in front of the replicas.")
+    router: Router = Field(default_factory=lambda: Router.model_validate({}),
+                           description="Router in front of the replicas.")
     model_version: str = Field("v1", min_length=1, description="Version label the fleet starts with.")
 
 
@@ -535,6 +536,14 @@ class Hypothesis(_Strict):
         "world per member on a draw of its own. Every member must show the page (`validate --deep`), and a "
         "query rules the hypothesis out only when what the player saw lies outside everything the family "
         "produced; with members, the size of a level counts too (docs/authoring.md, 'Families').",
+    )
+    keeps: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list,
+        description="Indices into `faults` of the truth's rolling restarts (a config_change, model_rollout, "
+        "seeds_unpinned or batch_invariance_off) that this false hypothesis's worlds keep without their change: "
+        "the same replicas restart at the same times (and back at until_s) with no knob or version changed, as "
+        "a planned restart would. Every world of the family (world and members) keeps them; with `keeps`, "
+        "`world` may be empty.",
     )
 
 

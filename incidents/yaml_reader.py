@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import re
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,10 @@ class ParsedYaml:
     value_marks: dict[tuple[str | int, ...], yaml.Mark]
     key_marks: dict[tuple[str | int, ...], yaml.Mark]
     diagnostics: list[Diagnostic]
+    value_ends: dict[tuple[str | int, ...], yaml.Mark] = field(default_factory=dict)
+    """Where each scalar value ends (a word inside a long text is looked for between its start and end)."""
+    text: str = ""
+    """The parsed text itself."""
 
 
 class TreeBuilder:
@@ -191,6 +195,7 @@ class TreeBuilder:
         self.name = name
         self.value_marks: dict[tuple[str | int, ...], yaml.Mark] = {}
         self.key_marks: dict[tuple[str | int, ...], yaml.Mark] = {}
+        self.value_ends: dict[tuple[str | int, ...], yaml.Mark] = {}
         self.diagnostics: list[Diagnostic] = []
         self.nodes = 0
         self.active: set[int] = set()
@@ -216,6 +221,7 @@ class TreeBuilder:
                 raise Refused(node.start_mark, "alias")
             self.seen.add(id(node))
         if isinstance(node, ScalarNode):
+            self.value_ends[loc] = node.end_mark
             if node.tag not in _SCALAR_TAGS:
                 raise Refused(
                     node.start_mark,
@@ -282,7 +288,7 @@ def parse_yaml(text: str, name: str) -> tuple[ParsedYaml | None, list[Diagnostic
                 root = fast.get_single_node()
                 if root is not None:
                     builder = TreeBuilder(fast, name, allow_shared=False)
-                    return _finish(root, builder.build(root, ()), builder, name)
+                    return _finish(root, builder.build(root, ()), builder, name, text)
             finally:
                 fast.dispose()
     loader: HardenedLoader | None = None
@@ -319,15 +325,16 @@ def parse_yaml(text: str, name: str) -> tuple[ParsedYaml | None, list[Diagnostic
     finally:
         if loader is not None:
             loader.dispose()
-    return _finish(root, data, builder, name)
+    return _finish(root, data, builder, name, text)
 
 
-def _finish(root: Node, data: Any, builder: TreeBuilder, name: str) -> tuple[ParsedYaml | None, list[Diagnostic]]:
+def _finish(root: Node, data: Any, builder: TreeBuilder, name: str,
+            text: str = "") -> tuple[ParsedYaml | None, list[Diagnostic]]:
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else f"a single value ({type(data).__name__})"
         mark = root.start_mark
         message = f"the top level must be a mapping of incident fields, found {kind}"
         hint = "start with `id: my-incident`; see the template"
         return None, [Diagnostic(name, mark.line + 1, mark.column + 1, message, hint)]
-    return ParsedYaml(data, builder.value_marks, builder.key_marks, builder.diagnostics), []
+    return ParsedYaml(data, builder.value_marks, builder.key_marks, builder.diagnostics, builder.value_ends, text), []
 

@@ -254,11 +254,12 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
             draw_checks.append(WorldCheck(name, error=repr(exc), kind="draw"))
             continue
         draw_seen.append(seen)
-        draw_checks.append(WorldCheck(name, tuple(missing), kind="draw"))
+        draw_checks.append(WorldCheck(name, tuple(missing), kind="draw", missing_in=(name,) if missing else ()))
     checks = []
     for name in names:
         family: list[list[Shown]] = []
         missing_all: list[tuple[str, str]] = []
+        missing_in: list[str] = []
         error = note = None
         for member in family_names(incident, name):
             say(done / total, f"world {member}")
@@ -272,6 +273,7 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
             family.append(seen)
             tag = "" if member == name else f" on {member}"
             missing_all += [(sid, f"{message}{tag}") for sid, message in missing]
+            missing_in += [member] if missing else []
             if missing and note is None:
                 with contextlib.closing(_open(db)) as con:
                     note = failed_starts(con)
@@ -288,7 +290,8 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
         if separated_by is None and note is None:
             with contextlib.closing(_open(Path(build_world(incident, seed, name).path))) as con:
                 note = failed_starts(con)
-        checks.append(WorldCheck(name, tuple(missing_all), separated_by, difference, note=note))
+        checks.append(WorldCheck(name, tuple(missing_all), separated_by, difference, note=note,
+                                 missing_in=tuple(missing_in)))
     return checks + draw_checks
 
 

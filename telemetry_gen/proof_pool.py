@@ -16,6 +16,7 @@ from incidents.loader import IncidentError, SourceMap, load_variant, source_map
 from incidents.spec import Incident
 from telemetry_gen.proof import prove
 from telemetry_gen.proof_report import Loc, ProofReport
+from telemetry_gen.proof_suspects import suspects
 from telemetry_gen.runner import Progress
 
 Inspect = Callable[[Incident, Path], list[str]]
@@ -46,13 +47,33 @@ def _position(where: SourceMap, loc: Loc) -> dict[str, Any]:
     return {"at": f"{where.path}:{line}:{column}" if pos else where.path, "line": line, "column": column}
 
 
-def located(report: ProofReport, where: SourceMap) -> dict[str, Any]:
-    """report.to_dict() plus `lines` (the text report, FAIL lines led by file:line:column) and `at`, `line`,
-    `column` on every failure and every check, placed by the file's SourceMap."""
+def _suspects(report: ProofReport, where: SourceMap, incident: Incident | None) -> list[list[dict[str, Any]]]:
+    """For each of report.failures(): the entries most likely at fault (telemetry_gen.proof_suspects), each
+    {subject, why, at, line, column}; an entry at the failure's own line is left out."""
+    out: list[list[dict[str, Any]]] = []
+    for f in report.failures():
+        found = [] if incident is None else suspects(f, incident)
+        own = where.position(f.subject) if f.subject else None
+        out.append([{"subject": list(s.subject), "why": s.why, **_position(where, s.subject)} for s in found
+                    if where.position(s.subject) != own or own is None])
+    return out
+
+
+def located(report: ProofReport, where: SourceMap, incident: Incident | None = None) -> dict[str, Any]:
+    """report.to_dict() plus `lines` (the text report, FAIL lines led by file:line:column, each followed by
+    the entries most likely at fault when `incident` is given) and `at`, `line`, `column` on every failure
+    and every check, placed by the file's SourceMap; each failure's `suspects` lists those entries."""
     run = report.to_dict()
-    run["lines"] = report.lines(where=where.where)
-    for f in run["failures"]:
+    blamed = _suspects(report, where, incident)
+    by_failure = {(f.subject, f.problem): entries for f, entries in zip(report.failures(), blamed, strict=True)}
+
+    def explain(subject: Loc, problem: str) -> list[str]:
+        return [f"         likely at fault: {s['at']}: {s['why']}" for s in by_failure.get((subject, problem), [])]
+
+    run["lines"] = report.lines(where=where.where, explain=explain)
+    for f, entries in zip(run["failures"], blamed, strict=True):
         f.update(_position(where, tuple(f["subject"])))
+        f["suspects"] = entries
     for c in run["claims"]:
         c.update(_position(where, ("symptoms", c["symptom"])))
     for e in run["expectations"]:
@@ -81,7 +102,7 @@ def prove_task(task: ProofTask, inspect: Inspect | None = None,
         return located(report, where)
     check = None if inspect is None else (lambda db: inspect(incident, db))
     report = prove(incident, task.seed, progress=progress, variant=variant, inspect=check, worlds=task.worlds)
-    return located(report, where)
+    return located(report, where, incident)
 
 
 POOL_RESTARTS = 2

@@ -49,6 +49,8 @@ class Failure:
     check: str  # claim | expectation | discrimination | world | inspection | error
     subject: Loc
     problem: str
+    side: str | None = None  # a claim's: "with" (fails with the faults) or "without" (wrong without them)
+    worlds: tuple[str, ...] = ()  # a world check's: the worlds (family members, draws) that miss the page
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,14 @@ class ClaimCheck:
     @property
     def subject(self) -> Loc:
         return ("symptoms", self.symptom_id)
+
+    @property
+    def failed_side(self) -> str | None:
+        """"with" when the claim fails on the run with the faults, "without" when the fault-free run is what
+        is wrong (it holds there, or a context claim does not), None when the check passes."""
+        if not self.with_faults.holds:
+            return "with"
+        return None if self.ok else "without"
 
     @property
     def problem(self) -> str | None:
@@ -232,6 +242,7 @@ class WorldCheck:
     error: str | None = None
     note: str | None = None  # what else went on in the world (a changed config that failed to start)
     kind: str = "rival"  # "rival": a distractor's family; "draw": the truth on another traffic draw
+    missing_in: tuple[str, ...] = ()  # world names (telemetry_gen.worlds) of the members that miss the page
 
     @property
     def ok(self) -> bool:
@@ -305,15 +316,17 @@ class ProofReport:
     fault_digest: str | None = None
     ablation_digest: str | None = None
 
+    def _checks(self) -> list[ClaimCheck | ExpectationCheck | DiscriminationCheck | WorldCheck]:
+        return [*self.claims, *self.expectations, *self.discrimination, *self.worlds]
+
     @property
     def ok(self) -> bool:
-        checks = [*self.claims, *self.expectations, *self.discrimination, *self.worlds]
-        return self.error is None and not self.inspection and all(c.ok for c in checks)
+        return self.error is None and not self.inspection and all(c.ok for c in self._checks())
 
     def problems(self) -> list[str]:
         """One line per failed check (or the error that stopped the proof)."""
         out = [self.error] if self.error else []
-        checks = [*self.claims, *self.expectations, *self.discrimination, *self.worlds]
+        checks = self._checks()
         return out + [c.problem for c in checks if c.problem] + list(self.inspection)
 
     def failures(self) -> list[Failure]:
@@ -321,25 +334,31 @@ class ProofReport:
         gives one Failure each)."""
         out = [Failure("error", (), self.error)] if self.error else []
         for c in self.claims:
-            out += [Failure("claim", c.subject, c.problem)] if c.problem else []
+            out += [Failure("claim", c.subject, c.problem, side=c.failed_side)] if c.problem else []
         for e in self.expectations:
             out += [Failure("expectation", e.subject, e.problem)] if e.problem else []
         for d in self.discrimination:
             out += [Failure("discrimination", d.subject, d.problem)] if d.problem else []
         for w in self.worlds:
-            out += [Failure("world", subject, problem) for subject, problem in w.parts()]
+            missing = w.missing_in or ((w.hypothesis_id,) if w.missing else ())
+            # the page's misses belong to the world entry (a strawman) or the draw; not ruled out, to the hypothesis
+            out += [Failure("world", subject, problem, worlds=missing if subject[-1:] == ("world",) or w.kind == "draw"
+                            else ()) for subject, problem in w.parts()]
         for problem in self.inspection:
             # the game layer's lines start "signal <id>: ..."
             found = _SIGNAL_PREFIX.match(problem)
             out.append(Failure("inspection", ("signals", found.group(1)) if found else (), problem))
         return out
 
-    def lines(self, where: Callable[[Loc], str] | None = None) -> list[str]:
+    def lines(self, where: Callable[[Loc], str] | None = None,
+              explain: Callable[[Loc, str], list[str]] | None = None) -> list[str]:
         """A human-readable report: header, timings, one line per check (failures marked FAIL). `where`
-        turns a check's subject into `file:line:column`, which then leads each FAIL line."""
+        turns a check's subject into `file:line:column`, which then leads each FAIL line; `explain(subject,
+        problem)` gives lines to print under a FAIL line (the entries most likely at fault)."""
 
-        def fail(subject: Loc, problem: str | None) -> str:
-            return f"  FAIL {where(subject)}: {problem}" if where is not None and subject else f"  FAIL {problem}"
+        def fail(subject: Loc, problem: str | None) -> list[str]:
+            head = f"  FAIL {where(subject)}: {problem}" if where is not None and subject else f"  FAIL {problem}"
+            return [head, *(explain(subject, problem) if explain is not None and problem else [])]
 
         problems = self.problems()
         verdict = "ok" if self.ok else f"FAILED ({len(problems)} problem{'s' * (len(problems) != 1)})"
@@ -367,24 +386,27 @@ class ProofReport:
                 out.append(f"         with:    {c.with_faults.message}")
                 out.append(f"         without: {c.without_faults.message}")
             else:
-                out.append(fail(c.subject, c.problem))
+                out += fail(c.subject, c.problem)
         for e in self.expectations:
-            out.append(f"  ok   {e.result.message}" if e.ok else fail(e.subject, e.problem))
+            out += [f"  ok   {e.result.message}"] if e.ok else fail(e.subject, e.problem)
         for d in self.discrimination:
-            ok_line = f"  ok   signal {d.signal_id} discriminates: {d.reason()}"
-            out.append(ok_line if d.ok else fail(d.subject, d.problem))
+            out += [f"  ok   signal {d.signal_id} discriminates: {d.reason()}"] if d.ok else fail(d.subject, d.problem)
         for w in self.worlds:
-            subject = w.parts()[0][0] if not w.ok and w.parts() else ()
             if w.ok and w.kind == "draw":
                 out.append(f"  ok   the truth on traffic draw {w.hypothesis_id} shows the page too")
-                continue
-            out.append(f"  ok   world of {w.hypothesis_id}: every member shows the page; {w.separated_by} rules it "
-                       f"out ({w.difference})" if w.ok else fail(subject, w.problem))
+            elif w.ok:
+                out.append(f"  ok   world of {w.hypothesis_id}: every member shows the page; {w.separated_by} "
+                           f"rules it out ({w.difference})")
+            else:
+                for subject, problem in w.parts():
+                    out += fail(subject, problem)
         if not self.worlds_checked and self.error is None:
             out.append("  --   hypothesis worlds not checked (claims only)")
         if self.inspected and not self.inspection:
             out.append("  ok   every signal's reference query, run as a player would, observes its signal")
-        out.extend(fail(f.subject, f.problem) for f in self.failures() if f.check == "inspection")
+        for f in self.failures():
+            if f.check == "inspection":
+                out += fail(f.subject, f.problem)
         return out
 
     def to_dict(self) -> dict[str, Any]:

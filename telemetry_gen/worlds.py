@@ -12,7 +12,8 @@ World names:
   on other traffic draws (``noise`` is an alias of ``truth~1``);
 - each false hypothesis's id, and ``<id>~1``: its `world` faults in place of `faults`, on draws 0 and 1;
   ``<id>~2``, ``<id>~3``, ...: each of its declared `members` (other severities, onsets, replicas) in
-  place of `faults`, member k on draw k + 2;
+  place of `faults`, member k on draw k + 2; every one of them plus the truth's rolling restarts the
+  hypothesis `keeps`, without their change (incidents.kept_events);
 - ``baseline`` (built only for validation): the truth with its faults removed.
 
 Noise events (deploys, bursts, restarts) are part of every world: they happen whatever the cause.
@@ -25,6 +26,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from incidents.kept_events import kept_restarts
 from incidents.spec import Hypothesis, Incident
 from telemetry_gen.cache import BuildInfo, ensure_database
 
@@ -99,11 +101,12 @@ def world_of(inc: Incident, name: str) -> Incident:
         raise KeyError(f"no world {name!r}; worlds: {', '.join(world_names(inc))}")
     if hyp.true:
         return inc
+    kept = kept_restarts(inc.faults, hyp.keeps)
     if member >= RIVAL_MEMBERS:
         if member - RIVAL_MEMBERS >= len(hyp.members):
             raise KeyError(f"no world {name}{MEMBER_MARK}{member}; {name} has {family_size(inc, name)} members")
-        return inc.model_copy(update={"faults": list(hyp.members[member - RIVAL_MEMBERS])})
-    return inc.model_copy(update={"faults": list(hyp.world or [])})
+        return inc.model_copy(update={"faults": [*hyp.members[member - RIVAL_MEMBERS], *kept]})
+    return inc.model_copy(update={"faults": [*(hyp.world or []), *kept]})
 
 
 def world_names(inc: Incident, *, baseline: bool = False) -> list[str]:

@@ -1,18 +1,14 @@
 """Starting points for the SQL editor. Pure: each snippet is text built from the incident's window.
 
-A snippet teaches the dialect (time buckets, percentiles, a before/after pivot, a metric's series, the
-catalog of metrics) on the fleet as a whole. Splitting by replica, by app or by time, and choosing what
-to compare, is the diagnosis the game scores, so no snippet does it for the player: run alone, the
-snippets show the page and the fleet's overall shape, and settle no incident (tests/test_hostile_players.py).
-
-The timestamps in snippets are the window's midpoint rounded to a minute: a neutral place for the
-player to edit, never a hint at when anything happened."""
+A snippet teaches the dialect (time buckets, percentiles, a metric's series, the catalog of metrics) on
+the fleet as a whole. Splitting by replica, by app or by time, and choosing what to compare, is the
+diagnosis the game scores, so no snippet does it for the player: run alone, the snippets show the page
+and the fleet's overall shape, and settle no incident (tests/test_hostile_players.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-
 
 METRIC_PLACEHOLDER = "metric name"
 """What the metric snippet filters on until the player types a metric's name: it matches no metric."""
@@ -25,16 +21,9 @@ class Snippet:
     sql: str
 
 
-def midpoint(start: dt.datetime, duration_s: float) -> dt.datetime:
-    """The window's middle (naive UTC), rounded down to a whole minute."""
-    mid = start.replace(tzinfo=None) + dt.timedelta(seconds=duration_s / 2)
-    return mid.replace(second=0, microsecond=0)
-
-
 def snippets(window_start: dt.datetime, duration_s: float) -> list[Snippet]:
     """The snippet menu for an incident whose telemetry starts at `window_start` (UTC) and lasts
     `duration_s` seconds."""
-    pivot = midpoint(window_start, duration_s).strftime("%Y-%m-%d %H:%M:%S")
     return [
         Snippet("latency", "Where a request's time goes, over the whole window: gateway / queue / prefill / decode", (
             "SELECT avg(gateway_s) AS gateway_s, avg(queue_s) AS queue_s, avg(prefill_s) AS prefill_s,\n"
@@ -48,13 +37,6 @@ def snippets(window_start: dt.datetime, duration_s: float) -> list[Snippet]:
             "WHERE status = 'ok'\n"
             "GROUP BY minute\n"
             "ORDER BY minute")),
-        Snippet("before-after", "Before / after a timestamp, whole fleet", (
-            f"SELECT CASE WHEN ts < TIMESTAMP '{pivot}' THEN 'before' ELSE 'after' END AS period,\n"
-            "       avg(ttft_s) AS mean_ttft_s, quantile_cont(ttft_s, 0.9) AS p90_ttft_s\n"
-            "FROM requests\n"
-            "WHERE status = 'ok'\n"
-            "GROUP BY period\n"
-            "ORDER BY period DESC")),
         Snippet("metric", "One metric over time, per replica (put a name from 'Which metrics exist' before the %)", (
             "SELECT ts, replica, value\n"
             "FROM metrics\n"

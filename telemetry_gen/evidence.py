@@ -190,12 +190,13 @@ def _is_identifier(column: str) -> bool:
 
 def template(text: str) -> tuple[str, list[float]]:
     """A text cell as its template and its numbers: every number that stands on its own (``0.75``,
-    ``12.5%``, ``1,024``, ``(3``, with a unit: ``1.46x``, ``12ms``) becomes ``#``; digits that are part of a name (``vllm-3``, ``3a``,
-    ``0.12.1-patch3``, ``2026-11``) stay as written, so names keep their digits."""
+    ``12.5%``, ``1,024``, ``(3``, with a unit: ``1.46x``, ``12ms``) becomes ``#``, and so does a PCI
+    address; digits that are part of a name (``vllm-3``, ``3a``, ``0.12.1-patch3``, ``2026-11``) stay
+    as written, so names keep their digits."""
     numbers: list[float] = []
 
     def take(match: re.Match[str]) -> str:
-        digits = match.group(0).rstrip("xmusGiBMKB")
+        digits = re.sub(r"[A-Za-z]+$", "", match.group(0))
         x = _finite(float(digits.replace(",", "")))
         if x is None:
             return match.group(0)
@@ -507,10 +508,10 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
     member left, nothing is ruled out.
 
     - presence: a text every member of the rival's family shows in a column and neither the player's
-      result nor the truth's other draws do (only in results not cut at the row cap, of at most ABSENCE_ROWS rows): what the rival's
-      cause requires is missing. A text only the truth shows rules nothing out: no cause forbids an
-      unrelated restart, error line or change, and neither does a kind of row seen more often than the
-      rival needs (see `_magnitude`);
+      result nor the truth's other draws do (only in results not cut at the row cap, of at most
+      ABSENCE_ROWS rows): what the rival's cause requires is missing. A text only the truth shows rules
+      nothing out: no cause forbids an unrelated restart, error line or change, and neither does a kind
+      of row seen more often than the rival needs (see `_magnitude`);
     - which group stands out: a category (see `_category`);
     - a magnitude: see `_magnitude` (a direction, or a size where a size is known: `sized` says the
       rival's family spans the severities the incident declares for it);

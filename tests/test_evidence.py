@@ -202,7 +202,7 @@ def test_the_worked_reading_in_docs_scoring() -> None:
     # restart would have had unless the incident declares its severities
     assert round(float(restart[0].features[key]), 2) == 0.17
     assert not any(r.feature == key for r in ruling(seen, draws, restart))
-    declared = restart + [clocks(200.0)]  # a member: a longer restart
+    declared = [*restart, clocks(200.0)]  # a member: a longer restart
     assert any(r.feature == key for r in ruling(seen, draws, declared))
     # the fleet's mean, on its own, rules out neither
     mean = shown(["mean_ttft_s"], [(0.13,)])

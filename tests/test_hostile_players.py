@@ -10,8 +10,10 @@ score of such a game may not pass 35 (90%) or 20 (even). The kinds:
   rival's world shows the page, so its measure tells none of them apart;
 - a mean divided by the value the player saw (a constant of the player's choosing makes any magnitude
   look like 1, so a size is read only where the incident says what sizes a cause can have);
-- whole-table dumps of the big tables, cut at the row cap (what is missing from a cut result may be in
-  the rows not shown; identifiers are not evidence);
+- whole-table dumps of the big tables (requests, metrics, logs), cut at the row cap (what is missing
+  from a cut result may be in the rows not shown; identifiers are not evidence), and the distinct log
+  messages (hundreds of lines: a missing line is found by asking for it, and digits are values);
+- the starter snippets the editor offers (they teach the dialect on the whole fleet);
 - queries that return nothing.
 """
 
@@ -26,6 +28,7 @@ from game.assess import Assessor, queries_of
 from game.gateway import QueryResult
 from game.scoring import ScoreReport, score
 from game.session import Session
+from game.snippets import snippets
 from incidents.claims import symptom_series_sql, symptom_sql
 from incidents.loader import iter_library, load_incident
 from incidents.spec import Incident
@@ -93,13 +96,15 @@ def hostile_queries(path: Path, seed: int) -> dict[str, list[str]]:
         "page symptoms": [symptom_sql(s, t0) for s in briefed],
         "page symptoms per 5 minutes": [symptom_series_sql(s, t0) for s in briefed],
         "divided by what was seen": [f"SELECT avg(ttft_s) / {mean!r} AS ratio FROM requests"],
-        "big-table dumps": ["SELECT * FROM requests", "SELECT * FROM metrics"],
+        "big-table dumps": ["SELECT * FROM requests", "SELECT * FROM metrics", "SELECT * FROM logs"],
+        "distinct log messages": ["SELECT DISTINCT message FROM logs"],
+        "starter snippets": [s.sql for s in snippets(t0, incident.window.duration_s)],
         "nothing shown": ["SELECT * FROM requests LIMIT 0", "SELECT * FROM logs WHERE false"],
     }
 
 
 KINDS = ["cast to text", "page symptoms", "page symptoms per 5 minutes", "divided by what was seen",
-         "big-table dumps", "nothing shown"]
+         "big-table dumps", "distinct log messages", "starter snippets", "nothing shown"]
 
 
 @pytest.mark.parametrize(("path", "seed"), CASES, ids=lambda c: c.stem if isinstance(c, Path) else f"seed{c}")

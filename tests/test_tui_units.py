@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_tui_support import FIXTURE
 
 from game.hypotheses import Shown
-from game.snippets import METRIC_PLACEHOLDER, midpoint, snippets
+from game.snippets import METRIC_PLACEHOLDER, snippets
 from tui.actions import COMMANDS, SCOPE_TITLES, commands, help_sections, help_text
 from tui.board import Board, BoardItem, evidence_by_hypothesis, latest_notes
 from tui.completion import complete, word_before
@@ -258,12 +258,6 @@ def test_durations_and_clocks() -> None:
 
 
 # ---------------------------------------------------------------- snippets
-
-def test_snippet_timestamps_sit_mid_window_on_a_minute() -> None:
-    assert midpoint(T0, 300) == dt.datetime(2025, 3, 4, 9, 2, 0)
-    assert midpoint(T0, 2400) == dt.datetime(2025, 3, 4, 9, 20, 0)
-    assert "2025-03-04 09:02:00" in next(s.sql for s in snippets(T0, 300) if s.key == "before-after")
-
 
 def test_every_snippet_runs_and_the_latency_one_decomposes_latency(tui_cache: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:

@@ -192,12 +192,11 @@ class Truth:
     mitigation: str
 
 
-def truth(session: Session) -> Truth:
-    """The truth of the session's variant, as its debrief states it."""
+def truth(incident: Incident) -> Truth:
+    """The truth of an incident as its debrief states it (give the session's incident: its variant)."""
     from game.debrief import fault_timeline
     from game.scoring import truth_ids
 
-    incident = session.incident
     titles = {h.id: h.title for h in incident.hypotheses}
     return Truth(tuple(titles[h] for h in truth_ids(incident)), tuple(fault_timeline(incident)),
                  incident.debrief.mitigation.strip())
@@ -224,7 +223,7 @@ def debrief(session: Session, progress: ScoringProgress | None = None) -> Debrie
     markdown = debrief_markdown(session.incident, events, report)
     if session.state == SUBMITTED:
         session.view_debrief()
-    return Debrief(report, markdown, truth(session))
+    return Debrief(report, markdown, truth(session.incident))
 
 
 # ---------------------------------------------------------------- a game in one object

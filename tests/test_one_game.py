@@ -119,6 +119,8 @@ def in_line_mode(path: Path, seed: int, data: Path) -> Seen:
 
 def in_the_terminal(path: Path, seed: int, data: Path) -> Seen:
     from tui.app import ServedrillApp
+    from tui.screens.briefing import BriefingScreen
+    from tui.widgets.board import HypothesisBoard
 
     app = ServedrillApp(incidents=[path], preselect=path.stem, seed=seed, player="tui", data_root=data)
     seen: list[Seen] = []
@@ -130,7 +132,9 @@ def in_the_terminal(path: Path, seed: int, data: Path) -> Seen:
             await until(pilot, lambda: screen_name(app) == "BriefingScreen", what="the briefing")
             await until(pilot, lambda: "ready" in app.marks, what="the telemetry", timeout=120)
             assert f"seed {seed}" in str(app.screen.query_one("#briefing-limits").render())
-            page = app.screen.entry  # the card as the player reads it, once the variant has loaded
+            briefing = app.screen
+            assert isinstance(briefing, BriefingScreen)
+            page = briefing.entry  # the card as the player reads it, once the variant has loaded
             card_board = tuple(title for _, title in page.hypotheses)
             await pilot.press("enter")
             await until(pilot, lambda: "workspace" in app.marks, what="the workspace")
@@ -140,7 +144,7 @@ def in_the_terminal(path: Path, seed: int, data: Path) -> Seen:
             assert count.ok and count.index == 1, "the failed statement took a Qn"
             play = app.play
             assert play is not None and play.telemetry is not None and play.session is not None
-            items = app.screen.query_one("#board").board.items
+            items = app.screen.query_one("#board", HypothesisBoard).board.items
             assert tuple(i.title for i in items) == card_board  # the briefing's board is the workspace's
             seen.append(Seen(page.title, play.telemetry.digest, int(count.raw_rows[0][0]), card_board,
                              api.truth(play.session.incident), _recorded(play.session)))
@@ -167,3 +171,24 @@ def test_the_seeds_make_different_games() -> None:
         variants = [api.load_variant(path, seed) for seed in SEEDS]
         told = {(tuple(s.title for s in v.board), api.truth(v.incident)) for v in variants}
         assert len(told) > 1, f"{path.stem}: seeds {SEEDS} draw the same variant"
+
+
+def test_a_resumed_game_is_the_same_variant_on_the_same_telemetry(cache: Path, tmp_path: Path) -> None:
+    path = next(p for p in VARIANT_INCIDENTS if p.stem == "one-slow-replica")
+    first = api.open_game(path, 7, "api", root=tmp_path)
+    try:
+        first.start()
+        assert first.run_query(FAILING).event is None
+        first.run_query(COUNT)
+        journal, digest, board = first.session.path, first.telemetry.digest, first.board
+    finally:
+        first.close()
+    assert journal is not None
+    again = api.resume_game(journal)
+    try:
+        assert (again.variant.seed, again.telemetry.digest, again.board) == (7, digest, board)
+        assert api.truth(again.session.incident) == api.truth(api.load_variant(path, 7).incident)
+        assert _recorded(again.session) == (COUNT,)
+        assert again.run_query(COUNT).index == 2
+    finally:
+        again.close()

@@ -594,7 +594,7 @@ class WorkspaceScreen(Screen[None]):
                         markup=False)
             return
         try:
-            event = self.session.rank(board.ranking())
+            event = self.play.game.rank(board.ranking())
         except SessionError as exc:
             self.notify(one_line(str(exc), 500), severity="error", markup=False)
             return
@@ -614,7 +614,7 @@ class WorkspaceScreen(Screen[None]):
                         error=True)
             return
         try:
-            self.session.pin(view.index, message.hypothesis, message.stance)
+            self.play.game.pin(view.index, message.hypothesis, message.stance)
         except SessionError as exc:
             board.flash(one_line(str(exc), 300), error=True)
             return
@@ -668,7 +668,7 @@ class WorkspaceScreen(Screen[None]):
             if text is None or text == existing:
                 return
             try:
-                self.session.note(message.hypothesis, text)
+                self.play.game.note(message.hypothesis, text)
             except SessionError as exc:
                 self.notify(one_line(str(exc), 500), severity="error", markup=False)
                 return
@@ -700,7 +700,7 @@ class WorkspaceScreen(Screen[None]):
             if not yes:
                 return
             try:
-                event = self.session.take_hint()
+                event = self.play.game.hint()
             except SessionError as exc:
                 self.notify(one_line(str(exc), 500), severity="error", markup=False)
                 return

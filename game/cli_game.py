@@ -12,7 +12,6 @@ import math
 import os
 import random
 import sys
-import warnings
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,7 +19,7 @@ import click
 
 from game.cli import CommandError, GuardedCommand, emit
 from game.hypotheses import shown_hypotheses
-from game.session import Event, SessionWarning
+from game.session import Event
 
 T = TypeVar("T")
 
@@ -31,10 +30,10 @@ DEAL_SEEDS = 10_000
 
 def _incident(ref: str, seed: int) -> tuple[Any, Path]:
     """The incident `ref` (library id or file) as the variant of `seed`, and its resolved path."""
-    from incidents.loader import find_incident, load_incident
+    from game import api
 
-    path = find_incident(ref)
-    return load_incident(path, seed=seed), path.resolve()
+    variant = api.load_variant(api.find_incident(ref), seed)
+    return variant.incident, variant.path
 
 
 def incident_path(ref: str, seed: int) -> Path:
@@ -50,7 +49,8 @@ def deal(incident: str | None, seed: int | None, rng: random.Random | None = Non
     seed from 0..DEAL_SEEDS-1.
     Raises CommandError when there is nothing to deal from.
     """
-    from incidents.loader import IncidentError, iter_library, load_incident
+    from game import api
+    from incidents.loader import IncidentError, iter_library
 
     rng = rng or random.SystemRandom()
     if seed is None:
@@ -61,7 +61,7 @@ def deal(incident: str | None, seed: int | None, rng: random.Random | None = Non
     while candidates:
         path = rng.choice(candidates)
         try:
-            load_incident(path, seed=seed)
+            api.load_variant(path, seed)
         except IncidentError:
             candidates.remove(path)  # broken files are `servedrill validate`'s business, not the player's
             continue
@@ -74,29 +74,27 @@ def _player(name: str | None) -> str:
 
 
 def _play_plain(path: Path | None, seed: int, player: str, session_path: Path | None = None) -> None:
-    from game.gateway import Gateway
+    from game import api
     from game.plain import PlainGame
-    from game.session import Session
-    from telemetry_gen.cache import ensure_database
 
     if session_path is not None:
-        with warnings.catch_warnings():
-            # shown below, once and without Python's source-line decoration
-            warnings.simplefilter("ignore", SessionWarning)
-            session = Session.resume(session_path)
+        session = api.resume_session(session_path)
         for warning in session.warnings:
             click.echo(f"warning: {warning}", err=True)
+        variant = api.variant_of(session)
     elif path is not None:
-        session = Session.create(path, seed, player)
+        variant = api.load_variant(path, seed)
+        session = api.new_session(variant, player)
     else:
         raise CommandError("no incident or session to play")
     try:
-        incident = session.incident
-        click.echo(f"Preparing telemetry for {incident.id} (seed {session.header.seed}); the first build "
+        click.echo(f"Preparing telemetry for {variant.incident.id} (seed {variant.seed}); the first build "
                    "takes a while...", err=True)
-        info = ensure_database(incident, session.header.seed)
-        with Gateway(Path(info.path)) as gateway:
-            PlainGame(session, gateway, sys.stdin, sys.stdout, telemetry_digest=info.digest).run()
+        game = api.Game(variant, api.open_telemetry(variant), session)
+        try:
+            PlainGame.of(game, sys.stdin, sys.stdout).run()
+        finally:
+            game.telemetry.close()
     finally:
         session.close()
 
@@ -154,8 +152,8 @@ def play_cmd(incident: str | None, seed: int | None, random_deal: bool, player: 
                    f"(play it again: servedrill play {path.stem} --seed {chosen})")
     else:
         chosen = 0 if seed is None else seed
-        path = _incident(incident, chosen)[1] if incident else None
-    _play_plain(path or _pick_incident(), chosen, _player(player))
+        path = _incident(incident, chosen)[1] if incident else _pick_incident()
+    _play_plain(path, chosen, _player(player))
 
 @click.command("resume", cls=GuardedCommand)
 @click.argument("session_id", required=False)

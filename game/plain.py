@@ -6,7 +6,8 @@ with the nearest command ("did you mean") and runs nothing. Every action goes th
 line-mode game is journalled and resumable exactly like a TUI game.
 
 A statement that fails (refused, a SQL error, a timeout, cancelled) is shown and not recorded: it costs
-no query from the budget and gets no Qn (`run_player_query`; the TUI uses the same rule).
+no query from the budget and gets no Qn. That rule is the session's (`Session.run_query`), so the terminal
+and this mode cannot differ on it; the game is opened through `game.api`, as every front end does.
 """
 
 from __future__ import annotations
@@ -26,16 +27,17 @@ from game.session import (
     DEBRIEFED,
     INVESTIGATING,
     SUBMITTED,
-    Event,
     Session,
     SessionError,
     Update,
     transcripts_dir,
 )
 
-if TYPE_CHECKING:  # imported where used: the TUI imports run_player_query from here, and only that
-    from game.gateway import Gateway, QueryResult
+if TYPE_CHECKING:
+    from game.api import Game
+    from game.gateway import QueryResult
     from game.hypotheses import Shown as ShownHypothesis
+    from game.sandbox import Gateway
     from incidents.spec import Incident, Inject
 
 PROMPT = "servedrill> "
@@ -55,7 +57,7 @@ CELL_CHARS = 40
 """A cell is cut to this many characters in a printed table."""
 
 
-def help_text(board: Sequence[Any] = ()) -> str:
+def help_text(board: Sequence[ShownHypothesis] = ()) -> str:
     """The command list, its examples written with this game's hypotheses (`board`: labelled A, B, ...),
     so each example works as typed once a query has run."""
     labels = [str(h.label) for h in board] or ["A", "B", "C"]
@@ -95,19 +97,6 @@ def help_text(board: Sequence[Any] = ()) -> str:
 def _example_shares(n: int) -> list[int]:
     """Percentages for a rank example over `n` hypotheses: falling, summing to 100 (at most five named)."""
     return {1: [100], 2: [70, 30], 3: [60, 30, 10], 4: [60, 25, 10, 5]}.get(n, [50, 25, 10, 10, 5])
-
-
-def run_player_query(session: Session, gateway: Any, sql: str) -> tuple[Event | None, QueryResult]:
-    """Run the player's SQL through the gateway; record it in the session only when it ran. A statement
-    that fails (refused by the gateway, a SQL error, a timeout, cancelled) is returned with event None:
-    not journalled, so it costs no query from the budget, gets no Qn and cannot be pinned. Raises
-    SessionError when the session is not investigating. Blocks while the query runs (a worker thread)."""
-    if session.state != INVESTIGATING:
-        raise SessionError(f"cannot run a query: the session is {session.state}, not investigating")
-    result = gateway.run(sql)
-    if not result.ok:
-        return None, result
-    return session.record_query(result), result
 
 
 def is_sql(line: str) -> bool:
@@ -261,6 +250,12 @@ class PlainGame:
         if self.width is None and _isatty(self.out):
             self.width = shutil.get_terminal_size().columns
 
+    @classmethod
+    def of(cls, game: Game, inp: TextIO, out: TextIO, transcript_root: Path | None = None) -> PlainGame:
+        """Line mode on a game opened through `game.api`."""
+        return cls(game.session, game.telemetry.gateway, inp, out, telemetry_digest=game.telemetry.digest,
+                   transcript_root=transcript_root)
+
     def say(self, text: str = "") -> None:
         self.out.write(text + "\n")
         self.out.flush()
@@ -356,7 +351,7 @@ class PlainGame:
                  "was counted.)")
 
     def _query(self, sql: str) -> None:
-        event, result = run_player_query(self.session, self.gateway, sql)
+        event, result = self.session.run_query(self.gateway, sql)
         if event is not None:
             self.last, self.last_index, self.shown = result, event.data["index"], min(SHOWN_ROWS, len(result.rows))
         self.say(self._result_text(None if event is None else event.data["index"], result))
@@ -453,15 +448,14 @@ class PlainGame:
         self.session.submit(None, discriminator)
 
     def _finish(self) -> None:
-        from game.assess import score_session
-        from game.debrief import debrief_markdown
+        from game.api import debrief
 
         self.say("Scoring: re-running your queries on every hypothesis's world...")
-        report = score_session(self.session.incident, self.session.header.seed, self.session.events)
+        done = debrief(self.session)
+        report = done.report
         # the debrief holds the score table and what each query ruled out: printed once, then the total
-        self.say(debrief_markdown(self.session.incident, self.session.events, report))
+        self.say(done.markdown)
         self.say(f"Score {report.total:.1f} / 100" + ("" if report.submitted else " (not submitted)"))
-        self.session.view_debrief()
         path = self.session.export_transcript(
             transcripts_dir(self.transcript_root) / f"{self.session.session_id}.json", self.telemetry_digest,
             {"total": report.total})

@@ -7,8 +7,6 @@ import re
 from pathlib import Path
 
 from incidents.diagnostics import UnknownIncidentError
-from incidents.pydantic_errors import PATTERN_WORDS
-from incidents.spec import SLUG_RE
 
 LIBRARY_DIR = Path(__file__).resolve().parent
 TEMPLATE_PATH = LIBRARY_DIR / "template.yaml"
@@ -42,6 +40,10 @@ def render_template(incident_id: str) -> str:
 
     Raises ValueError when incident_id is not a slug (lowercase words joined by '-').
     """
+    # imported here: the picker lists the library through this module, and these pull in pydantic
+    from incidents.pydantic_errors import PATTERN_WORDS
+    from incidents.spec import SLUG_RE
+
     if not re.fullmatch(SLUG_RE, incident_id):
         raise ValueError(f"incident id {incident_id!r} is not a slug: {PATTERN_WORDS[SLUG_RE]}")
     text = TEMPLATE_PATH.read_text(encoding="utf-8")

@@ -16,9 +16,10 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where a draw needs it: the picker reads PLACEHOLDER_RE from here
+    import numpy as np
 
 Loc = tuple[str | int, ...]
 
@@ -286,6 +287,8 @@ def _range(name: str, spec: Mapping[str, Any], loc: Loc) -> tuple[Variable | Non
 
 
 def _rng(incident_id: str, seed: int, name: str) -> np.random.Generator:
+    import numpy as np
+
     digest = hashlib.sha256(f"{incident_id}\x00{seed}\x00{name}".encode()).digest()
     return np.random.default_rng(np.frombuffer(digest, dtype=np.uint32))
 

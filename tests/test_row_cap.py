@@ -36,7 +36,7 @@ def test_the_front_ends_default_to_the_cap() -> None:
     from tui.app import ServedrillApp
     from tui.resultview import SHOWN_ROWS as TUI_ROWS
 
-    assert _default(ServedrillApp, "row_cap") == limits.ROW_CAP
+    assert _default(ServedrillApp, "limits") is limits.PLAYER_LIMITS
     assert TUI_ROWS == limits.ROW_CAP  # the TUI's table shows every row the gateway returns
     with pytest.raises(AttributeError):
         limits.PLAYER_LIMITS.row_cap = 5  # type: ignore[misc]  # frozen

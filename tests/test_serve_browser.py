@@ -171,3 +171,70 @@ def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple
     [session] = list((data / "sessions").glob("*.jsonl"))
     header = json.loads(session.read_text(encoding="utf-8").splitlines()[0])
     assert header["incident_id"] == "tui-mini" and header["player"] == "browser"
+
+
+FAILING = "SELECT no_such_column FROM requests"
+
+
+@pytest.mark.skipif(CHROMIUM is None,
+                    reason="Debian chromium is not installed (apt-get install chromium; make test tries)")
+def test_a_browser_tab_plays_the_seeds_variant_and_a_failed_statement_is_free(
+        library_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tab of `serve INCIDENT --seed 7` plays the variant of seed 7 on that variant's telemetry: its
+    session starts on the database `game.api` builds for (incident, 7), as line mode and the terminal do
+    (tests/test_one_game.py). Seed 7, not 0: the tab once built seed 7's traffic from the seed-less
+    incident and differed from every other front end everywhere but seed 0."""
+    from game import api
+
+    assert CHROMIUM is not None
+    path = api.find_incident("one-slow-replica").resolve()
+    data = tmp_path / "data"
+    monkeypatch.setenv("SERVEDRILL_CACHE", str(library_cache))
+    monkeypatch.setenv("SERVEDRILL_DATA", str(data))
+    variant = api.load_variant(path, 7)
+    expected = api.open_telemetry(variant)  # built now, so the tab finds it in the cache
+    expected.close()
+    with serving(["--incidents", str(path), "--seed", "7", "--player", "browser"], tmp_path / "serve.log") as port, \
+            sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            screen = Screen()
+            page.on("websocket", lambda ws: ws.on("framereceived", screen.feed))
+            page.goto(f"http://127.0.0.1:{port}/", timeout=20_000)
+            page.wait_for_selector("body.-first-byte", timeout=20_000)
+
+            def shows(needle: str, what: str, timeout: float = 60) -> None:
+                assert wait_until(lambda: needle in screen.text(), timeout, 0.02, page), (
+                    f"no {what} in the tab ({needle!r}); it shows: {screen.text()[-600:]!r}")
+
+            shows("pick an incident", "picker")
+            page.click("#terminal")
+            page.wait_for_function(FOCUSED_JS, timeout=20_000)
+            page.keyboard.press("Enter")
+            shows("seed 7", "briefing with the seed's telemetry")
+            screen.clear()
+            page.keyboard.press("Enter")
+            shows("Write SQL here", "workspace")
+            assert wait_until(lambda: any(e["kind"] == "start" for e in events(data)), 10, 0.02, page)
+
+            page.keyboard.type(FAILING)
+            page.keyboard.press("F5")
+            shows("not counted", "the failed statement's error")
+            page.keyboard.press("Control+e")
+            page.keyboard.press("Control+u")
+            shows("Write SQL here", "empty editor")
+            page.keyboard.type(SQL)
+            page.keyboard.press("F5")
+            assert wait_until(lambda: len(queries(data)) >= 1, 30, 0.02, page), "the query never ran"
+        finally:
+            browser.close()
+    [session] = list((data / "sessions").glob("*.jsonl"))
+    header = json.loads(session.read_text(encoding="utf-8").splitlines()[0])
+    assert (header["incident_id"], header["seed"]) == (variant.incident.id, 7)
+    [start] = [e for e in events(data) if e["kind"] == "start"]
+    assert start["data"]["telemetry_digest"] == expected.digest
+    [ran] = queries(data)  # the failed statement was not recorded
+    assert ran["index"] == 1 and ran["sql"] == SQL and ran["ok"] is True
+    counts = {row[0]: row[1] for row in ran["rows"]}
+    assert sum(counts.values()) == expected.build.rows["requests"]

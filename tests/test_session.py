@@ -21,6 +21,7 @@ from game.session import (
     DEBRIEFED,
     INVESTIGATING,
     SUBMITTED,
+    Event,
     Session,
     SessionError,
     SessionWarning,
@@ -29,6 +30,7 @@ from game.session import (
     find_session,
     list_unfinished,
     load_transcript,
+    query_event_data,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,8 +131,16 @@ def test_a_query_event_keeps_what_review_and_scoring_need(session: Session) -> N
     assert (data["columns"], data["rows"], data["row_count"]) == (["clock"], [[742.5]], 1)
     for key in ("error", "row_count", "columns", "truncated", "duration_s", "rows"):
         assert key in data
-    failed, _ = session.run_query(_gateway(), "SELECT nothing")
-    assert failed.data["index"] == 2 and failed.data["ok"] is False and "Binder Error" in failed.data["error"]
+
+
+def test_a_statement_that_fails_is_returned_not_recorded(session: Session) -> None:
+    assert session.path is not None
+    before = session.path.read_bytes()
+    failed, result = session.run_query(_gateway(), "SELECT nothing")
+    assert failed is None and result.ok is False and "Binder Error" in (result.error or "")
+    assert session.path.read_bytes() == before and session.queries == []  # free: no Qn, no budget
+    event, _ = session.run_query(_gateway(), CLOCK_SQL)
+    assert event is not None and event.data["index"] == 1
 
 
 @pytest.mark.parametrize(
@@ -211,14 +221,22 @@ def test_nothing_but_the_debrief_after_submit(session: Session) -> None:
 
 def test_pins_need_a_query_that_ran(session: Session) -> None:
     gw = _gateway()
-    session.run_query(gw, "SELECT nothing")  # not in the plan: fails
+    session.run_query(gw, "SELECT nothing")  # not in the plan: fails, and gets no Qn
     session.run_query(gw, CLOCK_SQL)
+    with pytest.raises(SessionError, match="no query Q2"):
+        session.pin(2, "throttle", "supports")
+    with pytest.raises(SessionError, match="stance"):
+        session.pin(1, "throttle", "maybe")
+    assert session.pin(1, _label(session, "throttle"), "supports").data == {
+        "query": 1, "hypothesis": "throttle", "stance": "supports"}
+
+
+def test_a_failed_query_from_an_older_journal_cannot_be_pinned(session: Session) -> None:
+    # journals written before failed statements went free hold them as query events
+    last = session.events[-1]
+    session.replay(Event(last.seq + 1, last.time, "query", query_event_data(_gateway().run("SELECT nothing"), 1)))
     with pytest.raises(SessionError, match="failed"):
         session.pin(1, "throttle", "supports")
-    with pytest.raises(SessionError, match="stance"):
-        session.pin(2, "throttle", "maybe")
-    assert session.pin(2, _label(session, "throttle"), "supports").data == {
-        "query": 2, "hypothesis": "throttle", "stance": "supports"}
 
 
 def test_hints_run_out(session: Session) -> None:

@@ -3,6 +3,7 @@ the editor's helpers. Every check reads what the session recorded or what the sc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from test_tui_support import (
 from textual import events
 
 from game.hypotheses import Shown
+from game.limits import PLAYER_LIMITS
 
 pytestmark = pytest.mark.slow  # drives the app through whole games
 
@@ -234,7 +236,7 @@ def test_escape_cancels_a_running_query_and_the_ui_stays_live(tui_env: Path) -> 
     slow = "SELECT sum(a.range * b.range) FROM range(400000) a, range(400000) b"
 
     async def go() -> None:
-        app = make_app(tui_env, query_timeout_s=120.0)
+        app = make_app(tui_env, limits=dataclasses.replace(PLAYER_LIMITS, timeout_s=120.0))
         async with app.run_test(size=(120, 36)) as pilot:
             await open_workspace(app, pilot)
             app.screen.query_one("#editor").load_text(slow)

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from test_tui_support import FIXTURE
 
 from game.hypotheses import Shown
+from game.library import default_index, filter_entries, read_entry, read_library
 from game.snippets import METRIC_PLACEHOLDER, snippets
 from tui.actions import COMMANDS, SCOPE_TITLES, commands, help_sections, help_text
 from tui.board import Board, BoardItem, evidence_by_hypothesis, latest_notes
 from tui.completion import complete, word_before
 from tui.formatting import cell_text, clock_text, duration_text, one_line
-from tui.library import default_index, filter_entries, read_entry, read_library
 from tui.plotting import Marker, clock_ticks, epoch_seconds, markers_in_range, plot_spec
 from tui.resultview import from_event
 from tui.timeline import fault_strip, span_strip, timeline_text
@@ -434,7 +434,7 @@ def test_key_bar_pins_run_submit_and_help_whatever_has_focus() -> None:
 
 
 def test_coverage_line_counts_incidents_solved_and_their_topics(tmp_path: Path) -> None:
-    from tui.library import LibraryEntry
+    from game.library import LibraryEntry
     from tui.screens.picker import SOLVED_SCORE, coverage_line
 
     entries = [LibraryEntry(tmp_path / "a.yaml", "a", "A", tags=("oom-at-peak", "moe")),
@@ -451,8 +451,8 @@ def test_coverage_line_counts_incidents_solved_and_their_topics(tmp_path: Path) 
 
 
 def test_a_variant_incident_shows_placeholders_hidden_then_its_drawn_text() -> None:
+    from game.library import entry_for_incident, hide_placeholders, read_entry
     from incidents.loader import find_incident, load_incident
-    from tui.library import entry_for_incident, hide_placeholders, read_entry
 
     shown = hide_placeholders("since {{throttle_at|hhmm}} on {{ slow }}, seen {{at + 300|hhmm}}")
     assert shown == "since … on …, seen …"
@@ -467,8 +467,8 @@ def test_a_variant_incident_shows_placeholders_hidden_then_its_drawn_text() -> N
 
 def test_the_briefing_lists_the_hypotheses_in_the_sessions_board_order_by_label() -> None:
     from game.hypotheses import shown_hypotheses
+    from game.library import entry_for_incident
     from incidents.loader import load_incident
-    from tui.library import entry_for_incident
     from tui.screens.briefing import alert_card
 
     incident = load_incident(FIXTURE)

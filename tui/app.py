@@ -14,16 +14,21 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-from game.limits import ROW_CAP, TIMEOUT_S
+from game.api import library
+from game.library import LibraryEntry, library_paths, read_entry
+from game.limits import PLAYER_LIMITS, QueryLimits
 from tui.actions import bindings, commands
 from tui.app_api import Play
-from tui.library import LibraryEntry, read_entry, read_library
+
+if TYPE_CHECKING:
+    from game.api import Telemetry
+    from game.session import Session
 
 CSS_FILE = Path(__file__).with_name("servedrill.tcss")
 
@@ -53,8 +58,7 @@ class ServedrillApp(App[None]):
     - `watch_reveal`: that screen shows the answer (truth, evidence, score) before the candidate submits;
     - `clock`: wall clock in epoch seconds for the elapsed-time display;
     - `steady`: no blinking cursors and no query timings, so screenshots are repeatable;
-    - `query_timeout_s`, `row_cap`: limits handed to the query gateway (seconds, rows; default the player's,
-      game.limits)."""
+    - `limits`: the query gateway's limits (default the player's, game.limits)."""
 
     CSS_PATH = CSS_FILE
     TITLE = "servedrill"
@@ -75,8 +79,7 @@ class ServedrillApp(App[None]):
         watch_reveal: bool = False,
         clock: Callable[[], float] = time.time,
         steady: bool = False,
-        query_timeout_s: float = TIMEOUT_S,
-        row_cap: int = ROW_CAP,
+        limits: QueryLimits = PLAYER_LIMITS,
         ask_player: bool = False,
     ) -> None:
         super().__init__()
@@ -90,8 +93,7 @@ class ServedrillApp(App[None]):
         self.watch_reveal = watch_reveal
         self.clock = clock
         self.steady = steady
-        self.query_timeout_s = query_timeout_s
-        self.row_cap = row_cap
+        self.limits = limits
         self.ask_player = ask_player
         self.play: Play | None = None
         self.marks: dict[str, float] = {}
@@ -113,7 +115,7 @@ class ServedrillApp(App[None]):
 
         if self.steady:
             self.theme = "textual-dark"
-        self.push_screen(PickerScreen(read_library(self.incident_paths), self.preselect))
+        self.push_screen(PickerScreen(library(self.incident_paths), self.preselect))
         if self.ask_player:
             from tui.screens.dialogs import PlayerNameScreen
 
@@ -288,30 +290,35 @@ class ServedrillApp(App[None]):
         self.play = Play(entry, seed=self.seed)
         self.push_screen(BriefingScreen(entry, resume_path=resume_path))
 
-    def adopt_telemetry(self, build: Any, gateway: Any, seed: int) -> None:
-        """Take over a freshly opened gateway (closing any previous one)."""
+    def adopt_telemetry(self, telemetry: Telemetry) -> None:
+        """Take over freshly opened telemetry (closing any previous one)."""
         if self.play is None:
-            gateway.close()
+            telemetry.close()
             return
-        if self.play.gateway is not None and self.play.gateway is not gateway:
-            self.play.gateway.close()
-        self.play.build, self.play.gateway, self.play.seed = build, gateway, seed
+        if self.play.telemetry is not None and self.play.telemetry is not telemetry:
+            self.play.telemetry.close()
+        self.play.telemetry, self.play.seed = telemetry, telemetry.seed
 
-    def adopt_session(self, session: Any) -> None:
+    def adopt_session(self, session: Session) -> None:
+        from game.api import variant_of
+
         if self.play is None:
             session.close()
             return
         if self.play.session is not None and self.play.session is not session:
             self.play.session.close()
         self.play.session = session
-        self.play.incident = session.incident
+        self.play.variant = variant_of(session)
 
-    def start_session(self, session: Any) -> None:
+    def start_session(self, session: Session) -> None:
         """Leave the briefing of a session still in its briefing state."""
+        from game.api import start
         from game.session import SessionError
 
+        if self.play is None or self.play.telemetry is None:
+            return
         try:
-            session.start(self.play.build.digest if self.play and self.play.build else None)
+            start(session, self.play.telemetry)
         except SessionError as exc:
             self.notify(str(exc), severity="error", markup=False)
             self.drop_typeahead()
@@ -343,7 +350,7 @@ class ServedrillApp(App[None]):
         while len(self.screen_stack) > 1 and not isinstance(self.screen, PickerScreen):
             self.pop_screen()
 
-    def export_transcript(self, score: Mapping[str, Any] | None = None) -> Path | None:
+    def export_transcript(self, score: Mapping[str, float] | None = None) -> Path | None:
         """Write the session's transcript to the transcripts folder, with `score` (`{"total": ...}`
         once scored: what the picker shows as the best score); None (and a notice) on failure."""
         from game.session import SessionError, transcripts_dir
@@ -353,7 +360,8 @@ class ServedrillApp(App[None]):
             return None
         target = transcripts_dir(self.data_root) / f"{play.session.session_id}.json"
         try:
-            return play.session.export_transcript(target, play.build.digest if play.build else None, score)
+            digest = play.telemetry.digest if play.telemetry else None
+            return play.session.export_transcript(target, digest, score)
         except (OSError, SessionError) as exc:
             self.call_later(self.notify, f"Cannot write the transcript: {exc}", severity="error", markup=False)
             return None
@@ -437,8 +445,6 @@ def entry_for_session(path: Path) -> LibraryEntry:
     """The picker entry for a session file's incident, read from its header line (no full load)."""
     import json
 
-    from tui.library import library_paths
-
     try:
         with open(path, encoding="utf-8") as fh:
             header = json.loads(fh.readline())
@@ -458,8 +464,6 @@ def run(incident: Path | str | None = None, seed: int = 0, player: str | None = 
     outside the library joins the list. `ask_player`: ask the player's name first (browser tabs)."""
     paths: list[Path] | None = None
     if incident is not None and Path(str(incident)).is_file():
-        from tui.library import library_paths
-
         paths = [*(Path(p) for p in incidents or library_paths()), Path(str(incident))]
     elif incidents is not None:
         paths = [Path(p) for p in incidents]

@@ -11,33 +11,58 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from textual.app import App
 
-from tui.library import LibraryEntry
+from game.library import LibraryEntry
+from game.limits import QueryLimits
+
+if TYPE_CHECKING:
+    from game.api import Game, Telemetry, Variant
+    from game.sandbox import Gateway
+    from game.session import Session
+    from incidents.spec import Incident
 
 
 @dataclass
 class Play:
-    """The game in progress: its incident file, and once ready its checked incident, telemetry
-    database, query gateway and session. `seed` is the telemetry seed the database was built with."""
+    """The game in progress, as it arrives piece by piece (`game.api`'s staged calls): its library entry,
+    then the variant (the incident at `seed`), its telemetry (database and gateway) and the session."""
 
     entry: LibraryEntry
     seed: int = 0
-    incident: Any = None
-    build: Any = None
-    gateway: Any = None
-    session: Any = None
+    variant: Variant | None = None
+    telemetry: Telemetry | None = None
+    session: Session | None = None
     flush_draft: Callable[[], None] | None = None
     """Set by the workspace: writes its pending draft (the board, the editor) now."""
+
+    @property
+    def incident(self) -> Incident | None:
+        """The incident as the variant of the game's seed (None until it has loaded)."""
+        if self.session is not None:
+            return self.session.incident
+        return None if self.variant is None else self.variant.incident
+
+    @property
+    def gateway(self) -> Gateway | None:
+        return None if self.telemetry is None else self.telemetry.gateway
+
+    @property
+    def game(self) -> Game:
+        """The game once variant, telemetry and session are all there (the workspace and later)."""
+        from game.api import Game
+
+        assert self.variant is not None and self.telemetry is not None and self.session is not None
+        return Game(self.variant, self.telemetry, self.session)
 
     def close(self) -> None:
         """Stop any query, close the gateway, write the draft and release the session file (resumable
         later)."""
-        if self.gateway is not None:
-            self.gateway.close()
-            self.gateway = None
+        if self.telemetry is not None:
+            self.telemetry.close()
+            self.telemetry = None
         if self.flush_draft is not None:
             flush, self.flush_draft = self.flush_draft, None
             with contextlib.suppress(Exception):  # a draft is best effort; the journal is what counts
@@ -52,15 +77,14 @@ class GameApp(Protocol):
 
     Settings: `seed` (telemetry seed for new sessions), `player`, `data_root` (sessions and transcripts;
     None: game.session.data_dir()), `clock` (epoch seconds), `steady` (repeatable screenshots),
-    `query_timeout_s` (seconds) and `row_cap` (rows) for the query gateway. `play`: the game in progress."""
+    `limits` for the query gateway (game.limits). `play`: the game in progress."""
 
     seed: int
     player: str
     data_root: Path | None
     clock: Callable[[], float]
     steady: bool
-    query_timeout_s: float
-    row_cap: int
+    limits: QueryLimits
     play: Play | None
 
     def mark(self, name: str) -> None: ...
@@ -69,13 +93,13 @@ class GameApp(Protocol):
     def release_typeahead(self) -> None: ...
     def start_world_build(self, incident_path: Path | str, seed: int) -> None: ...
     def open_briefing(self, entry: LibraryEntry, resume_path: Path | None = None) -> None: ...
-    def adopt_telemetry(self, build: Any, gateway: Any, seed: int) -> None: ...
-    def adopt_session(self, session: Any) -> None: ...
-    def start_session(self, session: Any) -> None: ...
+    def adopt_telemetry(self, telemetry: Telemetry) -> None: ...
+    def adopt_session(self, session: Session) -> None: ...
+    def start_session(self, session: Session) -> None: ...
     def enter_session(self) -> None: ...
     def show_debrief(self) -> None: ...
     def leave_game(self) -> None: ...
-    def export_transcript(self, score: Mapping[str, Any] | None = None) -> Path | None: ...
+    def export_transcript(self, score: Mapping[str, float] | None = None) -> Path | None: ...
 
 
 def game_app(app: App[Any]) -> GameApp:

@@ -64,6 +64,7 @@ def _child_briefing(incident: str, seed: int, data_root: str) -> None:
 def _child_queries(incident: str, seed: int, data_root: str, runs: int) -> None:
     """Child process: start a session, then time `runs` queries from F5 to painted rows."""
     from tui.app import ServedrillApp
+    from tui.widgets.sql_editor import SqlEditor
 
     app = ServedrillApp(incidents=[incident], preselect=incident, seed=seed, data_root=Path(data_root))
     times: list[float] = []
@@ -77,7 +78,7 @@ def _child_queries(incident: str, seed: int, data_root: str, runs: int) -> None:
             while type(app.screen).__name__ != "WorkspaceScreen":
                 await asyncio.sleep(0.005)
             await app.workers.wait_for_complete()
-            editor = app.screen.query_one("#editor")
+            editor = app.screen.query_one("#editor", SqlEditor)
             for _ in range(runs):
                 editor.load_text(QUERY)
                 app.marks.pop("rows", None)
@@ -105,12 +106,13 @@ def run_tui_bench(incident: str = "one-slow-replica", seed: int = 0, runs: int =
     """Run both measurements in child processes; figures in seconds and milliseconds as named.
     `runs` 0 skips the query measurement (its figures are then 0)."""
     try:
-        from game.incidents_api import ensure_database, find_incident, load_incident
+        from game import api
 
-        path = find_incident(incident).resolve()
+        path = api.find_incident(incident).resolve()
         t0 = time.perf_counter()
-        info = ensure_database(load_incident(path), seed)
-        build_s = 0.0 if info.cached else round(time.perf_counter() - t0, 3)
+        telemetry = api.open_telemetry(api.load_variant(path, seed))
+        telemetry.close()  # the build is what is timed here; each child opens its own gateway
+        build_s = 0.0 if telemetry.build.cached else round(time.perf_counter() - t0, 3)
         briefing: list[float] = []
         picker: list[float] = []
         ready: list[float] = []
@@ -124,7 +126,7 @@ def run_tui_bench(incident: str = "one-slow-replica", seed: int = 0, runs: int =
                 picker.append(marks["picker_at"] - started)
                 ready.append(marks["ready_at"] - started)
                 cpu.append(marks["briefing_cpu_s"])
-            queried = {"query_s": []}
+            queried: dict[str, Any] = {"query_s": []}
             if runs > 0:
                 _, queried = _spawn("from tui.bench import _child_queries; "
                                     f"_child_queries({str(path)!r}, {seed}, {data_root!r}, {runs})")
@@ -135,7 +137,7 @@ def run_tui_bench(incident: str = "one-slow-replica", seed: int = 0, runs: int =
         "target": "tui",
         "ok": True,
         "incident": path.stem,
-        "rows": info.rows.get("requests", 0),
+        "rows": telemetry.build.rows.get("requests", 0),
         "database_build_s": build_s,
         "picker_s": round(statistics.median(picker), 3),
         "briefing_s": round(statistics.median(briefing), 3),

@@ -157,7 +157,7 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
 
         incident_path(incident, 0 if seed is None else seed)  # fail now, not per tab
     elif incident and not Path(incident).is_file() and incident not in {p.stem for p in files}:
-        from tui.library import read_entry
+        from game.library import read_entry
 
         if incident not in {read_entry(p).id for p in files}:
             fail(f"incident {incident!r} is not among the --incidents files")

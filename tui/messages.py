@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
+
+if TYPE_CHECKING:
+    from game.api import Telemetry, Variant
+    from game.hypotheses import Shown
+    from game.scoring import ScoreReport
+    from game.session import Event, Session, SessionSummary
+    from tui.resultview import ResultView
 
 
 class BuildProgress(Message):
@@ -17,24 +24,22 @@ class BuildProgress(Message):
 
 
 class IncidentLoaded(Message):
-    """The full loader accepted the incident; `unfinished` are its resumable sessions; `board` its
-    hypotheses as the session shows them (`game.hypotheses.Shown`, in the seed's shuffled order)."""
+    """The full loader accepted the incident as the variant of the game's seed; `unfinished` are its
+    resumable sessions; `board` its hypotheses as the session shows them (in the seed's shuffled order)."""
 
-    def __init__(self, incident: Any, unfinished: list[Any], board: list[Any] | None = None) -> None:
+    def __init__(self, variant: Variant, unfinished: list[SessionSummary], board: list[Shown] | None = None) -> None:
         super().__init__()
-        self.incident = incident
+        self.variant = variant
         self.unfinished = unfinished
         self.board = board or []
 
 
 class TelemetryReady(Message):
-    """The incident database is built (or was cached) and a gateway is open on it."""
+    """The variant's database is built (or was cached) and a gateway is open on it."""
 
-    def __init__(self, build: Any, gateway: Any, seed: int) -> None:
+    def __init__(self, telemetry: Telemetry) -> None:
         super().__init__()
-        self.build = build
-        self.gateway = gateway
-        self.seed = seed
+        self.telemetry = telemetry
 
 
 class PrepareFailed(Message):
@@ -44,7 +49,7 @@ class PrepareFailed(Message):
 
 
 class SessionOpened(Message):
-    def __init__(self, session: Any, warnings: list[str]) -> None:
+    def __init__(self, session: Session, warnings: list[str]) -> None:
         super().__init__()
         self.session = session
         self.warnings = warnings
@@ -64,9 +69,9 @@ class SchemaLoaded(Message):
 
 
 class QueryDone(Message):
-    """A query finished (well or not) and was recorded as event `event`."""
+    """A query finished: recorded as `event`, or None when it failed (free, not recorded)."""
 
-    def __init__(self, event: Any, view: Any) -> None:
+    def __init__(self, event: Event | None, view: ResultView) -> None:
         super().__init__()
         self.event = event
         self.view = view
@@ -100,7 +105,8 @@ class ScoringProgress(Message):
 
 
 class DebriefReady(Message):
-    def __init__(self, report: Any, markdown: str, transcript: str | None, error: str | None = None) -> None:
+    def __init__(self, report: ScoreReport | None, markdown: str, transcript: str | None,
+                 error: str | None = None) -> None:
         super().__init__()
         self.report = report
         self.markdown = markdown

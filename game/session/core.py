@@ -298,17 +298,22 @@ class Session:
         """Leave the briefing. `telemetry_digest` (the incident database's) goes into the transcript."""
         return self._record(START, {"telemetry_digest": telemetry_digest})
 
-    def run_query(self, gateway: _Runs, sql: str) -> tuple[Event, QueryResult]:
-        """Run `sql` through the gateway and record it. Refused before the gateway runs anything when
+    def run_query(self, gateway: _Runs, sql: str) -> tuple[Event | None, QueryResult]:
+        """Run `sql` through the gateway and record it when it ran. A statement that fails (refused by the
+        gateway, a SQL error, a timeout, cancelled) comes back with event None: not journalled, so it costs
+        no query from the budget, gets no Qn and cannot be pinned; this is the game's one place for that
+        rule, so every front end plays by it. Refused (SessionError) before the gateway runs anything when
         the session is not investigating. Blocks while the query runs (call from a worker thread)."""
         with self._lock:
             self._rules.require(State.INVESTIGATING, "run a query")
         # not under the lock: the board stays usable while a slow query runs
         result = gateway.run(sql)
-        return self.record_query(result), result
+        if not result.ok:
+            return None, result
+        return self._record_query(result), result
 
-    def record_query(self, result: QueryResult) -> Event:
-        """Record a query the caller ran through the gateway itself."""
+    def _record_query(self, result: QueryResult) -> Event:
+        """Record a result that ran (`run_query` decides which do)."""
         with self._lock:
             return self._record(QUERY, query_event_data(result, self._rules.next_query()))
 

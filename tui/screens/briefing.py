@@ -5,9 +5,8 @@ telemetry database with a progress bar, and opens the query gateway on it."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import ComposeResult
@@ -16,10 +15,10 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
+from game.library import LibraryEntry, entry_for_incident
 from tui.actions import bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.formatting import clock_text
-from tui.library import LibraryEntry, entry_for_incident
 from tui.messages import (
     BuildProgress,
     IncidentLoaded,
@@ -30,6 +29,9 @@ from tui.messages import (
 )
 from tui.text import clean, literal, one_line, template
 from tui.widgets.keybar import KeyBar
+
+if TYPE_CHECKING:
+    from game.session import Session, SessionSummary
 
 
 def alert_card(entry: LibraryEntry, hints: list[str] | None = None) -> Content:
@@ -74,7 +76,7 @@ class BriefingScreen(Screen[None]):
         self.resume_path = resume_path
         self.review = review
         self.hints = hints or []
-        self.unfinished: list[Any] = []
+        self.unfinished: list[SessionSummary] = []
         self.ready = False
         self.failed = False
         self.wanted: str | None = None  # "continue" or "new", pressed before the telemetry was ready
@@ -117,28 +119,25 @@ class BriefingScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="prepare", exit_on_error=False)
     def _prepare(self, resume_path: Path | None) -> None:
-        from game.gateway import Gateway
-        from game.hypotheses import shown_hypotheses
-        from game.incidents_api import IncidentError, ensure_database, load_incident
-        from game.session import Session, SessionError, list_unfinished
+        from game import api
+        from game.api import IncidentError
+        from game.session import SessionError, list_unfinished
 
         served = self.served
         try:
             if resume_path is not None:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    session = Session.resume(resume_path)
-                incident, seed = session.incident, session.header.seed
-                self.post_message(IncidentLoaded(incident, [], session.board))
+                session = api.resume_session(resume_path)
+                variant = api.variant_of(session)
+                self.post_message(IncidentLoaded(variant, [], session.board))
                 self.post_message(SessionOpened(session, list(session.warnings)))
             else:
-                incident, seed = load_incident(self.entry.path), served.seed
+                # the variant of the game's seed: the card, the board and the telemetry all come from it
+                variant = api.load_variant(self.entry.path, served.seed)
                 # a session open elsewhere (another tab of `servedrill serve`, another terminal) is not ours
                 mine = [s for s in list_unfinished(served.data_root)
-                        if s.incident_id == incident.id and s.player == served.player and not s.in_use]
-                self.post_message(IncidentLoaded(incident, mine, shown_hypotheses(incident, seed)))
-            info = ensure_database(incident, seed, progress=self._progress)
-            gateway = Gateway(Path(info.path), timeout_s=served.query_timeout_s, row_cap=served.row_cap)
+                        if s.incident_id == variant.incident.id and s.player == served.player and not s.in_use]
+                self.post_message(IncidentLoaded(variant, mine, variant.board))
+            telemetry = api.open_telemetry(variant, limits=served.limits, progress=self._progress)
         except IncidentError as exc:
             self.post_message(PrepareFailed([str(d) for d in exc.diagnostics] or ["invalid incident"]))
             return
@@ -148,8 +147,8 @@ class BriefingScreen(Screen[None]):
         except Exception as exc:  # the worker's boundary: show it, never crash the app
             self.post_message(PrepareFailed([f"internal error: {type(exc).__name__}: {exc}"]))
             return
-        if not self.post_message(TelemetryReady(info, gateway, seed)):
-            gateway.close()  # the player left this briefing meanwhile
+        if not self.post_message(TelemetryReady(telemetry)):
+            telemetry.close()  # the player left this briefing meanwhile
 
     def _progress(self, fraction: float, stage: str) -> None:
         pct = int(fraction * 100)
@@ -165,9 +164,9 @@ class BriefingScreen(Screen[None]):
         self.query_one(ProgressBar).update(progress=message.fraction * 100)
 
     def on_incident_loaded(self, message: IncidentLoaded) -> None:
-        self.play.incident = message.incident
+        self.play.variant = message.variant
         # the card was painted from a quick peek at the file; now show this seed's variant of it
-        self.entry = entry_for_incident(self.entry, message.incident, message.board)
+        self.entry = entry_for_incident(self.entry, message.variant.incident, message.board)
         self.query_one("#alert-card", Static).update(alert_card(self.entry, self.hints))
         self.query_one("#briefing-limits", Static).update(limits_text(self.entry))
         self.unfinished = message.unfinished
@@ -176,13 +175,14 @@ class BriefingScreen(Screen[None]):
         self.refresh_bindings()
 
     def on_telemetry_ready(self, message: TelemetryReady) -> None:
-        self.served.adopt_telemetry(message.build, message.gateway, message.seed)
+        telemetry = message.telemetry
+        self.served.adopt_telemetry(telemetry)
         self.ready = True
-        rows = message.build.rows.get("requests", 0)
-        how = "cached" if message.build.cached else f"built in {message.build.build_s:.1f} s"
+        rows = telemetry.build.rows.get("requests", 0)
+        how = "cached" if telemetry.build.cached else f"built in {telemetry.build.build_s:.1f} s"
         self.query_one("#prepare-stage", Static).update(f"Telemetry ready ({how}): {rows:,} requests.")
         # the seed picks the variant and the telemetry: what a player quotes to replay this exact game
-        self.query_one("#briefing-limits", Static).update(f"{limits_text(self.entry)} · seed {message.seed}")
+        self.query_one("#briefing-limits", Static).update(f"{limits_text(self.entry)} · seed {telemetry.seed}")
         self.query_one(ProgressBar).update(progress=100)
         self.served.mark("ready")
         self._show_action()
@@ -279,20 +279,21 @@ class BriefingScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="session", exit_on_error=False)
     def _open_session(self, resume_path: Path | None) -> None:
-        from game.session import Session, SessionError
+        from game import api
+        from game.session import SessionError
 
         served, play = self.served, self.play
         try:
             if resume_path is not None:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    session = Session.resume(resume_path)
+                session = api.resume_session(resume_path)
                 if session.header.seed != play.seed:
                     self._reopen_telemetry(session)
             else:
-                session = Session.create(self.entry.path, play.seed, served.player, root=served.data_root)
+                assert play.variant is not None  # _begin waits for the incident to load
+                session = api.new_session(play.variant, served.player, root=served.data_root)
             if session.state == "briefing":
-                session.start(play.build.digest if play.build else None)
+                assert play.telemetry is not None  # _begin waits for the telemetry
+                api.start(session, play.telemetry)
         except SessionError as exc:
             self.post_message(SessionFailed(str(exc)))
             return
@@ -302,11 +303,9 @@ class BriefingScreen(Screen[None]):
         if not self.post_message(SessionOpened(session, list(session.warnings))):
             session.close()  # the player left this briefing meanwhile
 
-    def _reopen_telemetry(self, session: Any) -> None:
-        """A resumed session with another seed needs that seed's database (worker thread)."""
-        from game.gateway import Gateway
-        from game.incidents_api import ensure_database
+    def _reopen_telemetry(self, session: Session) -> None:
+        """A resumed session with another seed needs its own variant's database (worker thread)."""
+        from game import api
 
-        info = ensure_database(session.incident, session.header.seed, progress=self._progress)
-        gateway = Gateway(Path(info.path), timeout_s=self.served.query_timeout_s, row_cap=self.served.row_cap)
-        self.call_from_thread(self.served.adopt_telemetry, info, gateway, session.header.seed)
+        telemetry = api.open_telemetry(api.variant_of(session), limits=self.served.limits, progress=self._progress)
+        self.app.call_from_thread(self.served.adopt_telemetry, telemetry)

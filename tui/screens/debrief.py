@@ -7,7 +7,7 @@ a worker, with a progress line); this screen only lays them out and writes the f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import ComposeResult
@@ -21,6 +21,11 @@ from tui.messages import DebriefReady, ScoringProgress
 from tui.text import bounded, editable, one_line, template
 from tui.widgets.keybar import KeyBar
 
+if TYPE_CHECKING:
+    from game.api import Debrief
+    from game.scoring import ScoreReport
+    from game.session import Session
+
 MAX_DEBRIEF_CHARS = 2_000_000
 """The debrief document shown (and exported) is cut at this many characters."""
 
@@ -28,7 +33,7 @@ GROUPS = (("conclusion", "conclusion"), ("evidence", "evidence"), ("pins", "pins
 """Score component groups shown on the score line, with their names there; penalties follow."""
 
 
-def score_markup(report: Any) -> str:
+def score_markup(report: ScoreReport) -> str:
     """Total, points per group and the penalties, as Rich markup."""
     parts = []
     for group, title in GROUPS:
@@ -48,13 +53,12 @@ def progress_markup(name: str, done: int, total: int) -> str:
             f"of {total} ({what})…")
 
 
-def debrief_document(incident: Any, events: list[Any], report: Any, board: list[Any] | None = None) -> str:
-    """debrief_markdown followed by the query timeline (rivals named by their `board` labels)."""
-    from game.debrief import debrief_markdown
+def debrief_document(session: Session, debrief: Debrief) -> str:
+    """The game's debrief followed by the query timeline (rivals named by the session's board labels)."""
     from tui.timeline import timeline_markdown
 
-    document = debrief_markdown(incident, events, report).rstrip() + "\n\n" + timeline_markdown(
-        incident, events, report.per_query, board)
+    document = debrief.markdown.rstrip() + "\n\n" + timeline_markdown(
+        session.incident, session.events, debrief.report.per_query, session.board)
     # the player's SQL, notes and the interviewer's words are in it: no control character reaches the
     # terminal (Markdown does not read Rich markup, so "[/x]" is already shown as written)
     return bounded(editable(document), MAX_DEBRIEF_CHARS)
@@ -65,7 +69,7 @@ class DebriefScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.report: Any = None
+        self.report: ScoreReport | None = None
         self.markdown = ""
         self.transcript: Path | None = None
 
@@ -85,16 +89,15 @@ class DebriefScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="debrief", exit_on_error=False)
     def _prepare(self) -> None:
-        from game.assess import score_session
+        from game.api import debrief
 
         served = self.served
-        session = served.play.session  # type: ignore[union-attr]
+        assert served.play is not None and served.play.session is not None  # the debrief follows a session
+        session = served.play.session
         try:
-            events = session.events
-            report = score_session(session.incident, session.header.seed, events, progress=self._progress)
-            document = debrief_document(session.incident, events, report, session.board)
-            if session.state == "submitted":
-                session.view_debrief()
+            done = debrief(session, progress=self._progress)
+            report = done.report
+            document = debrief_document(session, done)
             path = served.export_transcript({"total": report.total})
         except Exception as exc:  # the worker's boundary: report it on screen
             self.post_message(DebriefReady(None, "", None, f"{type(exc).__name__}: {exc}"))
@@ -114,6 +117,7 @@ class DebriefScreen(Screen[None]):
         if message.error:
             status.update(template("[b red]Could not build the debrief:[/] $error", error=one_line(message.error, 500)))
             return
+        assert message.report is not None  # only an error comes without a report
         self.report, self.markdown = message.report, message.markdown
         self.transcript = Path(message.transcript) if message.transcript else None
         self.query_one("#debrief-score", Static).update(score_markup(message.report))

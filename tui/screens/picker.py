@@ -13,11 +13,10 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from game.library_view import TOPICS, covers, topic_coverage
+from game.library import TOPICS, LibraryEntry, covers, default_index, filter_entries, topic_coverage
 from tui.actions import bindings
 from tui.app_api import GameApp, game_app
 from tui.formatting import one_line
-from tui.library import LibraryEntry, default_index, filter_entries
 from tui.messages import LibraryScanned
 from tui.text import literal, template
 from tui.widgets.keybar import KeyBar

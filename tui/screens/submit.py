@@ -58,7 +58,9 @@ class SubmitScreen(ModalScreen[bool]):
         return game_app(self.app)
 
     def compose(self) -> ComposeResult:
-        session = self.served.play.session  # type: ignore[union-attr]
+        play = self.served.play
+        assert play is not None and play.session is not None  # submitting is from the workspace
+        session = play.session
         with Vertical(id="submit-dialog", classes="dialog"):
             yield Label("[b]Submit your diagnosis[/b]")
             with VerticalScroll(id="submit-scroll"):
@@ -104,7 +106,8 @@ class SubmitScreen(ModalScreen[bool]):
         from game.session import SessionError
 
         try:
-            self.served.play.session.submit(self.board.ranking())  # type: ignore[union-attr]
+            assert self.served.play is not None
+            self.served.play.game.submit(self.board.ranking())
         except SessionError as exc:
             self.query_one("#submit-error", Static).update(template("[b red]$error[/]", error=one_line(str(exc), 400)))
             return

@@ -8,8 +8,9 @@ rest, chosen by a one-line pane bar or a key per pane (ctrl+o results, ctrl+g pl
 tables, ctrl+l queries, F4 updates; ctrl+e the editor). In either, ctrl+f gives the focused pane the
 whole screen. Focus stays where the player put it: nothing but these keys moves it.
 
-Every change goes through the session: queries run in a thread worker via `Session.run_query`, pins and
-notes are recorded at once, the ranking when the player saves it or submits.
+Every change goes through the game (`game.api`): queries run in a thread worker via `Game.run_query`, where
+a statement that fails costs nothing; pins and notes are recorded at once, the ranking when the player
+saves it or submits.
 
 Updates (the incident's timed injects and what the interviewer sends through the session's inbox) are
 polled twice a second and after each query (`Session.due_updates`); each one is a notification and an
@@ -23,7 +24,7 @@ tui/resultview.py, dialogs in tui/screens/dialogs.py."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -32,6 +33,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
 
+from game.library import entry_for_incident
 from game.snippets import snippets
 from tui.actions import PANE_SCOPES, bindings
 from tui.app_api import GameApp, Play, game_app
@@ -50,6 +52,9 @@ from tui.widgets.results import ResultsPanel
 from tui.widgets.schema import SchemaTree
 from tui.widgets.sql_editor import CompletionMenu, SqlEditor
 from tui.widgets.updates_feed import UpdatesFeed, update_title
+
+if TYPE_CHECKING:
+    from game.session import Session
 
 MARKER_KINDS = ("deploy", "restart", "crash")
 """Change-log kinds marked on plots."""
@@ -119,7 +124,8 @@ class WorkspaceScreen(Screen[None]):
         return self.served.play
 
     @property
-    def session(self) -> Any:
+    def session(self) -> Session:
+        assert self.play.session is not None  # the workspace opens on a session
         return self.play.session
 
     # ------------------------------------------------------------ layout
@@ -346,6 +352,7 @@ class WorkspaceScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="schema", exit_on_error=False)
     def _load_schema(self) -> None:
         gateway = self.play.gateway
+        assert gateway is not None  # the workspace opens once the telemetry is ready
         try:
             catalog = gateway.catalog()
         except Exception:
@@ -428,16 +435,14 @@ class WorkspaceScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="query", exit_on_error=False)
     def _run(self, sql: str) -> None:
-        from game.plain import run_player_query
         from game.session import SessionError
 
         try:
-            # a statement that fails is shown, not recorded: it costs no query (game.plain)
-            event, result = run_player_query(self.session, self.play.gateway, sql)
+            ran = self.play.game.run_query(sql)
         except SessionError as exc:
             self.post_message(QueryRefused(str(exc)))
             return
-        self.post_message(QueryDone(event, from_result(0 if event is None else event.data["index"], result)))
+        self.post_message(QueryDone(ran.event, from_result(ran.index or 0, ran.result)))
 
     def on_query_done(self, message: QueryDone) -> None:
         self.running = False
@@ -589,7 +594,7 @@ class WorkspaceScreen(Screen[None]):
                         markup=False)
             return
         try:
-            event = self.session.rank(board.ranking())
+            event = self.play.game.rank(board.ranking())
         except SessionError as exc:
             self.notify(one_line(str(exc), 500), severity="error", markup=False)
             return
@@ -609,7 +614,7 @@ class WorkspaceScreen(Screen[None]):
                         error=True)
             return
         try:
-            self.session.pin(view.index, message.hypothesis, message.stance)
+            self.play.game.pin(view.index, message.hypothesis, message.stance)
         except SessionError as exc:
             board.flash(one_line(str(exc), 300), error=True)
             return
@@ -663,7 +668,7 @@ class WorkspaceScreen(Screen[None]):
             if text is None or text == existing:
                 return
             try:
-                self.session.note(message.hypothesis, text)
+                self.play.game.note(message.hypothesis, text)
             except SessionError as exc:
                 self.notify(one_line(str(exc), 500), severity="error", markup=False)
                 return
@@ -695,7 +700,7 @@ class WorkspaceScreen(Screen[None]):
             if not yes:
                 return
             try:
-                event = self.session.take_hint()
+                event = self.play.game.hint()
             except SessionError as exc:
                 self.notify(one_line(str(exc), 500), severity="error", markup=False)
                 return
@@ -708,7 +713,6 @@ class WorkspaceScreen(Screen[None]):
                                            f"It costs {cost} points."), take)
 
     def action_briefing(self) -> None:
-        from tui.library import entry_for_incident
         from tui.screens.briefing import BriefingScreen
 
         hints = [str(e.data.get("text", "")) for e in self.session.events if e.kind == "hint"]

@@ -1,21 +1,33 @@
-"""A quick look at incident files for the picker and the briefing card, without the full loader.
+"""What the incident library shows a player before an incident is opened: a quick look at each file.
 
 The full loader (`incidents.loader.load_incident`) validates everything and pulls in pydantic and
-DuckDB; the picker only needs a few display fields of each file to paint at once. The real load
-happens in a worker when the player opens an incident, and its diagnostics win over this peek.
-"""
+DuckDB; the picker only needs a few display fields of each file to paint at once. This peek reads a file
+with the loader's own hardened YAML reader (size cap, no aliases bombs, duplicate keys refused), so a file
+that cannot be trusted is listed with its problem rather than half-read. The real load happens when the
+player opens an incident (`game.api.load_variant`), and its diagnostics win over this peek.
+
+Only symptom tags are shown before the debrief: topic tags can name the cause (`incidents.coverage`)."""
 
 from __future__ import annotations
 
-import importlib.util
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-MAX_PEEK_BYTES = 1 << 20
-"""Files larger than this (bytes) are listed by name only; the loader refuses them anyway."""
+from incidents.coverage import TOPICS, Topic, covers, topic_coverage, visible_tags
+from incidents.diagnostics import Diagnostic
+from incidents.library import iter_library
+from incidents.variable_decls import PLACEHOLDER_RE
+from incidents.yaml_reader import parse_yaml, read_file
+
+if TYPE_CHECKING:
+    from game.hypotheses import Shown
+    from incidents.spec import Incident
+
+__all__ = ["DEFAULT_INCIDENT", "TOPICS", "BriefingCard", "LibraryEntry", "Topic", "covers", "default_index",
+           "entry_for_incident", "entry_from_data", "filter_entries", "hide_placeholders", "library_paths",
+           "read_entry", "read_library", "topic_coverage"]
 
 DEFAULT_INCIDENT = "one-slow-replica"
 
@@ -54,8 +66,6 @@ class LibraryEntry:
     @property
     def shown_tags(self) -> list[str]:
         """The tags a player may see before the debrief (symptom tags; topic tags can name the cause)."""
-        from game.library_view import visible_tags
-
         return visible_tags(self.tags)
 
     def matches(self, text: str) -> bool:
@@ -78,9 +88,11 @@ def entry_from_data(path: Path, data: Any) -> LibraryEntry:
     """Build an entry from parsed YAML data; anything missing or of the wrong shape is left empty."""
     if not isinstance(data, dict):
         return LibraryEntry(path, path.stem, path.stem, problem="not an incident (no top-level mapping)")
-    brief = data.get("briefing") if isinstance(data.get("briefing"), dict) else {}
-    evidence = brief.get("evidence") if isinstance(brief.get("evidence"), list) else []
-    tags = data.get("tags") if isinstance(data.get("tags"), list) else []
+    raw_brief, raw_tags = data.get("briefing"), data.get("tags")
+    brief: dict[str, Any] = raw_brief if isinstance(raw_brief, dict) else {}
+    raw_evidence = brief.get("evidence")
+    evidence: list[Any] = raw_evidence if isinstance(raw_evidence, list) else []
+    tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
     difficulty = data.get("difficulty")
     budget = data.get("query_budget")
     return LibraryEntry(
@@ -100,18 +112,13 @@ def entry_from_data(path: Path, data: Any) -> LibraryEntry:
     )
 
 
-# Any {{...}}, as incidents.variants.PLACEHOLDER_RE finds them; not imported from there because that
-# module pulls in numpy, and this peek is on the path to the picker's first paint.
-_PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}")
-
-
 def hide_placeholders(text: str) -> str:
     """Text of an incident with variables, before its variant is drawn: {{name|filter}} becomes "…"
     (the briefing shows the drawn values once the incident has loaded for its seed)."""
-    return _PLACEHOLDER.sub("…", text)
+    return PLACEHOLDER_RE.sub("…", text)
 
 
-def entry_for_incident(entry: LibraryEntry, incident: Any, board: Sequence[Any] | None = None) -> LibraryEntry:
+def entry_for_incident(entry: LibraryEntry, incident: Incident, board: Sequence[Shown] | None = None) -> LibraryEntry:
     """`entry` with the display fields of the loaded incident (its variant's text for the seed) and
     its hypotheses as the session's `board` lists them (`game.hypotheses.Shown`: label and title, in
     the shuffled order); without a board, none are listed."""
@@ -129,33 +136,28 @@ def entry_for_incident(entry: LibraryEntry, incident: Any, board: Sequence[Any] 
 
 def read_entry(path: Path | str) -> LibraryEntry:
     """Peek at one incident file. Never raises: unreadable files come back with `problem` set."""
-    import yaml
-
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_PEEK_BYTES:
-            return LibraryEntry(path, path.stem, path.stem, problem="file too large")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return LibraryEntry(path, path.stem, path.stem, problem=f"cannot read: {exc}")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(text, Loader=loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        return LibraryEntry(path, path.stem, path.stem, problem=f"YAML error{where}")
-    return entry_from_data(path, data)
+    text, problems = read_file(path)
+    if text is None:
+        return LibraryEntry(path, path.stem, path.stem, problem=_problem(problems))
+    parsed, problems = parse_yaml(text, str(path))
+    if parsed is None:
+        return LibraryEntry(path, path.stem, path.stem, problem=_problem(problems))
+    return entry_from_data(path, parsed.data)
+
+
+def _problem(diagnostics: Sequence[Diagnostic]) -> str:
+    """The first diagnostic as one short line, without the path (the picker shows which file)."""
+    if not diagnostics:
+        return "cannot read"
+    first = diagnostics[0]
+    where = f" at line {first.line}" if first.line > 0 else ""
+    return f"{first.message}{where}"
 
 
 def library_paths() -> list[Path]:
     """The incident files of the installed library, sorted by name (the template excluded)."""
-    # find_spec runs only the package's (empty) __init__, not the heavy loader
-    spec = importlib.util.find_spec("incidents")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    library = Path(next(iter(spec.submodule_search_locations)))
-    return sorted(p for p in library.glob("*.yaml") if p.name != "template.yaml" and p.is_file())
+    return iter_library()
 
 
 def read_library(paths: Iterable[Path] | None = None) -> list[LibraryEntry]:

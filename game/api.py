@@ -1,0 +1,308 @@
+"""The game as every front end plays it: the terminal and the browser (`tui/`; `servedrill serve` runs the
+same app), line mode (`game.plain`) and the CLI commands that play (`game.cli_game`).
+
+The rules a front end must not get to choose live here or below, once:
+
+- **The seed picks the variant and the telemetry.** `load_variant` is where an incident is loaded for play,
+  always at a seed; `open_telemetry` takes that `Variant`, not a seed of its own, so a database cannot be
+  built for another variant than the one the player reads. Sessions load their incident the same way
+  (`game.session`), so the briefing, the board, the telemetry and the debrief agree.
+- **A statement that fails costs nothing** (`Session.run_query`): refused, a SQL error, a timeout or a
+  cancel is shown and not recorded, so it takes no query from the budget and gets no Qn.
+- **One set of query limits** (`game.limits.PLAYER_LIMITS`) unless a caller passes others on purpose.
+
+Staged calls (`load_variant`, `open_telemetry`, `new_session` / `resume_session`, `start`) let the terminal
+show each step as it happens; `open_game` and `resume_game` do them in one go for line mode, the CLI and
+tests. `Game` bundles what a front end holds while playing and is what the actions are called on.
+
+Heavy modules (pydantic, DuckDB, the simulator) are imported inside the calls: the terminal imports this
+module before its first paint."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from game.library import LibraryEntry, read_library
+from game.limits import PLAYER_LIMITS, QueryLimits
+from incidents.diagnostics import IncidentError
+
+if TYPE_CHECKING:
+    from game.gateway import QueryResult
+    from game.hypotheses import Shown
+    from game.sandbox import Gateway
+    from game.scoring import ScoreReport
+    from game.session import Event, Session, Update
+    from incidents.spec import Incident
+    from telemetry_gen.cache import BuildInfo
+
+__all__ = [
+    "Debrief", "Game", "IncidentError", "Ran", "Telemetry", "Truth", "Variant", "debrief", "find_incident", "library",
+    "load_variant", "new_session", "open_game", "open_telemetry", "resume_game", "resume_session", "run_query",
+    "start", "truth", "variant_of",
+]
+
+BuildProgress = Callable[[float, str], None]
+"""Called while a database builds: (fraction done 0..1, stage name)."""
+ScoringProgress = Callable[[str, int, int], None]
+"""Called while scoring opens each world: (world name, worlds done, worlds in all)."""
+
+
+# ---------------------------------------------------------------- the library and the incident
+
+
+def library(paths: Sequence[Path | str] | None = None) -> list[LibraryEntry]:
+    """What a player may see of the incidents before opening one (default: the installed library):
+    display fields read quickly, placeholders of a variant hidden, symptom tags only."""
+    return read_library(None if paths is None else [Path(p) for p in paths])
+
+
+def find_incident(ref: str) -> Path:
+    """The incident file of `ref`, a library id or a path. Raises IncidentError for an unknown id."""
+    from incidents.library import find_incident as find
+
+    return find(ref)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An incident file as the variant of one seed. The seed also draws the telemetry: whatever is built or
+    shown for this game comes from this object, never from the file and a seed apart."""
+
+    path: Path
+    seed: int
+    incident: Incident
+
+    @property
+    def board(self) -> list[Shown]:
+        """The hypotheses as the player sees them: shuffled for (incident, seed), labelled A, B, ..."""
+        from game.hypotheses import shown_hypotheses
+
+        return shown_hypotheses(self.incident, self.seed)
+
+
+def load_variant(path: Path | str, seed: int) -> Variant:
+    """The incident at `path` resolved for `seed`. Raises IncidentError (file:line diagnostics)."""
+    from incidents.loader import load_incident
+
+    resolved = Path(path).resolve()
+    return Variant(resolved, int(seed), load_incident(resolved, seed=int(seed)))
+
+
+def variant_of(session: Session) -> Variant:
+    """The variant a session plays (its header's seed; the session loaded it with that seed)."""
+    from game.session import locate_incident
+
+    path = locate_incident(session.header.incident_id, session.header.incident_path)
+    return Variant(path.resolve(), session.header.seed, session.incident)
+
+
+# ---------------------------------------------------------------- telemetry
+
+
+@dataclass
+class Telemetry:
+    """A variant's built database and the player's query gateway on it."""
+
+    build: BuildInfo
+    gateway: Gateway
+    seed: int
+
+    @property
+    def digest(self) -> str:
+        """The database's content digest: what a transcript records and a replay checks."""
+        return self.build.digest
+
+    def close(self) -> None:
+        self.gateway.close()
+
+
+def open_telemetry(variant: Variant, *, limits: QueryLimits = PLAYER_LIMITS,
+                   progress: BuildProgress | None = None) -> Telemetry:
+    """Build (or find in the cache) the variant's database and open a gateway on it under `limits`.
+    Blocks for the build: call it from a worker thread in a UI."""
+    from game.sandbox import Gateway
+    from telemetry_gen.cache import ensure_database
+
+    build = ensure_database(variant.incident, variant.seed, progress=progress)
+    gateway = Gateway(Path(build.path), memory_limit=limits.memory_limit, row_cap=limits.row_cap,
+                      timeout_s=limits.timeout_s)
+    return Telemetry(build, gateway, variant.seed)
+
+
+# ---------------------------------------------------------------- sessions
+
+
+def new_session(variant: Variant, player: str, *, root: Path | None = None) -> Session:
+    """A new journalled session of the variant for `player` (under `root`/sessions; default the data
+    folder). Raises SessionError."""
+    from game.session import Session
+
+    return Session.create(variant.path, variant.seed, player, root=root)
+
+
+def resume_session(path: Path | str) -> Session:
+    """Reopen a session file to continue it; what could not be read back is in `session.warnings` (not
+    raised as Python warnings: each front end shows them its own way). Raises SessionError."""
+    from game.session import Session, SessionWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SessionWarning)
+        return Session.resume(path)
+
+
+def start(session: Session, telemetry: Telemetry) -> Event:
+    """Leave the briefing; the transcript records which telemetry the player saw."""
+    return session.start(telemetry.digest)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What running a statement gave: the result, and the query event when it counted (None when the
+    statement failed: not recorded, free, no Qn)."""
+
+    event: Event | None
+    result: QueryResult
+
+    @property
+    def index(self) -> int | None:
+        """The player's Qn, when it counted."""
+        return None if self.event is None else int(self.event.data["index"])
+
+
+def run_query(session: Session, telemetry: Telemetry, sql: str) -> Ran:
+    """Run the player's SQL on the game's telemetry under the session's rules. Raises SessionError when
+    the session is not investigating. Blocks while the query runs (a worker thread in a UI)."""
+    event, result = session.run_query(telemetry.gateway, sql)
+    return Ran(event, result)
+
+
+# ---------------------------------------------------------------- the debrief
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What the debrief says happened: the true hypotheses' titles, the fault timeline and the fix."""
+
+    causes: tuple[str, ...]
+    timeline: tuple[str, ...]
+    mitigation: str
+
+
+def truth(incident: Incident) -> Truth:
+    """The truth of an incident as its debrief states it (give the session's incident: its variant)."""
+    from game.debrief import fault_timeline
+    from game.scoring import truth_ids
+
+    titles = {h.id: h.title for h in incident.hypotheses}
+    return Truth(tuple(titles[h] for h in truth_ids(incident)), tuple(fault_timeline(incident)),
+                 incident.debrief.mitigation.strip())
+
+
+@dataclass(frozen=True)
+class Debrief:
+    """The scored session: the report, the debrief's Markdown and its truth."""
+
+    report: ScoreReport
+    markdown: str
+    truth: Truth
+
+
+def debrief(session: Session, progress: ScoringProgress | None = None) -> Debrief:
+    """Score the session (its queries re-run on every hypothesis's world) and write its debrief; a
+    submitted session is marked as debriefed. Slow when the worlds are not built yet: a worker thread."""
+    from game.assess import score_session
+    from game.debrief import debrief_markdown
+    from game.session import SUBMITTED
+
+    events = session.events
+    report = score_session(session.incident, session.header.seed, events, progress=progress)
+    markdown = debrief_markdown(session.incident, events, report)
+    if session.state == SUBMITTED:
+        session.view_debrief()
+    return Debrief(report, markdown, truth(session.incident))
+
+
+# ---------------------------------------------------------------- a game in one object
+
+
+@dataclass
+class Game:
+    """One player's game: the variant, its telemetry and the session. Every action goes to the session,
+    whose rules decide what is allowed; reading state (`session.queries`, `session.ranking`, ...) is
+    done on the session directly."""
+
+    variant: Variant
+    telemetry: Telemetry
+    session: Session
+
+    @property
+    def board(self) -> list[Shown]:
+        return self.session.board
+
+    def start(self) -> Event:
+        return start(self.session, self.telemetry)
+
+    def run_query(self, sql: str) -> Ran:
+        return run_query(self.session, self.telemetry, sql)
+
+    def rank(self, ranking: Sequence[tuple[str, float]] | Mapping[str, float]) -> Event:
+        return self.session.rank(ranking)
+
+    def pin(self, query: int, hypothesis: str, stance: str) -> Event:
+        return self.session.pin(query, hypothesis, stance)
+
+    def unpin(self, query: int, hypothesis: str, stance: str) -> Event:
+        return self.session.unpin(query, hypothesis, stance)
+
+    def note(self, hypothesis: str, text: str) -> Event:
+        return self.session.note(hypothesis, text)
+
+    def hint(self) -> Event:
+        return self.session.take_hint()
+
+    def updates(self) -> list[Update]:
+        """Injects and interviewer's items that fell due since the last call (each journalled once)."""
+        return self.session.due_updates()
+
+    def submit(self, ranking: Sequence[tuple[str, float]] | Mapping[str, float] | None = None,
+               discriminator: int | None = None) -> Event:
+        """Submit `ranking` (default: the current board). `discriminator` (a Qn) is kept for older
+        scripts; scoring reads the pins."""
+        return self.session.submit(ranking, discriminator)
+
+    def debrief(self, progress: ScoringProgress | None = None) -> Debrief:
+        return debrief(self.session, progress)
+
+    def close(self) -> None:
+        """Close the gateway and release the session file (it stays resumable)."""
+        self.telemetry.close()
+        self.session.close()
+
+
+def open_game(path: Path | str, seed: int, player: str, *, root: Path | None = None,
+              limits: QueryLimits = PLAYER_LIMITS, progress: BuildProgress | None = None) -> Game:
+    """Open the incident at `path` at `seed` for `player`: variant, telemetry and a new session."""
+    variant = load_variant(path, seed)
+    telemetry = open_telemetry(variant, limits=limits, progress=progress)
+    try:
+        session = new_session(variant, player, root=root)
+    except BaseException:
+        telemetry.close()
+        raise
+    return Game(variant, telemetry, session)
+
+
+def resume_game(session_path: Path | str, *, limits: QueryLimits = PLAYER_LIMITS,
+                progress: BuildProgress | None = None) -> Game:
+    """Continue a session file: its variant (the header's seed) and that variant's telemetry."""
+    session = resume_session(session_path)
+    try:
+        variant = variant_of(session)
+        return Game(variant, open_telemetry(variant, limits=limits, progress=progress), session)
+    except BaseException:
+        session.close()
+        raise

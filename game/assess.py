@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from game.gateway import QueryResult
+from game.limits import PLAYER_LIMITS
 from game.observe import is_schema_exploration
 from game.sandbox import Sandbox
 from game.scoring import QueryEvidence, ScoreReport, score
@@ -35,8 +36,8 @@ from telemetry_gen.cache import cache_dir
 from telemetry_gen.evidence import FAILED, Shown, describe_reading, ruling, shown_of
 from telemetry_gen.worlds import RIVAL_MEMBERS, TRUTH, WorldProgress, Worlds, ensure_worlds, family_names, rivals
 
-ASSESS_TIMEOUT_S = 10.0
-"""Time limit per query per world when re-running for scoring (the player's own limit)."""
+ASSESS_TIMEOUT_S = PLAYER_LIMITS.timeout_s
+"""Time limit per query per world when re-running for scoring: the player's own limit."""
 ASSESS_BUDGET_S = 180.0
 """Wall seconds one scoring (`assess_all`, or one `assess`) spends running queries not seen before; a
 query left when it is spent is not assessed (it rules out nothing, and the debrief says why). Cached

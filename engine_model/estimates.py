@@ -15,7 +15,7 @@ from engine_model.frontend import FrontendConfig
 from engine_model.memory import kv_bytes_per_token_per_gpu, plan_memory, weight_bytes_per_gpu
 from engine_model.profiles import GIB, GPUS, MODELS, resolve_gpu, resolve_model
 from engine_model.step_cost import StepCostModel
-from engine_model.step_memory import oom_lines, step_memory
+from engine_model.step_memory import oom_lines, smallest_failing, step_memory
 
 # Sizing keeps every replica below this fraction of its modelled throughput, leaving room for bursts and
 # queueing; a stated planning assumption, not a measured figure.
@@ -34,18 +34,7 @@ def compute_bound_batch(cost: StepCostModel, context: int, limit: int = _SEARCH_
     def is_compute(b: int) -> bool:
         return cost.breakdown(0, 0, b, b * context).bound == "compute"
 
-    if not is_compute(limit):
-        return None
-    lo, hi = 1, limit
-    if is_compute(lo):
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if is_compute(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return smallest_failing(is_compute, limit)
 
 
 def _marginal_prefill_s(cost: StepCostModel, prompt: int, batch: int, ctx_per_seq: float) -> float:

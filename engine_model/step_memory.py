@@ -29,7 +29,8 @@ SEARCH_LIMIT = 1 << 24
 
 
 def smallest_failing(fails: Callable[[int], bool], limit: int = SEARCH_LIMIT) -> int | None:
-    """Smallest n in 1..limit with fails(n), for a `fails` that stays true once true; None if none."""
+    """Smallest n in 1..limit with fails(n), for a `fails` that stays true once true; None if none.
+    (Also the compute-bound batch of engine_model.estimates: any monotone threshold.)"""
     if not fails(limit):
         return None
     lo, hi = 0, limit  # fails(hi) holds; fails(lo) does not (lo = 0 is "no step")

@@ -20,7 +20,11 @@ simulated too, and the truth on its other traffic draws:
 5. the truth on its other traffic draws shows the page too: a page that holds on one draw only is luck;
 6. some signal query or settling query rules each distractor's whole family out (`telemetry_gen.evidence`:
    on a reading a reader reads, beyond the spread between traffic draws): otherwise no player could rule
-   it out and the incident cannot be solved.
+   it out and the incident cannot be solved;
+7. the page's own measurements (each briefed symptom's query, whole and per 5 minutes) rule out no
+   distractor: every world of its family shows the page, so measuring the page is no evidence against it;
+8. in an incident of difficulty 2 or more, the editor's starter snippets (`incidents.snippets`) together
+   do not rule out every distractor: the snippets teach the dialect, they must not solve the incident.
 
 Databases go through the build cache (`telemetry_gen.cache`), so the game reuses the worlds a
 validation built. Queries run read-only with file access disabled, each under a time limit.
@@ -35,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -44,9 +47,9 @@ from typing import Any
 
 import duckdb
 
-from incidents.claims import evaluate_expectation, evaluate_symptom
+from incidents.claims import evaluate_expectation, evaluate_symptom, symptom_series_sql, symptom_sql
+from incidents.snippets import snippets
 from incidents.spec import Incident, Signal
-from incidents.telemetry_columns import TABLE_COLUMNS
 from telemetry_gen.cache import ensure_database
 from telemetry_gen.evidence import FAILED, ROW_CAP, Shown, describe_reading, ruling, shown
 from telemetry_gen.proof_report import (
@@ -190,28 +193,6 @@ def _shown_result(con: duckdb.DuckDBPyConnection, sql: str, incident: Incident) 
     return shown(cols, rows[:ROW_CAP], incident.window.start, truncated=len(rows) > ROW_CAP)
 
 
-def _tables_named(con: duckdb.DuckDBPyConnection, sql: str) -> set[str]:
-    """The telemetry tables a SELECT names (from DuckDB's parse tree; CTE names are not tables)."""
-    try:
-        tree = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
-    except duckdb.Error:
-        return set()
-    names: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
-                names.add(node["table_name"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(json.loads(tree[0]) if tree and isinstance(tree[0], str) else None)
-    return names & set(TABLE_COLUMNS)
-
-
 def _missing_symptoms(con: duckdb.DuckDBPyConnection, incident: Incident) -> list[tuple[str, str]]:
     out = []
     for sym in (s for s in incident.symptoms if s.briefed):
@@ -231,7 +212,14 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
     then one per other draw of the truth."""
     say = progress or (lambda f, s: None)
     names = rivals(incident)
-    queries = reference_queries(incident)
+    t0 = incident.window.start
+    reference = reference_queries(incident)
+    page = [q for sym in incident.symptoms if sym.briefed
+            for q in ((f"symptom {sym.id}", symptom_sql(sym, t0)),
+                      (f"symptom {sym.id} per 5 minutes", symptom_series_sql(sym, t0)))]
+    starter = [(f"snippet {sn.key}", sn.sql) for sn in snippets(t0, incident.window.duration_s)]
+    queries = reference + page + starter
+    kinds = ["reference"] * len(reference) + ["page"] * len(page) + ["snippet"] * len(starter)
     span = float(incident.window.duration_s)
     draws = family_names(incident, TRUTH)[1:]
     total = len(draws) + sum(len(family_names(incident, n)) for n in names)
@@ -256,6 +244,7 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
         draw_seen.append(seen)
         draw_checks.append(WorldCheck(name, tuple(missing), kind="draw", missing_in=(name,) if missing else ()))
     checks = []
+    snippet_readings: list[tuple[str, str]] = []
     for name in names:
         family: list[list[Shown]] = []
         missing_all: list[tuple[str, str]] = []
@@ -280,18 +269,26 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
         if error is not None:
             checks.append(WorldCheck(name, error=error))
             continue
-        separated_by = difference = None
+        first: dict[str, tuple[str, str]] = {}  # per kind of query: the first that rules the family out
         for i, (label, _) in enumerate(queries):
+            if kinds[i] in first:
+                continue
             readings = ruling(truth_seen[i], [d[i] for d in draw_seen], [m[i] for m in family], span_s=span,
                               draws=RIVAL_MEMBERS)
             if readings:
-                separated_by, difference = label, describe_reading(readings[0], incident.window.start)
-                break
+                first[kinds[i]] = (label, describe_reading(readings[0], t0))
+        separated_by, difference = first.get("reference", (None, None))
         if separated_by is None and note is None:
             with contextlib.closing(_open(Path(build_world(incident, seed, name).path))) as con:
                 note = failed_starts(con)
+        page_reading = first.get("page")
         checks.append(WorldCheck(name, tuple(missing_all), separated_by, difference, note=note,
-                                 missing_in=tuple(missing_in)))
+                                 missing_in=tuple(missing_in),
+                                 page_rules_out=f"{page_reading[0]}: {page_reading[1]}" if page_reading else None))
+        if "snippet" in first:
+            snippet_readings.append((name, f"{first['snippet'][0]}: {first['snippet'][1]}"))
+    if incident.difficulty >= 2 and names and len(snippet_readings) == len(names):
+        checks.append(WorldCheck("starter snippets", kind="snippets", settled_by=tuple(snippet_readings)))
     return checks + draw_checks
 
 

@@ -241,12 +241,18 @@ class WorldCheck:
     difference: str | None = None
     error: str | None = None
     note: str | None = None  # what else went on in the world (a changed config that failed to start)
-    kind: str = "rival"  # "rival": a distractor's family; "draw": the truth on another traffic draw
+    kind: str = "rival"  # "rival": a distractor's family; "draw": the truth on another traffic draw;
+    # "snippets": whether the editor's starter snippets alone settle the incident
     missing_in: tuple[str, ...] = ()  # world names (telemetry_gen.worlds) of the members that miss the page
+    page_rules_out: str | None = None  # a measurement of the page that rules this family out, and how
+    settled_by: tuple[tuple[str, str], ...] = ()  # kind "snippets": (distractor, snippet reading) for every one
 
     @property
     def ok(self) -> bool:
-        return self.error is None and not self.missing and (self.kind == "draw" or self.separated_by is not None)
+        if self.kind == "snippets":
+            return not self.settled_by
+        return (self.error is None and not self.missing and self.page_rules_out is None
+                and (self.kind == "draw" or self.separated_by is not None))
 
     @property
     def problem(self) -> str | None:
@@ -256,6 +262,14 @@ class WorldCheck:
     def parts(self) -> list[tuple[Loc, str]]:
         """(subject, problem) of each thing wrong with this world: a strawman points at the world, an
         unsolvable distractor at the hypothesis (the fix is a signal that tells it apart)."""
+        if self.kind == "snippets":
+            if not self.settled_by:
+                return []
+            how = "; ".join(f"{h}: {reading}" for h, reading in self.settled_by)
+            return [(("difficulty",), f"the starter snippets alone rule out every distractor ({how}): an "
+                     "incident of difficulty 2 or more must need the player's own queries (hint: give the "
+                     "distractors families that share what the snippets show, with members or keeps, or "
+                     "lower the difficulty)")]
         if self.kind == "draw":
             where: Loc = ("faults",)
             if self.error:
@@ -272,6 +286,11 @@ class WorldCheck:
             parts.append((world, f"hypothesis {self.hypothesis_id} is a strawman: its world does not show briefed "
                           f"symptom {sid} ({message}){note} (hint: make its world reproduce the page, or mark the "
                           "symptom briefed: false if the page does not state it)"))
+        if self.page_rules_out is not None:
+            parts.append((world, f"the page's own measurement rules hypothesis {self.hypothesis_id} out "
+                          f"({self.page_rules_out}), though every world of its family shows the page: measuring the "
+                          "page is no evidence (hint: declare members that span the page's size, or state the "
+                          "page by what every hypothesis shares)"))
         if self.separated_by is None:
             parts.append((("hypotheses", self.hypothesis_id),
                           f"hypothesis {self.hypothesis_id} cannot be ruled out: no signal or settling query shows "
@@ -284,7 +303,8 @@ class WorldCheck:
         return {"hypothesis": self.hypothesis_id, "kind": self.kind, "ok": self.ok,
                 "missing": [list(m) for m in self.missing],
                 "separated_by": self.separated_by, "difference": self.difference, "error": self.error,
-                "note": self.note, "problem": self.problem}
+                "note": self.note, "page_rules_out": self.page_rules_out,
+                "settled_by": [list(x) for x in self.settled_by], "problem": self.problem}
 
 
 @dataclass

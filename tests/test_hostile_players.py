@@ -28,9 +28,9 @@ from game.assess import Assessor, queries_of
 from game.gateway import QueryResult
 from game.scoring import ScoreReport, score
 from game.session import Session
-from game.snippets import snippets
 from incidents.claims import symptom_series_sql, symptom_sql
 from incidents.loader import iter_library, load_incident
+from incidents.snippets import snippets
 from incidents.spec import Incident
 from telemetry_gen.worlds import TRUTH, ensure_worlds
 

@@ -282,3 +282,25 @@ def test_a_world_whose_config_change_cannot_start_says_so(tmp_path: Path) -> Non
     assert note is not None and "failed to start" in note and "vllm-0" in note and "ValueError" in note
     line = WorldCheck("kv-pressure", (("slow", "p90 1.0x, needs 1.5x"),), None, note=note).problem
     assert line is not None and "strawman" in line and "failed to start" in line
+
+
+def test_the_page_ruling_a_rival_out_or_the_snippets_settling_fail_the_proof() -> None:
+    """Checks 7 and 8 of telemetry_gen.proof: measuring the page is no evidence against a family that
+    shows the page, and the starter snippets must not solve an incident of difficulty 2 or more. Each
+    failure names what to edit: the rival's world, or the incident's difficulty."""
+    from telemetry_gen.proof_report import WorldCheck
+
+    fine = WorldCheck("router-skew", (), "signal per-replica", "reading")
+    assert fine.ok and fine.problem is None
+    by_page = WorldCheck("router-skew", (), "signal per-replica", "reading",
+                         page_rules_out="symptom p99-up: p99_ttft_s is 4.1 (the rival's worlds: 0.5 to 1.2)")
+    assert not by_page.ok
+    [(where, line)] = by_page.parts()
+    assert where == ("hypotheses", "router-skew", "world") and "page's own measurement" in line and "4.1" in line
+    settled = WorldCheck("starter snippets", kind="snippets",
+                         settled_by=(("a", "snippet latency: gateway_s flat"), ("b", "snippet percentiles: x")))
+    assert not settled.ok
+    [(where, line)] = settled.parts()
+    assert where == ("difficulty",) and "gateway_s flat" in line and "snippet percentiles" in line
+    assert WorldCheck("starter snippets", kind="snippets").ok
+    assert settled.to_dict()["settled_by"] == [list(x) for x in settled.settled_by]

@@ -14,7 +14,7 @@ from test_tui_support import FIXTURE
 
 from game.hypotheses import Shown
 from game.library import default_index, filter_entries, read_entry, read_library
-from game.snippets import METRIC_PLACEHOLDER, snippets
+from incidents.snippets import METRIC_PLACEHOLDER, snippets
 from tui.actions import COMMANDS, SCOPE_TITLES, commands, help_sections, help_text
 from tui.board import Board, BoardItem, evidence_by_hypothesis, latest_notes
 from tui.completion import complete, word_before

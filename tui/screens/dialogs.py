@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
-from game.snippets import Snippet
+from incidents.snippets import Snippet
 from tui.actions import help_sections
 from tui.text import bounded, editable, literal, template
 from tui.widgets.safe_text import SafeTextArea

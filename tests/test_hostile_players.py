@@ -123,9 +123,11 @@ def test_queries_that_show_no_reading_earn_no_confident_score(path: Path, seed: 
 @pytest.mark.parametrize(("path", "seed"), CASES[:: max(1, len(CASES) // 5)],
                          ids=lambda c: c.stem if isinstance(c, Path) else f"seed{c}")
 def test_the_page_never_rules_out_a_rival_whose_world_shows_it(path: Path, seed: int) -> None:
-    """Every rival's world shows the page (the validator proves it), so measuring the page rules out none."""
+    """Every rival's world shows the page (the validator proves it), so measuring the page as it is stated
+    rules out none. (Re-measured per 5 minutes over the whole fleet, a symptom is another reading: a fleet
+    median that stays flat may rightly rule out a cause that would move it; the score test above bounds it.)"""
     _, assessor = _assessor(path, seed)
     queries = hostile_queries(path, seed)
-    for i, sql in enumerate(queries["page symptoms"] + queries["page symptoms per 5 minutes"], start=1):
+    for i, sql in enumerate(queries["page symptoms"], start=1):
         evidence = assessor.assess(i, sql)
         assert evidence.ok and not evidence.ruled_out, (sql, evidence.why)

@@ -25,7 +25,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine_model.clients import ClosedLoops
 from engine_model.config import EngineConfig
@@ -57,7 +57,9 @@ from engine_model.sources import (
     TimerHandler,
     Timers,
 )
-from engine_model.trace import EventTrace, replica_track
+
+if TYPE_CHECKING:
+    from engine_model.trace import EventTrace
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ class Simulation:
         self.timers.push(0.0, SAMPLE)
         if self.trace is not None:
             for rep in self.replicas:
-                self.trace.name_track(replica_track(rep.index), rep.name)
+                self.trace.name_replica(rep.index, rep.name)
         self._loop()
         return self._result(wall0)
 

@@ -38,10 +38,10 @@ from engine_model.clients import ClosedLoops
 from engine_model.replica import Replica
 from engine_model.request import Request
 from engine_model.scheduler import Sequence
-from engine_model.trace import EventTrace, replica_track
 
 if TYPE_CHECKING:
     from engine_model.simulation import Simulation
+    from engine_model.trace import EventTrace
 
 INF: Final = math.inf
 SOURCE_ORDER: Final[tuple[str, ...]] = (
@@ -194,7 +194,7 @@ class Handovers(EventSource):
 
     def record(self, trace: EventTrace, t: float) -> None:
         assert self.due is not None
-        trace.instant(self.name, t, replica_track(self.due.index), {"requests": len(self.due.frontend.pending)})
+        trace.instant(self.name, t, self.due.index, {"requests": len(self.due.frontend.pending)})
 
 
 class StepEnds(EventSource):
@@ -238,7 +238,7 @@ class StepEnds(EventSource):
         rep = self.due
         assert rep is not None and rep.plan is not None
         plan = rep.plan
-        trace.span(plan.kind, rep.plan_start, t, replica_track(rep.index),
+        trace.span(plan.kind, rep.plan_start, t, rep.index,
                    {"steps": plan.n_steps, "decode_seqs": plan.decode_seqs, "prefill_tokens": plan.prefill_tokens})
 
 
@@ -298,7 +298,7 @@ class ClientTimeouts(EventSource):
     def record(self, trace: EventTrace, t: float) -> None:
         assert self.due is not None
         _, idx, seq = self.due[0]
-        trace.instant(self.name, t, replica_track(idx), {"request_id": seq.req.request_id})
+        trace.instant(self.name, t, idx, {"request_id": seq.req.request_id})
 
 
 class Timers(EventSource):

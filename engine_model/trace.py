@@ -24,9 +24,8 @@ FLEET_TRACK = 0
 US_PER_S = 1e6
 
 
-def replica_track(index: int) -> int:
-    """The track of the replica with fleet index `index`."""
-    return index + 1
+def _track(replica: int | None) -> int:
+    return FLEET_TRACK if replica is None else replica + 1
 
 
 class EventTrace:
@@ -41,20 +40,20 @@ class EventTrace:
         self.dropped = 0
         self._tracks: dict[int, str] = {FLEET_TRACK: "fleet"}
 
-    def name_track(self, track: int, name: str) -> None:
-        """Label a track (shown as the thread name in the viewer)."""
-        self._tracks[track] = name
+    def name_replica(self, replica: int, name: str) -> None:
+        """Label the track of the replica with fleet index `replica` (shown as a thread name in the viewer)."""
+        self._tracks[_track(replica)] = name
 
-    def instant(self, name: str, t_s: float, track: int = FLEET_TRACK, args: dict[str, Any] | None = None) -> None:
-        """An event at one instant, `t_s` simulated seconds."""
-        self._add({"name": name, "ph": "i", "s": "t", "ts": t_s * US_PER_S, "pid": 0, "tid": track,
+    def instant(self, name: str, t_s: float, replica: int | None = None, args: dict[str, Any] | None = None) -> None:
+        """An event at one instant, `t_s` simulated seconds, on a replica's track (None: the fleet's)."""
+        self._add({"name": name, "ph": "i", "s": "t", "ts": t_s * US_PER_S, "pid": 0, "tid": _track(replica),
                    "args": args or {}})
 
-    def span(self, name: str, start_s: float, end_s: float, track: int,
+    def span(self, name: str, start_s: float, end_s: float, replica: int | None,
              args: dict[str, Any] | None = None) -> None:
         """An event lasting from `start_s` to `end_s` simulated seconds (a complete event, "X")."""
         self._add({"name": name, "ph": "X", "ts": start_s * US_PER_S, "dur": max(0.0, end_s - start_s) * US_PER_S,
-                   "pid": 0, "tid": track, "args": args or {}})
+                   "pid": 0, "tid": _track(replica), "args": args or {}})
 
     def _add(self, event: dict[str, Any]) -> None:
         if len(self.events) >= self.max_events:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent
 # engine_model.COMPILED_MODULES holds the same list; a test checks they agree
 COMPILED = (
     "config", "determinism", "faults", "kv_cache", "memory", "profiles", "replica", "request",
-    "results", "router", "scheduler", "simulation", "step_cost", "frontend", "lora",
+    "results", "router", "scheduler", "simulation", "sources", "step_cost", "frontend", "lora",
 )
 DIGEST_FILE = "_compiled.sha256"
 

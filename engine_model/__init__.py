@@ -18,7 +18,7 @@ from pathlib import Path
 
 COMPILED_MODULES: tuple[str, ...] = (
     "config", "determinism", "faults", "kv_cache", "memory", "profiles", "replica", "request",
-    "results", "router", "scheduler", "simulation", "step_cost", "frontend", "lora",
+    "results", "router", "scheduler", "simulation", "sources", "step_cost", "frontend", "lora",
 )
 _HERE = Path(__file__).resolve().parent
 

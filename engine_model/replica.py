@@ -153,10 +153,6 @@ class Replica:
 
     # ----- queries --------------------------------------------------------------------------
     @property
-    def accepting(self) -> bool:
-        return self.state == "up"
-
-    @property
     def outstanding(self) -> int:
         """Requests on the replica: in the API server's intake, waiting, or running in the engine."""
         return self.sched.num_outstanding() + len(self.frontend.pending)

@@ -173,9 +173,6 @@ class Scheduler:
     def output_so_far(self, seq: Sequence) -> int:
         return int(self.clock - seq.base + EPS)
 
-    def has_prefill_work(self) -> bool:
-        return bool(self.prefilling or self.waiting)
-
     # ----- decode bookkeeping ---------------------------------------------------------------
     def _start_decoding(self, seq: Sequence) -> None:
         # The step that finished the prefill also produced one token.

@@ -10,23 +10,22 @@ engine's queue when the API server has taken it in. A busy engine picks up whate
 queue at its next step boundary; an idle one is woken when the next intake ends, and takes every
 request that has reached its queue by then (requests that arrive together are scheduled together).
 
-Why one module a little over 500 lines: it is the event loop and the fault hooks it calls back into; the
-loop's ordering rules (which of arrival, retry, handover, step end or deadline goes first) only read correctly
-in one place. The faults themselves live in engine_model/fault_kinds/, the closed-loop and retry clients in
-clients.py and retries.py.
+The events come from seven sources (engine_model.sources: arrivals, closed-loop sends, retries,
+handovers, step ends, client timeouts, timers); each says when its next event is and fires it, and
+the order of events at one instant is written once, there. This module holds the run's loop, the
+handlers the sources call back into, and the hooks the fault kinds act through (engine_model.
+fault_kinds); the closed-loop and retry clients live in clients.py and retries.py. An optional trace
+(engine_model.trace) records every event fired, for debugging a run.
 """
 
 from __future__ import annotations
 
 import gc
-import heapq
 import math
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine_model.clients import ClosedLoops
 from engine_model.config import EngineConfig
@@ -40,17 +39,27 @@ from engine_model.results import REQUEST_FIELDS, SAMPLE_FIELDS, EngineEvent, Sim
 from engine_model.retries import Clients
 from engine_model.router import Router
 from engine_model.scheduler import Sequence
+from engine_model.sources import (
+    DEPLOY,
+    DRAIN_DEADLINE,
+    FAULT,
+    FAULT_END,
+    HEALTH,
+    RESTART,
+    SAMPLE,
+    ClientTimeouts,
+    EventSource,
+    Handovers,
+    LoopSends,
+    RequestList,
+    Retries,
+    StepEnds,
+    TimerHandler,
+    Timers,
+)
 
-# Kinds of heap event, ordered so that at equal times the earlier kind goes first. Step ends are not
-# heap events: each replica's pending step end is its live `plan_end`, found by a scan (a fleet has a
-# few replicas), so a step cut short leaves no stale entry behind. Client deadlines (request timeouts)
-# are queues of their own, one per timeout value: arrivals come in time order, so each queue is sorted
-# but for the few ms by which gateway times differ (an arrival inserts behind the last earlier deadline)
-# and needs no heap. At equal times: arrivals, step ends (in the order they were timed), client
-# deadlines (in deadline order, ties in arrival order), then heap events by kind.
-_RESTART, _HEALTH, _DRAIN_DEADLINE, _DEPLOY, _FAULT, _FAULT_END, _SAMPLE = range(1, 8)
-# sequence states a client can still abandon ("frontend": in the API server's intake)
-_LIVE = frozenset(("frontend", "waiting", "prefilling", "decoding"))
+if TYPE_CHECKING:
+    from engine_model.trace import EventTrace
 
 
 @dataclass(frozen=True)
@@ -85,11 +94,16 @@ def replica_names(pool: PoolSpec) -> list[str]:
 
 
 class Simulation:
-    """One run. Build it, call `run()`, get a SimResult."""
+    """One run. Build it, call `run()`, get a SimResult.
+
+    `trace`: an EventTrace to record every event fired into (engine_model.trace); None, the default,
+    records nothing and costs nothing.
+    """
 
     def __init__(self, fleet: FleetSpec, requests: list[Request], faults: list[Fault], duration_s: float,
                  *, sample_interval_s: float = 10.0, drain_s: float = 600.0,
-                 progress: Callable[[float], None] | None = None, clients: Clients | None = None) -> None:
+                 progress: Callable[[float], None] | None = None, clients: Clients | None = None,
+                 trace: EventTrace | None = None) -> None:
         self.fleet = fleet
         # closed-loop clients: their held requests (arrival_s inf) leave the list and are sent when an
         # earlier request of their pool ends
@@ -102,10 +116,9 @@ class Simulation:
         # after the window, run until every request has finished or its client has given up
         self.drain_s = max(drain_s, max((r.timeout_s for r in requests), default=0.0))
         self.progress = progress
-        # clients that retry (None: none do): their retries arrive from a heap of (arrival, order, request)
+        self.trace = trace
+        # clients that retry (None: none do)
         self.clients = clients
-        self._retry_q: list[tuple[float, int, Request]] = []
-        self._retry_n = 0
         self._unscaled: dict[int, Request] = {}  # request id -> request as sent, when a replica rescaled it
         if clients is not None:
             self.drain_s = max(self.drain_s, clients.max_timeout())
@@ -116,12 +129,6 @@ class Simulation:
         self.replicas = self.primary + self.fallback
         self.router = Router(self.primary, self.fallback, fleet.router_policy, fleet.fallback_threshold)
         self.router_events: list[EngineEvent] = []
-        self._heap: list[tuple[float, int, int, int, int]] = []
-        self._seq = 0
-        self._timed_at = [0] * len(self.replicas)  # _seq when each replica's pending step end was set
-        # timeout_s -> (arrival + timeout, replica index, sequence) of every request a replica took, in
-        # arrival order
-        self._deadlines: dict[float, deque[tuple[float, int, Sequence]]] = {}
         self.req_cols = empty_columns(REQUEST_FIELDS)  # filled from _req_rows at the end of run()
         self._req_rows: list[tuple[Any, ...]] = []
         self.samples = empty_columns(SAMPLE_FIELDS)
@@ -130,6 +137,22 @@ class Simulation:
         self._actions: list[tuple[Replica, Fault, bool]] = []
         # replica index -> seconds its restart takes once drained, when the deploy draining it says so
         self._restart_after_drain: dict[int, float] = {}
+        self.retries = Retries()
+        self.step_ends = StepEnds(self.replicas)
+        self.timeouts = ClientTimeouts()
+        self.timers = Timers(TIMER_HANDLERS)
+        self.sources = self._sources()
+
+    def _sources(self) -> list[EventSource]:
+        """The run's event sources in tie-break order (engine_model.sources.SOURCE_ORDER), leaving out those
+        that can never fire (closed loops without clients, retries without retrying clients)."""
+        out: list[EventSource] = [RequestList(self.requests, self.duration_s)]
+        if self.loops:
+            out.append(LoopSends(self.loops, self.duration_s))
+        if self.clients is not None:
+            out.append(self.retries)
+        out += [Handovers(self.replicas), self.step_ends, self.timeouts, self.timers]
+        return out
 
     @staticmethod
     def _make_pool(pool: PoolSpec, role: str, offset: int) -> list[Replica]:
@@ -139,10 +162,6 @@ class Simulation:
                     frontend=pool.frontend)
             for i, name in enumerate(replica_names(pool))
         ]
-
-    def _push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (t, kind, self._seq, a, b))
 
     # ----- main loop ------------------------------------------------------------------------
     def run(self) -> SimResult:
@@ -164,160 +183,56 @@ class Simulation:
 
     def _run(self) -> SimResult:
         wall0 = time.perf_counter()
+        self._schedule_faults()
+        self.timers.push(0.0, SAMPLE)
+        if self.trace is not None:
+            for rep in self.replicas:
+                self.trace.name_replica(rep.index, rep.name)
+        self._loop()
+        return self._result(wall0)
+
+    def _schedule_faults(self) -> None:
+        """A timer for each fault's start, each later step of a gradual fault, and each end."""
         for i, fault in enumerate(self.faults):
-            self._push(fault.start_s, _FAULT, i)
+            self.timers.push(fault.start_s, FAULT, i)
             for k, (t_step, _) in enumerate(fault.steps, 1):  # a gradual fault's later intensities
-                self._push(t_step, _FAULT, i, k)
+                self.timers.push(t_step, FAULT, i, k)
             if fault.end_s is not None:
-                self._push(fault.end_s, _FAULT_END, i)
-        self._push(0.0, _SAMPLE)
-        reqs = self.requests
-        n_req = len(reqs)
-        i = 0
+                self.timers.push(fault.end_s, FAULT_END, i)
+
+    def _loop(self) -> None:
+        """Fire the earliest next event of all sources (at equal times: the one listed first) until none is
+        left, or a bounded source's next event lies past the horizon."""
+        sources = self.sources
         horizon = self.duration_s + self.drain_s
-        heap = self._heap
-        replicas = self.replicas
-        duration, progress = self.duration_s, self.progress
-
-        def arrival_time(i: int) -> float:
-            """Time of request i at the router, or infinity once none was sent within the run (a request
-            the gateway delayed may reach the router after the window, and is served)."""
-            if i >= n_req:
-                return math.inf
-            req = reqs[i]
-            t = req.arrival_s
-            return math.inf if t - req.gateway_s >= duration else t
-
-        timed_at, deadlines = self._timed_at, self._deadlines
-        retry_q = self._retry_q
+        duration, progress, trace = self.duration_s, self.progress, self.trace
         inf = math.inf
-        t_list = arrival_time(i)
-        loops = self.loops
-        has_loops = bool(loops)
         while True:
-            # the next arrival: the request list's, or a closed-loop client's released request (its send
-            # must fall inside the window, like the list's)
-            t_arr = t_list
-            if has_loops:
-                t_late = loops.next_time()
-                while t_late < inf and t_late - loops.heap[0][2].gateway_s >= duration:
-                    loops.pop()
-                    t_late = loops.next_time()
-                if t_late < t_arr:
-                    t_arr = t_late
-            t_ev = heap[0][0] if heap else inf
-            # a client's retry goes first when it is strictly earlier than the next arrival
-            t_in, from_retry = t_arr, False
-            if retry_q and retry_q[0][0] < t_arr:
-                t_in, from_retry = retry_q[0][0], True
-            # the earliest pending step end (ties: the one timed first), and the earliest end of an
-            # intake on an idle replica (a busy one picks its requests up at its next step boundary)
-            t_step = inf
-            stepper: Replica | None = None
-            t_hand = inf
-            hander: Replica | None = None
-            for rep in replicas:
-                if rep.plan is not None:
-                    end = rep.plan_end
-                    if end < t_step or (end == t_step and stepper is not None
-                                        and timed_at[rep.index] < timed_at[stepper.index]):
-                        t_step, stepper = end, rep
-                elif rep.frontend.pending:
-                    h = rep.frontend.pending[0][0]
-                    if h < t_hand:
-                        t_hand, hander = h, rep
-            # A client deadline goes first if it falls before the next arrival, handover and step end and
-            # no later than the next heap event. Only deadlines that early are looked at: most requests
-            # finished long before theirs, and their entries are dropped when reached.
-            t_first = t_in if t_in < t_step else t_step
-            if t_hand < t_first:
-                t_first = t_hand
-            t_dl = inf
-            due: deque[tuple[float, int, Sequence]] | None = None
-            for queue in deadlines.values():
-                while queue:
-                    head = queue[0]
-                    if head[0] >= t_first or head[0] > t_ev:
-                        break  # not due yet
-                    if head[2].state in _LIVE:
-                        if head[0] < t_dl:
-                            t_dl, due = head[0], queue
-                        break
-                    queue.popleft()  # finished, failed or aborted already
-            if t_in == inf and t_ev == inf and stepper is None and hander is None and due is None:
-                break
+            t = inf
+            src: EventSource | None = None
+            for s in sources:
+                ts = s.next_time()
+                if ts < t:
+                    t, src = ts, s
+            if src is None:
+                return
             self.n_events += 1
             if progress is not None and self.n_events % 20000 == 0:
                 progress(min(1.0, self.now / duration))
-            if due is not None:
-                if t_dl > horizon:
-                    break
-                _, idx, seq = due.popleft()
-                self.now = t_dl
-                self._client_gave_up(replicas[idx], seq)
-                continue
-            if t_in <= t_ev and t_in <= t_step and t_in <= t_hand:
-                self.now = t_in
-                if from_retry:
-                    self._arrival(heapq.heappop(retry_q)[2])
-                elif t_arr == t_list:
-                    self._arrival(reqs[i])
-                    i += 1
-                    t_list = arrival_time(i)
-                else:
-                    self._arrival(loops.pop())
-                continue
-            if hander is not None and t_hand <= t_step and t_hand <= t_ev:
-                if t_hand > horizon:
-                    break
-                # every request whose intake has ended by now reaches the engine's queue, then one step
-                # is planned for all of them
-                self.now = t_hand
-                self._kick(hander)
-                continue
-            if stepper is not None and t_step <= t_ev:
-                if t_step > horizon:
-                    break
-                self.now = t_step
-                outs = stepper.finish_step(t_step)
-                if outs:
-                    self._record_all(outs)
-                self._kick(stepper)
-                continue
-            t, kind, _, a, b = heapq.heappop(heap)
-            if t > horizon:
-                break
+            if src.bounded and t > horizon:
+                return
+            if trace is not None:
+                src.record(trace, t)
             self.now = t
-            if kind == _SAMPLE:
-                self._sample(t)
-            elif kind == _FAULT:
-                self._apply_fault(self.faults[a] if b == 0 else self.faults[a].at_step(b), start=True)
-            elif kind == _FAULT_END:
-                self._apply_fault(self.faults[a], start=False)
-            elif kind == _RESTART:
-                rep = self.replicas[a]
-                try:
-                    rep.restart(t)
-                except ValueError as exc:  # the new config cannot start: vLLM exits, k8s retries
-                    rep.log(t, "startup_failed", error=str(exc))
-                    self._push(t + self.fleet.restart_s, _RESTART, rep.index)
-                else:
-                    self._kick(rep)
-            elif kind == _DEPLOY:
-                self._start_deploy(a)
-            elif kind == _HEALTH:
-                rep = self.replicas[a]
-                if rep.state == "down":
-                    rep.noticed_down = True
-            elif kind == _DRAIN_DEADLINE:
-                rep = self.replicas[a]
-                if rep.state == "draining" and b == rep.drain_token:
-                    self._record_all(rep.crash(t, reason="drain_timeout"))
-                    rep.noticed_down = True
-                    self._push(t + self._restart_after_drain.pop(rep.index, self.fleet.restart_s), _RESTART, rep.index)
+            src.fire(self, t)
+
+    def _result(self, wall0: float) -> SimResult:
+        """The run's requests (as columns), samples, events and counters; `wall0`: perf_counter at the start."""
         rows = self._req_rows
         for j, name in enumerate(REQUEST_FIELDS):  # column by column: no transposed copy of all rows
-            self.req_cols[name].extend(map(itemgetter(j), rows))
+            col = self.req_cols[name]
+            for row in rows:  # compiled, a plain loop beats extend(map(itemgetter(j), rows)) by far
+                col.append(row[j])
         rows.clear()
         events = [e for r in self.replicas for e in r.events] + self.router_events
         events.sort(key=lambda e: e.t)
@@ -342,8 +257,9 @@ class Simulation:
             stats=stats,
         )
 
-    # ----- handlers -------------------------------------------------------------------------
-    def _arrival(self, req: Request) -> None:
+    # ----- what the sources call back into -----------------------------------------------------
+    def arrival(self, req: Request) -> None:
+        """`req` reaches the router now: into the chosen replica's API server, or rejected."""
         if self.clients is not None and req.attempt == 1:
             req = self.clients.on_send(req)
         rep, route = self.router.choose(req)
@@ -359,36 +275,21 @@ class Simulation:
         # into the API server; a decode run in progress is cut to end when the request reaches the engine
         seq = rep.enqueue(req, self.now)
         if rep.plan is not None and rep.plan_end != end:
-            self._seq += 1
-            self._timed_at[rep.index] = self._seq
-        queue = self._deadlines.get(req.timeout_s)
-        if queue is None:
-            queue = self._deadlines[req.timeout_s] = deque()
+            self.step_ends.timed(rep)
         # the client's clock started when it sent the request, gateway_s before it reached the router
         # (a client that gave up while the request sat in the gateway is noticed on arrival)
         deadline = self.now + req.timeout_s - req.gateway_s
-        if deadline < self.now:
-            deadline = self.now
-        entry = (deadline, rep.index, seq)
-        if queue and queue[-1][0] > deadline:
-            # gateway times differ by request, so a deadline can fall before the last few queued: keep the
-            # queue sorted (the displaced entries are few and at its end)
-            k = len(queue) - 1
-            while k > 0 and queue[k - 1][0] > deadline:
-                k -= 1
-            queue.insert(k, entry)
-        else:
-            queue.append(entry)
+        self.timeouts.add(req.timeout_s, max(deadline, self.now), rep.index, seq)
 
-    def _client_gave_up(self, rep: Replica, seq: Sequence) -> None:
+    def client_gave_up(self, rep: Replica, seq: Sequence) -> None:
         """A request's client timed out: the replica aborts it, and replans its batch without it."""
         self._record(rep.abort(seq, self.now))
         if rep.busy:
             self.interrupt(rep)
         else:
-            self._kick(rep)  # a draining replica may now be empty
+            self.kick(rep)  # a draining replica may now be empty
 
-    def _kick(self, rep: Replica) -> None:
+    def kick(self, rep: Replica) -> None:
         """Start the replica's next step if it is idle."""
         if rep.plan is not None or rep.state == "down":  # busy or down
             return
@@ -397,18 +298,20 @@ class Simulation:
             if rep.drained():
                 self._shutdown_for_restart(rep)
         elif isinstance(res, list):  # OOM: the replica crashed
-            self._record_all(res)
-            self._push(self.now + self.fleet.health_check_s, _HEALTH, rep.index)
-            self._push(self.now + self.fleet.restart_s, _RESTART, rep.index)
+            self.record_all(res)
+            self.timers.push(self.now + self.fleet.health_check_s, HEALTH, rep.index)
+            self.timers.push(self.now + self.fleet.restart_s, RESTART, rep.index)
         else:  # timed: the step ends at rep.plan_end
-            self._seq += 1
-            self._timed_at[rep.index] = self._seq
+            self.step_ends.timed(rep)
 
     def _shutdown_for_restart(self, rep: Replica) -> None:
         rep.go_down(self.now, "shutdown")
-        self._push(self.now + self._restart_after_drain.pop(rep.index, self.fleet.restart_s), _RESTART, rep.index)
+        self.timers.push(self.now + self._restart_after_drain.pop(rep.index, self.fleet.restart_s), RESTART,
+                         rep.index)
 
-    def _sample(self, t: float) -> None:
+    # ----- timers: Timers calls these by kind with (time in seconds, a, b) ------------------------
+    def _on_sample(self, t: float, a: int, b: int) -> None:
+        """Scrape every replica; the next scrape one interval later, while within the window."""
         cols = self.samples
         for rep in self.replicas:
             row = rep.sample(t)
@@ -416,7 +319,44 @@ class Simulation:
                 cols[k].append(v)
         nxt = t + self.sample_interval_s
         if nxt <= self.duration_s + 1e-9:
-            self._push(nxt, _SAMPLE)
+            self.timers.push(nxt, SAMPLE)
+
+    def _on_fault(self, t: float, a: int, b: int) -> None:
+        """Fault `a` starts (b = 0) or a gradual fault's b-th step begins."""
+        self._apply_fault(self.faults[a] if b == 0 else self.faults[a].at_step(b), start=True)
+
+    def _on_fault_end(self, t: float, a: int, b: int) -> None:
+        """Fault `a` ends."""
+        self._apply_fault(self.faults[a], start=False)
+
+    def _on_restart(self, t: float, a: int, b: int) -> None:
+        """Replica `a` starts serving again, or, when its new config cannot start, tries again later."""
+        rep = self.replicas[a]
+        try:
+            rep.restart(t)
+        except ValueError as exc:  # the new config cannot start: vLLM exits, k8s retries
+            rep.log(t, "startup_failed", error=str(exc))
+            self.timers.push(t + self.fleet.restart_s, RESTART, rep.index)
+        else:
+            self.kick(rep)
+
+    def _on_deploy(self, t: float, a: int, b: int) -> None:
+        """Redeploy action `a` (see `redeploy`) reaches its replica: it starts draining."""
+        self._start_deploy(a)
+
+    def _on_health_check(self, t: float, a: int, b: int) -> None:
+        """The router's health check notices replica `a` when it is down."""
+        rep = self.replicas[a]
+        if rep.state == "down":
+            rep.noticed_down = True
+
+    def _on_drain_deadline(self, t: float, a: int, b: int) -> None:
+        """Replica `a` still draining with drain token `b` at its deadline: its requests fail, it restarts."""
+        rep = self.replicas[a]
+        if rep.state == "draining" and b == rep.drain_token:
+            self.record_all(rep.crash(t, reason="drain_timeout"))
+            rep.noticed_down = True
+            self.timers.push(t + self._restart_after_drain.pop(rep.index, self.fleet.restart_s), RESTART, rep.index)
 
     # ----- faults: the registry's kinds (engine_model.fault_kinds) act through these -----------
     def _apply_fault(self, fault: Fault, *, start: bool) -> None:
@@ -431,21 +371,20 @@ class Simulation:
     def interrupt(self, rep: Replica) -> None:
         """Cut `rep`'s running step short so the next one is timed with what the fault changed."""
         if rep.interrupt(self.now) is not None:
-            self._seq += 1
-            self._timed_at[rep.index] = self._seq
+            self.step_ends.timed(rep)
 
     def crash(self, rep: Replica, xid: int, restart_s: float | None) -> None:
         """`rep`'s engine process dies now with GPU Xid `xid`; it serves again after `restart_s` (default: the
         fleet's) and the router notices at its next health check."""
         now = self.now
-        self._record_all(rep.crash(now, reason="xid", xid=xid))
-        self._push(now + self.fleet.health_check_s, _HEALTH, rep.index)
-        self._push(now + (self.fleet.restart_s if restart_s is None else restart_s), _RESTART, rep.index)
+        self.record_all(rep.crash(now, reason="xid", xid=xid))
+        self.timers.push(now + self.fleet.health_check_s, HEALTH, rep.index)
+        self.timers.push(now + (self.fleet.restart_s if restart_s is None else restart_s), RESTART, rep.index)
 
     def redeploy(self, rep: Replica, fault: Fault, start: bool, at: float) -> None:
         """Schedule a rolling restart of `rep` into the fault's config (or back to the original at its end)."""
         self._actions.append((rep, fault, start))
-        self._push(at, _DEPLOY, len(self._actions) - 1)
+        self.timers.push(at, DEPLOY, len(self._actions) - 1)
 
     def _deploy_for(self, rep: Replica, fault: Fault, start: bool) -> Deploy:
         """What `rep` restarts into: the fault applied on top of any deploy it is already waiting for."""
@@ -461,10 +400,12 @@ class Simulation:
             restart = REGISTRY[fault.kind].restart_s(fault)
             if restart is not None:
                 self._restart_after_drain[rep.index] = restart
-            self._push(self.now + self.fleet.drain_timeout_s, _DRAIN_DEADLINE, rep.index, rep.drain_token)
-            self._kick(rep)
+            self.timers.push(self.now + self.fleet.drain_timeout_s, DRAIN_DEADLINE, rep.index, rep.drain_token)
+            self.kick(rep)
 
-    def _record_all(self, outs: list[Outcome]) -> None:
+    # ----- outcomes --------------------------------------------------------------------------
+    def record_all(self, outs: list[Outcome]) -> None:
+        """Record every outcome in `outs` (see `_record`)."""
         for out in outs:
             self._record(out)
 
@@ -517,8 +458,7 @@ class Simulation:
         nxt = self.clients.retry(req, out.status, out.finish_s)
         if nxt is None:
             return False
-        self._retry_n += 1
-        heapq.heappush(self._retry_q, (nxt.arrival_s, self._retry_n, nxt))
+        self.retries.push(nxt)
         return True
 
     def _record_rejected(self, req: Request, rep: Replica | None, route: str) -> None:
@@ -527,6 +467,14 @@ class Simulation:
         pool = self.fleet.primary
         name = rep.name if rep is not None else ""
         self._record(Outcome(seq, self.now, "error", "error", "", name, pool.model, pool.model_version, route))
+
+
+TIMER_HANDLERS: dict[int, TimerHandler] = {
+    RESTART: Simulation._on_restart, HEALTH: Simulation._on_health_check,
+    DRAIN_DEADLINE: Simulation._on_drain_deadline, DEPLOY: Simulation._on_deploy, FAULT: Simulation._on_fault,
+    FAULT_END: Simulation._on_fault_end, SAMPLE: Simulation._on_sample,
+}
+"""What each timer kind does (engine_model.sources.Timers calls it with the simulation)."""
 
 
 def simulate(fleet: FleetSpec, requests: list[Request], faults: list[Fault], duration_s: float,

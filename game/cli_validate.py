@@ -117,14 +117,6 @@ def chosen_seeds(seeds: tuple[int, ...] = (), sample: int | None = None) -> tupl
     return proof_seeds(PROOF_SEEDS if sample is None else sample)
 
 
-def deep_seeds(path: str, seeds: tuple[int, ...]) -> tuple[int, ...]:
-    """The seeds `--deep` proved before the seed policy: those given, else VALIDATION_SEEDS for an incident
-    with variables, else 0. `validate` no longer uses it (see chosen_seeds); kept for existing callers."""
-    if seeds:
-        return seeds
-    return VALIDATION_SEEDS if has_variables(path) else (0,)
-
-
 def unobserved_signals(incident: Any, database: Path) -> list[str]:
     """Signals whose own reference query, run through the player's gateway on `database`, fails or does
     not observe the signal: a player could never get credit for that evidence. One line per problem."""
@@ -143,21 +135,6 @@ def unobserved_signals(incident: Any, database: Path) -> list[str]:
                                 f"(the gateway saw it read {read}) (hint: list in reveals only columns the "
                                 "query reads; count(*) reads no column)")
     return problems
-
-
-def validate_file(path: str, *, deep: bool, seeds: tuple[int, ...] = (), show_progress: bool = False,
-                  sample: int | None = None, jobs: int = 1, claims_only: bool = False) -> FileResult:
-    """Structure, names and cross-references of one file, then (deep) the simulated claims on every seed
-    of `chosen_seeds(seeds, sample)`, `jobs` processes at a time.
-
-    Without deep, explicit seeds of an incident with variables are also checked statically as variants;
-    with deep, each seed's proof loads (and so checks) its own variant.
-    """
-    result = check_file(path, () if deep else seeds)
-    if deep and not result.diagnostics:
-        prove_files([result], chosen_seeds(seeds, sample), jobs=jobs, claims_only=claims_only,
-                    progress=_Counter() if show_progress else None)
-    return result
 
 
 def check_file(path: str, seeds: tuple[int, ...] = ()) -> FileResult:

@@ -5,13 +5,13 @@ simulation produces what happened; `tables` turns that into what an observabilit
 would have recorded. `ablate=True` runs the same seed with the faults removed (the
 validator's counterfactual).
 
-Workload-side faults (engine_model.faults.WORKLOAD_FAULTS) act here, before the simulation:
-`traffic_surge` adds requests drawn from a seed of their own, `workload_shift` rescales token
-counts, `gateway_latency` delays requests on their way to the router, `eval_harness_change`
-re-scores the evaluations. `client_change` changes how clients time out and retry: it reaches the
-simulation as its `clients` (telemetry_gen.clients), which sends the retries. The base workload's
-draws never change (common random numbers), so two worlds of one incident differ only by their
-faults.
+What a fault changes outside the engines, each kind declares in its workload hook
+(engine_model.fault_kinds: `FaultKind.workload`) to a `WorkloadEffects`, and this module applies the
+declarations in one fixed order, naming no kind: extra requests (drawn from a seed of their own),
+rescaled token counts, delays on the way through the gateway to the router, then the offline
+evaluations and the GPUs' throttle causes. How clients time out and retry reaches the simulation as its
+`clients` (telemetry_gen.clients), which sends the retries. The base workload's draws never change
+(common random numbers), so two worlds of one incident differ only by their faults.
 
 Why one module a little over 500 lines: it is the one translation from an incident file to a
 simulation run, and each step above derives its seed from the incident seed in a fixed order
@@ -25,7 +25,7 @@ import hashlib
 import math
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,11 +33,15 @@ import numpy as np
 import pandas as pd
 
 from engine_model.config import EngineConfig
+from engine_model.fault_kinds import REGISTRY
+from engine_model.fault_kinds.config_change import ConfigChange
 from engine_model.faults import WORKLOAD_FAULTS, Fault
 from engine_model.profiles import get_gpu, get_model
 from engine_model.request import Request
 from engine_model.results import SimResult
 from engine_model.simulation import FleetSpec, PoolSpec, Simulation, replica_names
+from engine_model.trace import EventTrace
+from incidents.fault_spec import ConfigChangeNoise, ReplicaRestart
 from incidents.spec import App as AppSpecYaml
 from incidents.spec import (
     BurstArrival,
@@ -146,12 +150,13 @@ def engine_faults(inc: Incident, *, ablate: bool = False) -> list[Fault]:
             continue  # acted on the requests or the evaluations already
         first, steps = fs.schedule()
         out.append(Fault(fs.kind, fs.at_s, fs.until_s, _scope(fs.scope, n), first, dict(fs.params), steps))
+    # routine config changes and restarts are config changes the router and engines go through like any other
     for noise in inc.noise:
-        if noise.kind == "config_change":
-            out.append(Fault("config_change", noise.at_s, None, _scope(noise.scope, n), 1.0, dict(noise.params)))
-        elif noise.kind == "replica_restart":
+        if isinstance(noise, ConfigChangeNoise):
+            out.append(Fault(ConfigChange.name, noise.at_s, None, _scope(noise.scope, n), 1.0, dict(noise.params)))
+        elif isinstance(noise, ReplicaRestart):
             idx = replica_index(noise.replica)
-            out.append(Fault("config_change", noise.at_s, None, (idx,) if idx is not None else None, 1.0, {}))
+            out.append(Fault(ConfigChange.name, noise.at_s, None, (idx,) if idx is not None else None, 1.0, {}))
     return out
 
 
@@ -263,22 +268,16 @@ def eval_suites(inc: Incident, ablate: bool) -> list[T.EvalSuite]:
     earlier runs' sampling noise stays as it was)."""
     base = base_scores(inc.fleet.model)
     suites = [T.EvalSuite(inc.fleet.model_version, base, n=1000, at_s=-86_400.0)]
-    faults = live_faults(inc, ablate=ablate)
-    for fs in faults:
-        if fs.kind != "model_rollout":
-            continue
-        version = str(fs.params.get("version", inc.fleet.model_version + "-next"))
-        deltas = fs.params.get("eval_deltas", {}) or {}
-        scores = {task: _clip01(v + float(deltas.get(task, 0.0)) * fs.intensity) for task, v in base.items()}
-        suites.append(T.EvalSuite(version, scores, n=1000, at_s=max(0.0, fs.at_s - 3600.0)))
-    for fs in faults:
-        if fs.kind != "eval_harness_change":
-            continue
-        raw = fs.params.get("eval_deltas", {}) or {}
-        deltas = {task: float(raw.get(task, 0.0)) * fs.intensity for task in base}
+    effects = workload_effects(live_faults(inc, ablate=ablate), inc.fleet.replicas)
+    for fault, version, moved in effects.versions:
+        scores = {task: _clip01(v + moved.get(task, 0.0)) for task, v in base.items()}
+        label = inc.fleet.model_version + "-next" if version is None else version
+        suites.append(T.EvalSuite(label, scores, n=1000, at_s=max(0.0, fault.start_s - 3600.0)))
+    for fault, moved in effects.rescores:
+        deltas = {task: moved.get(task, 0.0) for task in base}
         if not any(deltas.values()):
             continue  # intensity 0 or no task moves: the harness change is invisible
-        until = math.inf if fs.until_s is None else fs.until_s
+        until = math.inf if fault.end_s is None else fault.end_s
 
         def rescored(suite: T.EvalSuite, deltas: dict[str, float] = deltas) -> dict[str, float]:
             return {task: _clip01(v + deltas.get(task, 0.0)) for task, v in suite.scores.items()}
@@ -286,47 +285,87 @@ def eval_suites(inc: Incident, ablate: bool) -> list[T.EvalSuite]:
         # every version evaluated before is evaluated again with the new harness when it lands
         latest: dict[str, T.EvalSuite] = {}
         for suite in suites:
-            if suite.at_s < fs.at_s:
+            if suite.at_s < fault.start_s:
                 latest[suite.model_version] = suite
         # evaluations run while the new harness is in place score with it
-        suites = [replace(x, scores=rescored(x)) if fs.at_s <= x.at_s < until else x for x in suites]
-        suites += [T.EvalSuite(v, rescored(x), n=x.n, at_s=fs.at_s) for v, x in latest.items()]
+        suites = [replace(x, scores=rescored(x)) if fault.start_s <= x.at_s < until else x for x in suites]
+        suites += [T.EvalSuite(v, rescored(x), n=x.n, at_s=fault.start_s) for v, x in latest.items()]
     return suites
 
 
-# ----- workload-side faults ---------------------------------------------------------------------
+# ----- what faults change outside the engines ------------------------------------------------------
+class WorkloadEffects:
+    """What the faults' workload hooks declared (engine_model.fault_kinds.base.WorkloadHost), in fault
+    order. `position`: the index, in the list of faults being declared, of the fault declaring now
+    (gateway delays and reshapes derive their seeds from it)."""
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.surges: list[tuple[Fault, str | None, float]] = []  # (fault, app, extra rate factor)
+        self.shifts: list[tuple[int, Fault, str | None, float, float]] = []  # (position, fault, app, prompt, output)
+        self.delays: list[tuple[int, Fault, float, float]] = []  # (position, fault, mean s, log-sigma)
+        self.rescores: list[tuple[Fault, Mapping[str, float]]] = []  # (fault, score change by task)
+        self.versions: list[tuple[Fault, str | None, Mapping[str, float]]] = []  # (fault, version, change by task)
+        self.throttles: list[tuple[Fault, str]] = []  # (fault, cause)
+
+    def add_requests(self, fault: Fault, app: str | None, extra: float) -> None:
+        self.surges.append((fault, app, extra))
+
+    def reshape(self, fault: Fault, app: str | None, prompt_scale: float, output_scale: float) -> None:
+        self.shifts.append((self.position, fault, app, prompt_scale, output_scale))
+
+    def delay(self, fault: Fault, mean_s: float, sigma: float) -> None:
+        self.delays.append((self.position, fault, mean_s, sigma))
+
+    def rescore(self, fault: Fault, deltas: Mapping[str, float]) -> None:
+        self.rescores.append((fault, deltas))
+
+    def evaluate_version(self, fault: Fault, version: str | None, deltas: Mapping[str, float]) -> None:
+        self.versions.append((fault, version, deltas))
+
+    def throttle_cause(self, fault: Fault, cause: str) -> None:
+        self.throttles.append((fault, cause))
+
+
+def workload_effects(faults: list[FaultSpec], n_replicas: int = 1) -> WorkloadEffects:
+    """Every fault's declared effects outside the engines (its kind's `workload` hook), in order;
+    `n_replicas` resolves a fractional scope."""
+    effects = WorkloadEffects()
+    for k, fs in enumerate(faults):
+        effects.position = k
+        first, steps = fs.schedule()
+        fault = Fault(fs.kind, fs.at_s, fs.until_s, _scope(fs.scope, n_replicas), first, dict(fs.params), steps)
+        REGISTRY[fs.kind].workload(effects, fault)
+    return effects
+
+
 def _derived_seed(seed: int, *parts: object) -> int:
     """A 63-bit seed for a stream of draws of its own, from the run's seed and a label."""
     digest = hashlib.blake2b(repr((seed, *parts)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") >> 1
 
 
-def _apps_named(spec: WorkloadSpec, fs: FaultSpec) -> str | None:
-    """The fault's `app` param (None: every app); an app the workload lacks is an error."""
-    app = fs.params.get("app")
+def _apps_named(spec: WorkloadSpec, kind: str, app: str | None) -> str | None:
+    """A fault's app (None: every app); an app the workload lacks is an error."""
     if app is None:
         return None
     names = [a.name for a in spec.apps]
-    if str(app) not in names:
-        raise ValueError(f"{fs.kind}: no app {app!r} in the workload (apps: {', '.join(names)})")
-    return str(app)
+    if app not in names:
+        raise ValueError(f"{kind}: no app {app!r} in the workload (apps: {', '.join(names)})")
+    return app
 
 
 def surge_requests(spec: WorkloadSpec, seed: int, faults: list[FaultSpec], first_id: int = SURGE_ID_BASE,
                    max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> list[list[Request]]:
-    """The extra requests of each traffic_surge fault: (factor - 1) x intensity times the normal rate of
-    its app (or of every app) between at_s and until_s, drawn from a seed derived from `seed` and the
-    fault's position, with fresh request ids from `first_id`. One list per surge."""
+    """The extra requests each fault declared (`add_requests`): `extra` times the normal rate of its app
+    (or of every app) between its start and end, drawn from a seed derived from `seed`, the fault's kind
+    and its rank among the faults that add requests, with fresh request ids from `first_id`. One list
+    per fault that adds any."""
     out: list[list[Request]] = []
     next_id = first_id
-    k = 0
-    for fs in faults:
-        if fs.kind != "traffic_surge":
-            continue
-        k += 1
-        extra = (float(fs.params.get("factor", 2.0)) - 1.0) * fs.intensity
-        app = _apps_named(spec, fs)
-        start, end = max(0.0, fs.at_s), min(spec.duration_s, fs.until_s or spec.duration_s)
+    for k, (fault, named, extra) in enumerate(workload_effects(faults).surges, 1):
+        app = _apps_named(spec, fault.kind, named)
+        start, end = max(0.0, fault.start_s), min(spec.duration_s, fault.end_s or spec.duration_s)
         if extra <= 0.0 or end <= start:
             continue
         # zero outside the window; inside, the same curve (diurnal shape, bursts, ramps) scaled to the extra
@@ -339,14 +378,14 @@ def surge_requests(spec: WorkloadSpec, seed: int, faults: list[FaultSpec], first
         if app is not None:
             chosen = next(a for a in spec.apps if a.name == app)
             if chosen.arrival != "open":
-                raise ValueError(f"traffic_surge: app {app!r} is not open-loop (its arrival is {chosen.arrival})")
+                raise ValueError(f"{fault.kind}: app {app!r} is not open-loop (its arrival is {chosen.arrival})")
             base_rps *= spec.share(chosen)  # its normal share, now carried alone
             apps = (chosen,)
         if not apps:
             continue
         curve = replace(rate, base_rps=base_rps, bursts=(*rate.bursts, *off))
         extra_spec = WorkloadSpec(duration_s=spec.duration_s, rate=curve, apps=apps)
-        reqs = generate_requests(extra_spec, _derived_seed(seed, "traffic_surge", k), max_model_len)
+        reqs = generate_requests(extra_spec, _derived_seed(seed, fault.kind, k), max_model_len)
         # the surge's adapters are numbered within its own apps: renumber them as in the whole workload
         ids = {i + 1: j + 1 for i, j in enumerate(map(adapter_names(spec).index, adapter_names(extra_spec)))}
         for r in reqs:
@@ -358,28 +397,24 @@ def surge_requests(spec: WorkloadSpec, seed: int, faults: list[FaultSpec], first
     return out
 
 
-def _active(fs: FaultSpec, t: float) -> bool:
-    return fs.at_s <= t and (fs.until_s is None or t < fs.until_s)
+def _active(fault: Fault, t: float) -> bool:
+    return fault.start_s <= t and (fault.end_s is None or t < fault.end_s)
 
 
 def shift_workload(reqs: list[Request], faults: list[FaultSpec], spec: WorkloadSpec,
                    max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> None:
-    """workload_shift faults, in place: requests of the app (or of every app) arriving in [at_s, until_s)
-    get their prompt beyond the shared system prompt scaled by prompt_scale and their output by
-    output_scale (both scaled by intensity). Ids and arrivals stay; a changed prompt gets a new content
-    hash (the same for repeats of one prompt, so they still share it)."""
-    for k, fs in enumerate(faults):
-        if fs.kind != "workload_shift":
-            continue
-        app = _apps_named(spec, fs)
-        ps = 1.0 + (float(fs.params.get("prompt_scale", 1.0)) - 1.0) * fs.intensity
-        os_ = 1.0 + (float(fs.params.get("output_scale", 1.0)) - 1.0) * fs.intensity
+    """The reshapes faults declared (`reshape`), in place: requests of the app (or of every app) arriving
+    while the fault is on get their prompt beyond the shared system prompt scaled by its prompt scale and
+    their output by its output scale. Ids and arrivals stay; a changed prompt gets a new content hash (the
+    same for repeats of one prompt, so they still share it)."""
+    for k, fault, named, ps, os_ in workload_effects(faults).shifts:
+        app = _apps_named(spec, fault.kind, named)
         if ps == 1.0 and os_ == 1.0:
             continue
-        salt = _derived_seed(0, "workload_shift", k) | 1
+        salt = _derived_seed(0, fault.kind, k) | 1
         for r in reqs:
             # a closed loop's requests keep their prepared lengths (most are sent after generation anyway)
-            if (app is not None and r.app != app) or r.loop >= 0 or not _active(fs, r.arrival_s):
+            if (app is not None and r.app != app) or r.loop >= 0 or not _active(fault, r.arrival_s):
                 continue
             if ps != 1.0:
                 user = max(1, round((r.prompt_tokens - r.prefix_tokens) * ps))
@@ -394,10 +429,11 @@ def gateway_transit(parts: list[list[Request]], faults: list[FaultSpec], seed: i
 
     Every request gets the gateway's baseline transit (`gateway_s`, a few ms drawn from a generator of
     its own per part, so the workload's draws stay as they were); the generated arrival is the arrival
-    at the router, so the client sent it gateway_s earlier. A gateway_latency fault active when the
-    client sent it adds delay_s x intensity on average (log-normal with sigma `jitter`): the request
+    at the router, so the client sent it gateway_s earlier. A delay a fault declared (`delay`) and active
+    when the client sent the request adds its mean on average (log-normal with its sigma): the request
     reaches the router, and the engines, that much later.
     """
+    delays = workload_effects(faults).delays
     for p, reqs in enumerate(parts):
         if not reqs:
             continue
@@ -407,19 +443,15 @@ def gateway_transit(parts: list[list[Request]], faults: list[FaultSpec], seed: i
         arrival = np.array([r.arrival_s for r in reqs], dtype=float)
         sent = arrival - gw
         extra = np.zeros(n)
-        for k, fs in enumerate(faults):
-            if fs.kind != "gateway_latency":
-                continue
-            mean = float(fs.params.get("delay_s", 0.5)) * fs.intensity
+        for k, fault, mean, sigma in delays:
             if mean <= 0.0:
                 continue
-            sigma = float(fs.params.get("jitter", 0.3))
             jrng = np.random.Generator(
                 np.random.PCG64(np.random.SeedSequence([seed % (1 << 64), _GATEWAY_SALT, p, k + 1]))
             )
             delay = mean * np.exp(sigma * jrng.standard_normal(n) - 0.5 * sigma * sigma)
-            until = math.inf if fs.until_s is None else fs.until_s
-            extra += np.where((sent >= fs.at_s) & (sent < until), delay, 0.0)
+            until = math.inf if fault.end_s is None else fault.end_s
+            extra += np.where((sent >= fault.start_s) & (sent < until), delay, 0.0)
         for r, g, e in zip(reqs, (gw + extra).tolist(), extra.tolist(), strict=True):
             r.gateway_s = g
             r.arrival_s += e
@@ -450,9 +482,6 @@ def external_events(inc: Incident) -> list[T.ExternalEvent]:
     return out
 
 
-THROTTLE_CAUSES = ("thermal", "power")
-
-
 def engine_setups(fleet: FleetSpec) -> dict[str, T.EngineSetup]:
     """Each replica's starting model, GPU and config, by replica name."""
     out: dict[str, T.EngineSetup] = {}
@@ -465,26 +494,22 @@ def engine_setups(fleet: FleetSpec) -> dict[str, T.EngineSetup]:
 
 
 def throttle_causes(inc: Incident, *, ablate: bool = False) -> dict[str, str]:
-    """Replica name -> why its GPU clock is throttled, for every replica a gpu_throttle fault scopes
-    (`cause`: thermal, the default, or power). The engine runs the slower clock; the cause is what the
-    GPU's temperature, power and clock-event reasons show."""
+    """Replica name -> why its GPU clock is throttled, for every replica a fault declared a throttle cause
+    for (thermal or power). The engine runs the slower clock; the cause is what the GPU's temperature,
+    power and clock-event reasons show."""
     out: dict[str, str] = {}
     names = replica_names(fleet_spec(inc).primary)
-    for fs in live_faults(inc, ablate=ablate):
-        if fs.kind != "gpu_throttle":
-            continue
-        cause = str(fs.params.get("cause", "thermal"))
-        if cause not in THROTTLE_CAUSES:
-            raise ValueError(f"gpu_throttle: cause {cause!r} is not one of {', '.join(THROTTLE_CAUSES)}")
-        scope = _scope(fs.scope, len(names))
-        for i in range(len(names)) if scope is None else scope:
+    for fault, cause in workload_effects(live_faults(inc, ablate=ablate), len(names)).throttles:
+        for i in range(len(names)) if fault.replicas is None else fault.replicas:
             if i < len(names):
                 out[names[i]] = cause
     return out
 
 
-def build_telemetry(inc: Incident, seed: int, *, ablate: bool = False, progress: Progress | None = None) -> Telemetry:
-    """Simulate the incident (or its ablation) and build every table. Deterministic in (incident, seed)."""
+def build_telemetry(inc: Incident, seed: int, *, ablate: bool = False, progress: Progress | None = None,
+                    trace: EventTrace | None = None) -> Telemetry:
+    """Simulate the incident (or its ablation) and build every table. Deterministic in (incident, seed).
+    `trace`: record every simulation event into it (engine_model.trace; for debugging a run)."""
     wall0 = time.perf_counter()
     say = progress or (lambda f, s: None)
     say(0.0, "workload")
@@ -496,7 +521,7 @@ def build_telemetry(inc: Incident, seed: int, *, ablate: bool = False, progress:
     sim = Simulation(fleet, reqs, engine_faults(inc, ablate=ablate), inc.window.duration_s,
                      sample_interval_s=inc.window.scrape_interval_s,
                      progress=(lambda f: say(0.05 + 0.8 * f, "simulating")),
-                     clients=client_model(inc, seed, timeouts, ablate=ablate))
+                     clients=client_model(inc, seed, timeouts, ablate=ablate), trace=trace)
     run = sim.run()
     say(0.85, "tables")
     gpu = get_gpu(inc.fleet.gpu)

@@ -345,3 +345,31 @@ def test_sticky_share_needs_a_scope_and_a_scope_needs_a_share() -> None:
     (msg,) = issues(fault("sticky_sessions", params={"key": "tenant"}))
     assert "ignores its scope" in msg
     assert issues(fault("sticky_sessions", params={"key": "session"}, scope="all")) == []
+
+
+def test_the_runner_names_no_fault_kind() -> None:
+    """Adding a kind is one file: what a kind changes outside the engines it declares in its workload hook, so
+    the runner (the translation from an incident to a run) never spells a kind's name."""
+    import ast
+    from pathlib import Path
+
+    import telemetry_gen.runner as runner
+
+    tree = ast.parse(Path(runner.__file__).read_text())
+    named = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in REGISTRY}
+    assert not named, f"telemetry_gen/runner.py names fault kinds {sorted(named)}: give the kind a workload hook"
+
+
+def test_workload_kinds_read_their_defaults_from_their_params() -> None:
+    """A workload kind's hook without params declares the effect its Param defaults give (no second copy)."""
+    from telemetry_gen.runner import WorkloadEffects
+
+    host = WorkloadEffects()
+    for name in ("traffic_surge", "workload_shift", "gateway_latency"):
+        REGISTRY[name].workload(host, Fault(name, 0.0, None, intensity=1.0))
+    surge, shift, delay = REGISTRY["traffic_surge"], REGISTRY["workload_shift"], REGISTRY["gateway_latency"]
+    assert [extra for _, _, extra in host.surges] == [surge.params["factor"].default - 1.0]
+    assert [(ps, os_) for *_, ps, os_ in host.shifts] == [
+        (shift.params["prompt_scale"].default, shift.params["output_scale"].default)]
+    assert [(mean, sigma) for *_, mean, sigma in host.delays] == [
+        (delay.params["delay_s"].default, delay.params["jitter"].default)]

@@ -8,6 +8,10 @@ on the simulated fleet (`apply`, or `deploy` for kinds that redeploy replicas). 
 
 Intensity 0 means no effect for every kind: the simulation skips such a fault, and so do the workload-side
 effects in telemetry_gen.runner.
+
+What a kind changes outside the engines (what clients send, the gateway, the offline evaluations, what the
+GPU's own gauges say) it declares in its `workload` hook to a WorkloadHost; telemetry_gen.runner applies
+the declarations in one fixed order and names no kind.
 """
 
 from __future__ import annotations
@@ -69,6 +73,34 @@ class FaultHost(Protocol):
     def interrupt(self, rep: Replica) -> None: ...
     def crash(self, rep: Replica, xid: int, restart_s: float | None) -> None: ...
     def redeploy(self, rep: Replica, fault: Fault, start: bool, at: float) -> None: ...
+
+
+class WorkloadHost(Protocol):
+    """What a kind's `workload` hook declares its effects to (telemetry_gen.runner.WorkloadEffects satisfies it).
+
+    A hook only says what changes; the runner applies every fault's changes in one fixed order (extra
+    requests, then lengths, then the gateway; the evaluations and the GPU gauges apart), each from a seed of
+    its own, so the base workload's draws never change. Each effect holds while the fault is on, from its
+    `start_s` to its `end_s` (seconds); `app` None means every app.
+    """
+
+    def add_requests(self, fault: Fault, app: str | None, extra: float) -> None:
+        """Extra open-loop traffic: `extra` times the normal arrival rate of `app`."""
+
+    def reshape(self, fault: Fault, app: str | None, prompt_scale: float, output_scale: float) -> None:
+        """Requests of `app` get their prompt (beyond the shared system prompt) and output scaled."""
+
+    def delay(self, fault: Fault, mean_s: float, sigma: float) -> None:
+        """The gateway adds a log-normal delay of mean `mean_s` seconds and log-sigma `sigma` per request."""
+
+    def rescore(self, fault: Fault, deltas: Mapping[str, float]) -> None:
+        """The offline eval harness changes: every version is re-scored with these score changes by task."""
+
+    def evaluate_version(self, fault: Fault, version: str | None, deltas: Mapping[str, float]) -> None:
+        """A new model version (None: the fleet's with -next) is evaluated, its scores moved by `deltas`."""
+
+    def throttle_cause(self, fault: Fault, cause: str) -> None:
+        """The scoped replicas' GPUs show this throttle cause (thermal or power) in their telemetry."""
 
 
 def _type_ok(kind: ParamType, value: Any) -> bool:
@@ -185,6 +217,19 @@ class FaultKind:
     def restart_s(self, fault: Fault) -> float | None:
         """Seconds a replica this fault restarts takes to serve again; None: the fleet's default."""
         return None
+
+    def workload(self, host: WorkloadHost, fault: Fault) -> None:
+        """Declare to `host` what the fault changes outside the engines (see WorkloadHost); most kinds change
+        nothing there. Called for every fault with an effect, in the incident's order."""
+
+    def scaled_param(self, fault: Fault, name: str, nominal: float) -> float:
+        """Parameter `name` (else its default) as a number, moved from `nominal` towards it by intensity."""
+        return fault.scaled(nominal, float(self.param(fault, name)))
+
+    def app(self, fault: Fault) -> str | None:
+        """The fault's `app` parameter (None: every app)."""
+        app = fault.params.get("app")
+        return None if app is None else str(app)
 
 
 REGISTRY: dict[str, FaultKind] = {}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from engine_model.fault_kinds.base import FaultKind, Param, register
+from engine_model.fault_kinds.base import FaultKind, Param, WorkloadHost, register
+
+if TYPE_CHECKING:
+    from engine_model.faults import Fault
 
 
 @register
@@ -14,3 +17,7 @@ class EvalHarnessChange(FaultKind):
     acts_on = "workload"
     scoped = False
     params: ClassVar[dict[str, Param]] = {"eval_deltas": Param("task -> score change at intensity 1", type="mapping")}
+
+    def workload(self, host: WorkloadHost, fault: Fault) -> None:
+        raw = self.param(fault, "eval_deltas") or {}
+        host.rescore(fault, {str(task): float(v) * fault.intensity for task, v in raw.items()})

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from engine_model.fault_kinds.base import FaultKind, Param, register
+from engine_model.fault_kinds.base import FaultKind, Param, WorkloadHost, register
+
+if TYPE_CHECKING:
+    from engine_model.faults import Fault
 
 
 @register
@@ -18,3 +21,6 @@ class GatewayLatency(FaultKind):
         "jitter": Param("relative spread of the added delay (log-normal sigma, default 0.3)", default=0.3,
                         minimum=0.0),
     }
+
+    def workload(self, host: WorkloadHost, fault: Fault) -> None:
+        host.delay(fault, float(self.param(fault, "delay_s")) * fault.intensity, float(self.param(fault, "jitter")))

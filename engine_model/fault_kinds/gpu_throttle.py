@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from engine_model.fault_kinds.base import HardwareFactor, Param, register
+from engine_model.fault_kinds.base import HardwareFactor, Param, WorkloadHost, register
+
+if TYPE_CHECKING:
+    from engine_model.faults import Fault
 
 
 @register
@@ -20,3 +23,9 @@ class GpuThrottle(HardwareFactor):
                        "(a lowered power limit caps it); only the GPU's telemetry shows which",
                        type="str", default="thermal", choices=("thermal", "power")),
     }
+
+    def workload(self, host: WorkloadHost, fault: Fault) -> None:
+        cause = str(self.param(fault, "cause"))
+        if cause not in self.params["cause"].choices:
+            raise ValueError(f"{self.name}: cause {cause!r} is not one of {', '.join(self.params['cause'].choices)}")
+        host.throttle_cause(fault, cause)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from engine_model.config import KV_DTYPES, WEIGHT_DTYPES
-from engine_model.fault_kinds.base import Param, Redeploy, register
+from engine_model.fault_kinds.base import Param, Redeploy, WorkloadHost, register
 from engine_model.profiles import MODELS, get_model
 
 if TYPE_CHECKING:
@@ -38,3 +38,10 @@ class ModelRollout(Redeploy):
         model = get_model(str(p["model"])) if "model" in p else base.model
         scale = 1.0 + (float(p.get("output_scale", 1.0)) - 1.0) * fault.intensity
         return Deploy(cfg, version, model, scale)
+
+    def workload(self, host: WorkloadHost, fault: Fault) -> None:
+        # the new version's offline evaluation, before it rolls out
+        version = self.param(fault, "version")
+        raw = self.param(fault, "eval_deltas") or {}
+        host.evaluate_version(fault, None if version is None else str(version),
+                              {str(task): float(v) * fault.intensity for task, v in raw.items()})

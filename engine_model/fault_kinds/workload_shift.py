@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from engine_model.fault_kinds.base import FaultKind, Param, register
+from engine_model.fault_kinds.base import FaultKind, Param, WorkloadHost, register
+
+if TYPE_CHECKING:
+    from engine_model.faults import Fault
 
 
 @register
@@ -19,3 +22,7 @@ class WorkloadShift(FaultKind):
                               default=1.0, minimum=0.0, above=True),
         "output_scale": Param("multiplier on output tokens at intensity 1", default=1.0, minimum=0.0, above=True),
     }
+
+    def workload(self, host: WorkloadHost, fault: Fault) -> None:
+        host.reshape(fault, self.app(fault), self.scaled_param(fault, "prompt_scale", 1.0),
+                     self.scaled_param(fault, "output_scale", 1.0))

@@ -5,16 +5,20 @@ A result is reduced to the **features a reader reads** (`shown`):
 - rows are grouped by their text cells (replica, log message, task, ...). Numbers are values wherever
   they appear: a cell of numeric-looking text (``CAST(avg(x) AS VARCHAR)``) is a number, and a text cell
   is its template plus its numbers (``"... 0.75 GiB is free"`` is the group ``"... # GiB is free"`` with
-  the value 0.75), so digits in a log line never make a group of their own;
+  the value 0.75), so digits in a log line never make a group of their own. A number inside text is read
+  line by line: as a level, and against its siblings only where each group is one line, never as a
+  curve;
 - **presence**: which texts each column shows (an error line, a config change, a replica), column by
-  column, so a row that differs from another in one cell is not a new thing;
+  column, so a row that differs from another in one cell is not a new thing. Only an absence counts
+  against a rival (what its cause needs and the result lacks, in a result short enough to read whole);
 - **levels**: per group, its row count, each numeric column's median and maximum, and each time
   column's median and first time. A reader cannot know what magnitude an alternative cause predicts, so
   a magnitude is read as zero or not (and its sign); its size counts only where the incident declares
   what sizes the cause can have (`members`), and a row count only where no traffic draw moves it;
 - **peers**: per group, each numeric column's median against the median of its siblings (the groups
   that differ from it in one key cell: "vllm-3's SM clock is 0.4x its siblings'"), read as up, down or
-  flat, and which group stands clear as highest or lowest;
+  flat (its size, like any size, only against declared members), and which group stands clear as
+  highest or lowest;
 - **shape**, for a group of `SERIES_MIN` or more rows with a time column, in time order: where the
   series ends against where it started (its trend: up, down or flat), when it first leaves its early
   level by a step a reader sees (onset), and when a prominent peak comes.
@@ -63,10 +67,10 @@ LEVEL_SIZE_FACTOR = 1.5
 rival's family spans the severities its incident declares (`members`), and then only when it lies this
 many times outside everything the family produced: the family says what sizes the cause can have."""
 RATIO_SIZE_FACTOR = 2.0
-"""Two ratios of a group against its siblings, of one direction, still tell apart when one is this many
-times the other (beyond chance): "vllm-3 runs at 0.4x its siblings" against "0.17x" is a difference a
-reader sees without knowing the fleet's scale. A raw level (a mean, a count) counts by size only
-against a family with members (LEVEL_SIZE_FACTOR): its scale is the cause's severity."""
+"""Two ratios of a group against its siblings, of one direction, tell apart when one is this many times
+the other (beyond chance) and the rival's family spans the severities its incident declares (`members`):
+how far below its siblings a restarted or throttled replica would run is the cause's severity, which
+nobody knows for a rival whose incident does not say (docs/scoring.md, "A worked reading")."""
 TIME_FLOOR_S = 300.0
 """A time reading (when something starts, peaks, happens), against a family whose members declare its
 onsets, rules out only when this many seconds outside them (a five-minute bucket)..."""
@@ -441,9 +445,9 @@ def _magnitude(feature: Feature, x: float, truths: Sequence[Shown], rvals: Seque
     written world on its traffic draws (`drawn`; its declared members widen `rvals`, not chance).
     Another direction (up, down, flat; zero or not) on every truth draw against every rival member
     counts when the gap is more than FLAT and NOISE_FACTOR times the spread of the rival's own draws (the
-    truth's chance is spent on every draw reading the same way). A size counts only for a group against its siblings
-    (RATIO_SIZE_FACTOR) or, when the rival's family spans the severities the incident declares for it
-    (`sized`), for a level (LEVEL_SIZE_FACTOR): otherwise nobody knows what size the rival predicts."""
+    truth's chance is spent on every draw reading the same way). A size counts only when the rival's family
+    spans the severities the incident declares for it (`sized`): for a group against its siblings
+    (RATIO_SIZE_FACTOR) or a level (LEVEL_SIZE_FACTOR); otherwise nobody knows what size the rival predicts."""
     kind = feature.kind
     values = [t.features.get(feature) for t in truths]
     if any(not isinstance(v, float) for v in values):

@@ -36,13 +36,14 @@ if TYPE_CHECKING:
     from game.sandbox import Gateway
     from game.scoring import ScoreReport
     from game.session import Event, Session, Update
+    from incidents.snippets import Snippet
     from incidents.spec import Incident
     from telemetry_gen.cache import BuildInfo
 
 __all__ = [
     "Debrief", "Game", "IncidentError", "Ran", "Telemetry", "Truth", "Variant", "debrief", "find_incident", "library",
     "load_variant", "new_session", "open_game", "open_telemetry", "resume_game", "resume_session", "run_query",
-    "start", "truth", "variant_of",
+    "snippets", "start", "truth", "variant_of",
 ]
 
 BuildProgress = Callable[[float, str], None]
@@ -82,6 +83,14 @@ class Variant:
         from game.hypotheses import shown_hypotheses
 
         return shown_hypotheses(self.incident, self.seed)
+
+
+def snippets(incident: Incident) -> list[Snippet]:
+    """The editor's starter snippets for `incident` (incidents.snippets: the dialect on the whole fleet;
+    the validator proves they settle no incident of difficulty 2 or more)."""
+    from incidents.snippets import snippets as starter
+
+    return starter(incident.window.start, incident.window.duration_s)
 
 
 def load_variant(path: Path | str, seed: int) -> Variant:

@@ -97,8 +97,12 @@ def test_deep_proves_the_whole_sample_by_default_even_for_a_fixed_incident(proof
     assert deep["failed_seeds"] == sorted(FAILING) and deep["ok"] is False
     [check] = deep["by_check"]
     line = _claim_line(SLOW)
+    suspects = check.pop("suspects")
     assert check == {"check": "claim", "subject": ["symptoms", "prefill-slow-on-part"], "at": f"{SLOW}:{line}:5",
                      "line": line, "column": 5, "seeds": sorted(FAILING)}
+    # the entries most likely at fault, gathered once from the failing seeds' own suspects
+    gathered = {s["at"] for r in deep["runs"] for f in r.get("failures", []) for s in f.get("suspects", [])}
+    assert isinstance(suspects, list) and {s["at"] for s in suspects} == gathered
     # old keys stay; new ones name the file position of the failing claim
     bad = deep["runs"][6]
     assert {"incident", "seed", "ok", "problems", "claims", "lines"} <= set(bad)

@@ -4,7 +4,7 @@ full. Each fits an 80x24 terminal: one-line (compact) buttons, heights that give
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Group
 from rich.table import Table
@@ -17,10 +17,12 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
-from incidents.snippets import Snippet
 from tui.actions import help_sections
 from tui.text import bounded, editable, literal, template
 from tui.widgets.safe_text import SafeTextArea
+
+if TYPE_CHECKING:
+    from incidents.snippets import Snippet
 
 MAX_DETAIL_CHARS = 1_000_000
 """The row detail shows values in full up to this many characters in all."""

@@ -33,8 +33,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
 
+from game import api
 from game.library import entry_for_incident
-from incidents.snippets import snippets
 from tui.actions import PANE_SCOPES, bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.board import Board, evidence_by_hypothesis, latest_notes
@@ -506,15 +506,13 @@ class WorkspaceScreen(Screen[None]):
                 self.call_after_refresh(target.focus)
 
     def action_snippets(self) -> None:
-        window = self.session.incident.window
-
         def insert(sql: str | None) -> None:
             if sql:
                 editor = self.query_one(SqlEditor)
                 editor.load_text(sql)
                 editor.focus()
 
-        self.app.push_screen(SnippetScreen(snippets(window.start, window.duration_s)), insert)
+        self.app.push_screen(SnippetScreen(api.snippets(self.session.incident)), insert)
 
     # ------------------------------------------------------------ board
 

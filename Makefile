@@ -100,8 +100,10 @@ prove: $(STAMP)
 	$(BIN)/servedrill validate --deep --claims-only --record incidents/
 	$(BIN)/servedrill validate --deep --seeds 5 --record incidents/
 
+# ruff, then mypy over the product packages (pyproject.toml's [tool.mypy] names them)
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/servedrill bench engine --json

@@ -142,14 +142,14 @@ def _random_plan(incident: Incident, rng: np.random.Generator) -> Plan:
     return Plan("random", tuple(queries), ranking, int(rng.integers(0, len(queries) + 1)))
 
 
-def play(session: Session, gateway: object, the_plan: Plan) -> list[Event]:
+def play(session: Session, gateway: Gateway, the_plan: Plan) -> list[Event]:
     """Carry out a plan on a session (started here if still at the briefing); returns its events."""
     if session.state == "briefing":
         session.start()
     for i, q in enumerate(the_plan.queries):
         if i == the_plan.rank_after:
             session.rank(the_plan.ranking)
-        session.run_query(gateway, q.sql)  # type: ignore[arg-type]
+        session.run_query(gateway, q.sql)
     if the_plan.rank_after >= len(the_plan.queries):
         session.rank(the_plan.ranking)
     for index, hypothesis, stance in the_plan.pins:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +193,7 @@ def select(
     ]
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     """Left-aligned columns, nothing truncated (titles and tag lists are what the reader came for)."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = [header, tuple("-" * w for w in widths), *rows]

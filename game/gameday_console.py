@@ -207,10 +207,10 @@ class Console:
             if self.times[rnd.number][1] is not None:
                 self.echo(f"round {rnd.number} was played already; starting it again (earlier hand-ins stay)")
             return rnd
-        rnd = next((r for r in self.gameday.rounds if self.times[r.number][0] is None), None)
-        if rnd is None:
+        unplayed = next((r for r in self.gameday.rounds if self.times[r.number][0] is None), None)
+        if unplayed is None:
             self.echo("every round was played; `board` shows the leaderboard, `start N` replays round N")
-        return rnd
+        return unplayed
 
     def do_status(self, _arg: str) -> None:
         rnd = self.running

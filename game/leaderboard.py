@@ -365,7 +365,7 @@ def team_confidence(entries: list[Entry]) -> dict[str, list[tuple[float, float]]
     for name in sorted(groups):
         members = groups[name]
         times = sorted({t for e in members for t, _ in e.timeline})
-        curve = []
+        curve: list[tuple[float, float]] = []
         for t in times:
             values = [next(v for x, v in reversed(e.timeline) if x <= t) for e in members]
             value = sum(values) / len(values)

@@ -177,8 +177,9 @@ def _bound_tables(tree: Any, counted: bool = False) -> Iterator[tuple[str, list[
         if isinstance(data, dict) and data.get("table"):
             schema = str(data.get("schema") or "main")
             table = str(data["table"])
-            names = tree.get("names") if isinstance(tree.get("names"), list) else []
-            indexes = tree.get("column_indexes") if isinstance(tree.get("column_indexes"), list) else []
+            raw_names, raw_indexes = tree.get("names"), tree.get("column_indexes")
+            names = raw_names if isinstance(raw_names, list) else []
+            indexes = raw_indexes if isinstance(raw_indexes, list) else []
             columns = []
             for ref in indexes:
                 index = ref.get("index") if isinstance(ref, dict) else None

@@ -143,7 +143,7 @@ def _check_explained(con: duckdb.DuckDBPyConnection, text: str) -> None:
 
 def _check_functions(con: duckdb.DuckDBPyConnection, select_text: str) -> None:
     row = con.execute("SELECT json_serialize_sql(?)", [select_text]).fetchone()
-    tree = json.loads(row[0]) if row else {"error": True}
+    tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
     if tree.get("error"):
         message = tree.get("error_message", "unknown reason")
         raise Refused(f"could not check this query before running it: {one_line(message)}")

@@ -271,7 +271,7 @@ class Sandbox:
                     if conn.poll(SAMPLE_S):
                         status, payload = conn.recv()
                         if status == "result":
-                            return payload  # type: ignore[no-any-return]
+                            return payload
                         continue
                 except (EOFError, OSError):
                     self._kill()
@@ -318,7 +318,7 @@ class Sandbox:
             status, payload = conn.recv()
             if status != "catalog":
                 raise RuntimeError(str(payload))
-            return payload  # type: ignore[no-any-return]
+            return payload
 
     def close(self) -> None:
         """Stop any running query and the child process. Idempotent; safe from any thread."""

@@ -154,12 +154,12 @@ def _analyse_text(text: str, name: str, seed: int | None = None, authoring: bool
         runs.append((resolution, incident, problems | {d for d in checked if (d.line, d.column) not in silenced}))
     # with one seed, any problem past the variables may belong to this draw alone
     common = set.intersection(*(found for _, _, found in runs)) if len(runs) > 1 else variable_problems
-    diagnostics = set(own) | common
-    for resolution, _, found in runs:
+    reported = set(own) | common
+    for resolution, _, drawn in runs:
         # a problem only some draws have: say which variant shows it
         suffix = f" [variant seed {resolution.seed}: {describe(resolution.values)}]"
-        diagnostics |= {replace(d, message=d.message + suffix) for d in found - common}
-    unique = sorted(diagnostics, key=lambda d: (d.line, d.column, d.message))
+        reported |= {replace(d, message=d.message + suffix) for d in drawn - common}
+    unique = sorted(reported, key=lambda d: (d.line, d.column, d.message))
     first, incident, _ = runs[0]
     return _Analysis(incident if not unique else None, unique, first.values, template=True)
 

@@ -285,7 +285,8 @@ def resolve(raw: Mapping[str, Any], seed: int) -> Resolution:
     incident (no variables, no placeholders) resolves to an equal copy of itself.
     """
     variables, declared, problems = declared_variables(raw)
-    incident_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
+    raw_id = raw.get("id")
+    incident_id = raw_id if isinstance(raw_id, str) else ""
     values = draw(variables, incident_id, seed)
     for name in variables:
         if name not in values:

@@ -55,7 +55,9 @@ class Refused(Exception):
 class HardenedLoader(yaml.SafeLoader):
     """SafeLoader with YAML-1.2-like scalars and a cap on aliases."""
 
-    yaml_implicit_resolvers: typing.ClassVar[dict[Any, list[tuple[str, re.Pattern[str]]]]] = {
+    # a class variable in PyYAML (add_implicit_resolver copies and writes it on the class), which types-PyYAML
+    # declares as an instance variable; RUF012 wants the ClassVar, hence the targeted ignore
+    yaml_implicit_resolvers: typing.ClassVar[dict[Any, list[tuple[str, re.Pattern[str]]]]] = {  # type: ignore[misc]
         first: [(tag, rx) for tag, rx in resolvers if tag not in (_BOOL_TAG, _TIMESTAMP_TAG)]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
@@ -75,7 +77,7 @@ class HardenedLoader(yaml.SafeLoader):
             raise Refused(self.get_mark(), f"nesting deeper than {MAX_DEPTH} levels")
         return super().add_indent(column)
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(yaml.AliasEvent):
             self.alias_count += 1
             if self.alias_count > MAX_ALIASES:
@@ -91,7 +93,7 @@ HardenedLoader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|
 
 _FAST_LOADER: Any = None
 if yaml.__with_libyaml__:
-    from yaml.cyaml import CParser
+    from yaml._yaml import CParser  # what yaml.cyaml re-exports (the stubs declare it in yaml._yaml only)
 
     class _FastLoader(CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
         """libyaml's parser with HardenedLoader's scalar rules; libyaml caps nesting at 1000 levels itself."""

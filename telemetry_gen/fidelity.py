@@ -43,7 +43,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -73,15 +73,30 @@ _NO_TIMEOUT_S = 1e7  # benchmark clients wait for every response
 
 
 # ---- requests and runs ------------------------------------------------------------------------------
+class _FixedLengths(TypedDict):
+    """AppSpec's length fields as point_workload passes them (typed, so the ** call is checked)."""
+
+    prompt: LengthDist
+    output: LengthDist
+
+
+class _ClientFields(TypedDict):
+    """AppSpec's client fields that every point shares."""
+
+    system_prompts: int
+    max_tokens: int
+    timeout_s: float
+
+
 def point_workload(point: FidelityPoint) -> WorkloadSpec:
     """The point's benchmark client as a workload of one app with its fixed lengths, built from the same
     shapes an incident uses: a burst at t=0 (batch, rate inf), a replayed trace of seeded Poisson send
     times (exactly num_prompts requests, as `vllm bench serve --request-rate R` sends), or a closed loop
     of `concurrency` clients. No shared prefixes: random and ShareGPT prompts do not repeat."""
     n = point.num_prompts
-    fixed = {"prompt": LengthDist("fixed", median=point.input_tokens, max=point.input_tokens),
-             "output": LengthDist("fixed", median=point.output_tokens, max=point.output_tokens)}
-    common = {"system_prompts": 0, "max_tokens": point.output_tokens, "timeout_s": _NO_TIMEOUT_S}
+    fixed: _FixedLengths = {"prompt": LengthDist("fixed", median=point.input_tokens, max=point.input_tokens),
+                            "output": LengthDist("fixed", median=point.output_tokens, max=point.output_tokens)}
+    common: _ClientFields = {"system_prompts": 0, "max_tokens": point.output_tokens, "timeout_s": _NO_TIMEOUT_S}
     if point.load == "concurrency":
         app = AppSpec("bench", 1.0, **fixed, **common, arrival="closed", clients=point.concurrency, requests=n)
         horizon = _NO_TIMEOUT_S

@@ -212,7 +212,7 @@ def _child(node: yaml.Node | None, step: str | int, seen: frozenset[int] = froze
         item = node.value[step]
         return item.start_mark.line + 1, item
     if isinstance(node, yaml.MappingNode) and id(node) not in seen:
-        merged = []
+        merged: list[yaml.Node] = []
         for key, value in node.value:
             if key.tag == "tag:yaml.org,2002:merge":
                 merged.extend(value.value if isinstance(value, yaml.SequenceNode) else [value])

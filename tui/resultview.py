@@ -30,7 +30,7 @@ class ResultView:
     columns: list[str] = field(default_factory=list)
     types: list[str] = field(default_factory=list)
     cells: list[tuple[str, ...]] = field(default_factory=list)
-    raw_rows: list[Sequence[Any]] = field(default_factory=list)
+    raw_rows: Sequence[Sequence[Any]] = field(default_factory=list)
     row_count: int = 0
     truncated: bool = False
     duration_s: float | None = None

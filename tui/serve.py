@@ -95,7 +95,10 @@ def is_loopback(host: str) -> bool:
     except OSError:
         return False
     addresses = {info[4][0] for info in infos}
-    return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
+    # getaddrinfo's address is a string for the IPv4 and IPv6 families a host name resolves to; anything
+    # else is not a loopback address
+    return bool(addresses) and all(isinstance(a, str) and ipaddress.ip_address(a.split("%")[0]).is_loopback
+                                   for a in addresses)
 
 
 def check_host(host: str, public: bool) -> str | None:
@@ -184,7 +187,7 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
     from aiohttp import web
     from textual_serve.server import Server
 
-    class ServedrillServer(Server):  # type: ignore[misc]
+    class ServedrillServer(Server):
         def __init__(self) -> None:
             super().__init__(command, host=host, port=port, title="servedrill", public_url=public_url)
             self.fixed_public_url = public_url

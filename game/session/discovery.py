@@ -22,7 +22,7 @@ from game.session.records import (
 )
 
 # what a listing needs of the rules: the state each event kind leads to (the rest leave it as it is)
-_STATE_AFTER = {START: State.INVESTIGATING, SUBMIT: State.SUBMITTED, DEBRIEF_VIEWED: State.DEBRIEFED}
+_STATE_AFTER: dict[str, State] = {START: State.INVESTIGATING, SUBMIT: State.SUBMITTED, DEBRIEF_VIEWED: State.DEBRIEFED}
 
 
 def find_session(ref: str, root: Path | None = None) -> Path:

@@ -334,7 +334,7 @@ def query_event_data(result: QueryResult, index: int) -> dict[str, Any]:
         "columns": list(result.columns),
         "truncated": bool(result.truncated),
         "duration_s": round(float(result.duration_s), 6),
-        "reads": [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in result.reads],
+        "reads": [r.to_dict() for r in result.reads],
         "rows": kept_rows(result.rows),
     }
 

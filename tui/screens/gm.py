@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -28,6 +28,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
@@ -44,6 +45,9 @@ from tui.gm_text import (
     truth_text,
 )
 from tui.text import one_line, template
+
+if TYPE_CHECKING:
+    from game.gm import Watch
 
 POLL_S = 0.5
 """How often the screen looks for new lines in the candidate's journal and inbox."""
@@ -176,7 +180,7 @@ class Looked(Message):
 class Done(Message):
     """A worker finished sending an item or writing the report: what to tell the interviewer."""
 
-    def __init__(self, text: str, severity: str = "information") -> None:
+    def __init__(self, text: str, severity: SeverityLevel = "information") -> None:
         super().__init__()
         self.text = text
         self.severity = severity
@@ -196,12 +200,13 @@ class GMScreen(Screen[None]):
         Binding("escape", "back", "Back", show=False),
     ]
 
-    def __init__(self, path: Path | str, *, clock: Callable[[], float] = time.time, watch: Any = None,
-                 reveal: bool = False) -> None:
+    def __init__(self, path: Path | str, *, clock: Callable[[], float] = time.time,
+                 gm_watch: Watch | None = None, reveal: bool = False) -> None:
         super().__init__()
         self.path = Path(path)
         self.clock = clock
-        self.watch = watch
+        # not `watch`: that is Textual's own method (DOMNode.watch) on every screen
+        self.gm_watch = gm_watch
         self.reveal = reveal
         self.snap: dict[str, Any] | None = None
         self._query_count = -1
@@ -256,11 +261,11 @@ class GMScreen(Screen[None]):
 
         try:
             with self._lock:
-                if self.watch is None:
-                    self.watch = Watch(self.path, reveal=self.reveal)
+                if self.gm_watch is None:
+                    self.gm_watch = Watch(self.path, reveal=self.reveal)
                     force = True
-                changed = self.watch.refresh()
-                snap = self.watch.snapshot(self.clock()) if changed or force else None
+                changed = self.gm_watch.refresh()
+                snap = self.gm_watch.snapshot(self.clock()) if changed or force else None
         except GMError as exc:
             self.post_message(Looked(None, str(exc)))
             return
@@ -301,8 +306,8 @@ class GMScreen(Screen[None]):
         for row in rows:
             table.add_row(*row)
         if table.row_count:
-            row = table.row_count - 1 if at_end or len(rows) != self._query_count else table.cursor_row
-            table.move_cursor(row=min(row, table.row_count - 1))
+            cursor = table.row_count - 1 if at_end or len(rows) != self._query_count else table.cursor_row
+            table.move_cursor(row=min(cursor, table.row_count - 1))
         self._query_count = len(rows)
         self._show_detail()
         revealed = is_revealed(snap)
@@ -345,26 +350,26 @@ class GMScreen(Screen[None]):
 
         try:
             with self._lock:
-                item = send(self.path, choice.pop("kind"), watch=self.watch, **choice)
+                item = send(self.path, choice.pop("kind"), watch=self.gm_watch, **choice)
         except GMError as exc:
             self.post_message(Done(str(exc), "error"))
             return
         self.post_message(Done(f"Sent the {item['kind']}; it shows when the candidate's screen picks it up."))
 
     def action_write_report(self) -> None:
-        if self.watch is not None:
-            self._write_report()
+        if self.gm_watch is not None:
+            self._write_report(self.gm_watch)
 
     @work(thread=True, group="gm-report", exit_on_error=False)
-    def _write_report(self) -> None:
+    def _write_report(self, watch: Watch) -> None:
         from game.interview_report import build_report, to_html, to_markdown
 
         md = self.path.with_name(self.path.stem + ".interview.md")
         html = md.with_suffix(".html")
         try:
             with self._lock:
-                self.watch.refresh()
-                report = build_report(self.watch)
+                watch.refresh()
+                report = build_report(watch)
             md.write_text(to_markdown(report), encoding="utf-8")
             html.write_text(to_html(report), encoding="utf-8")
         except OSError as exc:
@@ -373,7 +378,7 @@ class GMScreen(Screen[None]):
         self.post_message(Done(f"Interview report written to {md} and {html.name}"))
 
     def on_done(self, message: Done) -> None:
-        self.notify(one_line(message.text, 500), severity=message.severity,  # type: ignore[arg-type]
+        self.notify(one_line(message.text, 500), severity=message.severity,
                     markup=False,
                     timeout=10 if message.severity == "information" else 5)
         self.look(force=True)

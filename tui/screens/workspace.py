@@ -280,8 +280,10 @@ class WorkspaceScreen(Screen[None]):
             return
         target: Widget = focused
         for node in focused.ancestors_with_self:
-            if isinstance(node, ResultsPanel | HypothesisBoard | SqlEditor) or node.id == "sidebar":
-                target = node  # type: ignore[assignment]
+            # every node below the screen is a Widget (the sidebar is a container); the check narrows the type
+            if isinstance(node, ResultsPanel | HypothesisBoard | SqlEditor) or (
+                    isinstance(node, Widget) and node.id == "sidebar"):
+                target = node
                 break
         self.maximized = target
 
@@ -394,7 +396,6 @@ class WorkspaceScreen(Screen[None]):
     def _offer(self, message: SqlEditor.CompletionOffered) -> None:
         menu = self.query_one(CompletionMenu)
         menu.offer(message.completion.candidates[:50])
-        menu.prefix = message.completion.prefix  # type: ignore[attr-defined]
         x, y = self.query_one(SqlEditor).cursor_screen_offset
         menu.styles.offset = (max(0, x - len(message.completion.prefix)), y + 1)
         menu.display = True

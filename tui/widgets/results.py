@@ -37,7 +37,7 @@ class ResultsPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         with ContentSwitcher(initial="results-table", id="results-switcher"):
-            table: DataTable[str] = DataTable(id="results-table", zebra_stripes=True, cursor_type="cell")
+            table: DataTable[Text] = DataTable(id="results-table", zebra_stripes=True, cursor_type="cell")
             yield table
             yield PlotView(id="results-plot")
         yield Static("No query yet. Write SQL above and press F5.", id="results-info")
@@ -51,7 +51,7 @@ class ResultsPanel(Vertical):
         return "plot" if self.query_one(ContentSwitcher).current == "results-plot" else "table"
 
     @property
-    def table(self) -> DataTable[str]:
+    def table(self) -> DataTable[Text]:
         return self.query_one("#results-table", DataTable)
 
     @property

@@ -69,7 +69,7 @@ class SqlEditor(SafeTextArea):
 
     def __init__(self, text: str = "", **kwargs: object) -> None:
         super().__init__(text, theme="monokai", soft_wrap=True, tab_behavior="indent",
-                         show_line_numbers=True, **kwargs)  # type: ignore[arg-type]
+                         show_line_numbers=True, **kwargs)
         with contextlib.suppress(LanguageDoesNotExist):  # without tree-sitter-sql: plain text
             self.language = "sql"
         self.query_history: list[str] = []

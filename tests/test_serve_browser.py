@@ -108,6 +108,34 @@ def queries(data: Path) -> list[dict[str, Any]]:
     return [e["data"] for e in events(data) if e["kind"] == "query"]
 
 
+def shows(page: Any, screen: Screen, needle: str, what: str, timeout: float = 60) -> None:
+    """Wait until the tab's terminal shows `needle` (a state, not a time)."""
+    assert wait_until(lambda: needle in screen.text(), timeout, 0.02, page), (
+        f"no {what} in the tab ({needle!r}); it shows: {screen.text()[-600:]!r}")
+
+
+def open_workspace(browser: Any, url: str, data: Path, briefing: str) -> tuple[Any, Screen]:
+    """Open a tab at `url`, take the first incident from the picker, wait for its briefing to show
+    `briefing`, enter the workspace and wait for the session's start in the journal under `data`."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    screen = Screen()
+    page.on("websocket", lambda ws: ws.on("framereceived", screen.feed))
+    page.goto(url, timeout=20_000)
+    page.wait_for_selector("body.-first-byte", timeout=20_000)
+    shows(page, screen, "pick an incident", "picker")
+    # keys reach the app only through xterm.js's input element: click the terminal and wait until that
+    # element has the page's focus
+    page.click("#terminal")
+    page.wait_for_function(FOCUSED_JS, timeout=20_000)
+    page.keyboard.press("Enter")
+    shows(page, screen, briefing, "briefing with its telemetry")
+    screen.clear()
+    page.keyboard.press("Enter")
+    shows(page, screen, "Write SQL here", "workspace")
+    assert wait_until(lambda: any(e["kind"] == "start" for e in events(data)), 10, 0.02, page)
+    return page, screen
+
+
 @pytest.mark.skipif(CHROMIUM is None,
                     reason="Debian chromium is not installed (apt-get install chromium; make test tries)")
 def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple[str, Path],
@@ -122,40 +150,20 @@ def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            screen = Screen()
-            page.on("websocket", lambda ws: ws.on("framereceived", screen.feed))
-            page.goto(url, timeout=20_000)
-            page.wait_for_selector("body.-first-byte", timeout=20_000)
-
-            def shows(needle: str, what: str, timeout: float = 60) -> None:
-                assert wait_until(lambda: needle in screen.text(), timeout, 0.02, page), (
-                    f"no {what} in the tab ({needle!r}); it shows: {screen.text()[-600:]!r}")
-
-            shows("pick an incident", "picker")
-            # keys reach the app only through xterm.js's input element: click the terminal and wait until
-            # that element has the page's focus
-            page.click("#terminal")
-            page.wait_for_function(FOCUSED_JS, timeout=20_000)
-            page.keyboard.press("Enter")
-            shows("Telemetry ready", "briefing with its telemetry")
-            screen.clear()
-            page.keyboard.press("Enter")
-            shows("Write SQL here", "workspace")
-            assert wait_until(lambda: any(e["kind"] == "start" for e in events(data)), 10, 0.02, page)
+            page, screen = open_workspace(browser, url, data, "Telemetry ready")
 
             # typed at machine speed, F5 right behind the last key
             page.keyboard.type(SQL)
             page.keyboard.press("F5")
             assert wait_until(lambda: len(queries(data)) >= 1, 30, 0.02, page), "the typed query never ran"
-            shows("queries 1 /", "query count")
+            shows(page, screen, "queries 1 /", "query count")
 
             # pasted: focus the editor (ctrl+e), clear its line (ctrl+u deletes to the start of the line) and
             # wait until it shows empty again (its placeholder) before pasting
             screen.clear()
             page.keyboard.press("Control+e")
             page.keyboard.press("Control+u")
-            shows("Write SQL here", "empty editor")
+            shows(page, screen, "Write SQL here", "empty editor")
             page.evaluate(PASTE_JS, PASTED)
             page.keyboard.press("F5")
             assert wait_until(lambda: len(queries(data)) >= 2, 30, 0.02, page), "the pasted query never ran"
@@ -198,32 +206,16 @@ def test_a_browser_tab_plays_the_seeds_variant_and_a_failed_statement_is_free(
             sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            screen = Screen()
-            page.on("websocket", lambda ws: ws.on("framereceived", screen.feed))
-            page.goto(f"http://127.0.0.1:{port}/", timeout=20_000)
-            page.wait_for_selector("body.-first-byte", timeout=20_000)
-
-            def shows(needle: str, what: str, timeout: float = 60) -> None:
-                assert wait_until(lambda: needle in screen.text(), timeout, 0.02, page), (
-                    f"no {what} in the tab ({needle!r}); it shows: {screen.text()[-600:]!r}")
-
-            shows("pick an incident", "picker")
-            page.click("#terminal")
-            page.wait_for_function(FOCUSED_JS, timeout=20_000)
-            page.keyboard.press("Enter")
-            shows("seed 7", "briefing with the seed's telemetry")
-            screen.clear()
-            page.keyboard.press("Enter")
-            shows("Write SQL here", "workspace")
-            assert wait_until(lambda: any(e["kind"] == "start" for e in events(data)), 10, 0.02, page)
+            page, screen = open_workspace(browser, f"http://127.0.0.1:{port}/", data, "seed 7")
 
             page.keyboard.type(FAILING)
             page.keyboard.press("F5")
-            shows("not counted", "the failed statement's error")
+            shows(page, screen, "not counted", "the failed statement's error")
+            # wait for the editor to be drawn empty again, not for a placeholder still on the stale screen
+            screen.clear()
             page.keyboard.press("Control+e")
             page.keyboard.press("Control+u")
-            shows("Write SQL here", "empty editor")
+            shows(page, screen, "Write SQL here", "empty editor")
             page.keyboard.type(SQL)
             page.keyboard.press("F5")
             assert wait_until(lambda: len(queries(data)) >= 1, 30, 0.02, page), "the query never ran"

@@ -369,4 +369,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from telemetry_gen.lifeline import watch_parent
+
+    watch_parent()  # a game killed mid-query takes its SQL worker with it
     raise SystemExit(main(sys.argv[1:]))

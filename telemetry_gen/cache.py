@@ -32,8 +32,9 @@ def cache_dir() -> Path:
 # Modules and data of telemetry_gen that never shape a built database: the proof and benchmark tools and
 # the cache itself. Leaving them out of code_version keeps cached databases and proof records valid across
 # edits to them.
-_NOT_TELEMETRY = frozenset({"cache.py", "proof.py", "proof_pool.py", "proof_report.py", "proof_record.py",
-                            "fidelity.py", "fidelity_points.py", "result_diff.py", "evidence.py"})
+_NOT_TELEMETRY = frozenset({"cache.py", "lifeline.py", "proof.py", "proof_pool.py", "proof_report.py",
+                            "proof_record.py", "proof_suspects.py", "fidelity.py", "fidelity_points.py",
+                            "result_diff.py", "evidence.py"})
 
 
 @cache

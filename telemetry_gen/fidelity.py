@@ -327,7 +327,10 @@ def run_fidelity(points: list[FidelityPoint] | None = None, workers: int | None 
         from concurrent.futures import ProcessPoolExecutor
 
         # spawn, not fork: the caller may hold threads (a test runner, a TUI) that fork would copy mid-lock
-        with ProcessPoolExecutor(max_workers=min(n, len(pts)), mp_context=multiprocessing.get_context("spawn")) as ex:
+        from telemetry_gen.lifeline import watch_parent
+
+        with ProcessPoolExecutor(max_workers=min(n, len(pts)), mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=watch_parent) as ex:
             rows = list(ex.map(point_row, pts, chunksize=max(1, len(pts) // (8 * n))))
     else:
         rows = [point_row(p) for p in pts]

@@ -14,6 +14,7 @@ from typing import Any
 
 from incidents.loader import IncidentError, SourceMap, load_variant, source_map
 from incidents.spec import Incident
+from telemetry_gen.lifeline import watch_parent
 from telemetry_gen.proof import prove
 from telemetry_gen.proof_report import Loc, ProofReport
 from telemetry_gen.proof_suspects import suspects
@@ -134,7 +135,8 @@ def prove_many(tasks: Sequence[ProofTask], jobs: int = 1,
     pending, restarts = list(tasks), 0
     while pending:
         again: list[ProofTask] = []
-        with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context) as pool:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context,
+                                 initializer=watch_parent) as pool:
             futures = {pool.submit(prove_task, task, inspect): task for task in pending}
             try:
                 for future in as_completed(futures):

@@ -187,4 +187,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from telemetry_gen.lifeline import watch_parent
+
+    watch_parent()  # the game that started this background build is the only one waiting for it
     raise SystemExit(main())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 POLL_S = 0.5
 """Seconds between two checks of the parent: the longest a child runs on after its parent died."""
@@ -34,8 +35,8 @@ def watch_parent(parent_pid: int | None = None) -> None:
         os._exit(ORPHAN_EXIT)
 
     def watch() -> None:
-        stop = threading.Event()
-        while not stop.wait(POLL_S):
+        while True:
+            time.sleep(POLL_S)
             if os.getppid() != parent:
                 # no cleanup: the parent that would read our results is gone, and a database counts as
                 # built only once its metadata is renamed into place (telemetry_gen.cache): none is torn

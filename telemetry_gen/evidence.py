@@ -457,8 +457,10 @@ def _magnitude(feature: Feature, x: float, truths: Sequence[Shown], rvals: Seque
         # structure: a rival whose every world logs another count, at least LEVEL_SIZE_FACTOR apart, is
         # another structure. A count that traffic moves is a size, which nobody knows for a rival.
         # Only fewer rows than the rival needs count: more of a kind (another restart, another change)
-        # can have any cause, so it contradicts no rival.
-        if any(v != x for v in values) or len(set(rvals)) != 1 or x >= rvals[0]:
+        # can have any cause, so it contradicts no rival. And a count is a size: without declared members
+        # nobody knows how many rows a cause adds to what the fleet logs anyway (two config changes on a
+        # replica do not rule out a third that a rival needs: one of the two may be its change).
+        if not sized or any(v != x for v in values) or len(set(rvals)) != 1 or x >= rvals[0]:
             return None
         ratio = max(x, rvals[0]) / min(x, rvals[0])
         return round(min(math.log(ratio) / math.log(LEVEL_SIZE_FACTOR), CATEGORY_MARGIN), 3) \

@@ -273,12 +273,21 @@ class _Bar:
 @click.option("--seed", default=0, show_default=True, help="Seed: same incident and seed, same telemetry.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Also copy the database here.")
 @click.option("--force", is_flag=True, help="Rebuild even if a cached database exists.")
+@click.option("--allow-large", is_flag=True, help="Build even when the estimated cost exceeds the bounds "
+              "(docs/authoring.md, 'Bounds').")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def generate(incident: str, seed: int, out: Path | None, force: bool, as_json: bool) -> None:
+def generate(incident: str, seed: int, out: Path | None, force: bool, allow_large: bool, as_json: bool) -> None:
     """Simulate an incident and build its DuckDB database (cached by content, seed and code version)."""
+    from incidents.loader import find_incident
     from telemetry_gen.cache import ensure_database
+    from telemetry_gen.cost import cost_diagnostics
 
     inc = _load(incident, as_json)
+    if not allow_large:
+        # estimated before anything is simulated: a build over the bounds is refused at the knob's line
+        lines = [str(d) for d in cost_diagnostics(inc, str(find_incident(incident)))]
+        if lines:
+            raise CommandError(lines[0], diagnostics=lines, as_json=as_json)
     info = ensure_database(inc, seed, out=out, force=force, progress=None if as_json else _Bar(inc.id))
     if as_json:
         emit({"ok": True, **info.to_dict()})

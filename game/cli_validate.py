@@ -137,14 +137,19 @@ def unobserved_signals(incident: Any, database: Path) -> list[str]:
     return problems
 
 
-def check_file(path: str, seeds: tuple[int, ...] = ()) -> FileResult:
-    """The static check of one file (the variants of VALIDATION_SEEDS, plus `seeds` for a template)."""
+def check_file(path: str, seeds: tuple[int, ...] = (), *, allow_large: bool = False) -> FileResult:
+    """The static check of one file (the variants of VALIDATION_SEEDS, plus `seeds` for a template), and
+    unless `allow_large` its build's estimated cost against the bounds (telemetry_gen.cost)."""
+    from telemetry_gen.cost import check_file_cost
+
     result = FileResult(path)
     try:
         result.diagnostics = check_incident_file(path)
         for seed in seeds if has_variables(path) and not result.diagnostics else ():
             if seed not in VALIDATION_SEEDS:
                 result.diagnostics += check_incident_file(path, seed)
+        if not result.diagnostics and not allow_large:
+            result.diagnostics = check_file_cost(path, tuple(dict.fromkeys((*VALIDATION_SEEDS, *seeds))))
     except IncidentError as exc:
         result.diagnostics = list(exc.diagnostics)
     except Exception as exc:
@@ -275,9 +280,11 @@ def _print_file(result: FileResult, verbose: bool = False) -> None:
               help="--deep also writes each file's proof record (proofs/<id>.json beside it), which CI checks "
               "the library against; seeds already recorded from the same YAML and telemetry are kept.")
 @click.option("--verbose", "-v", is_flag=True, help="Print every check of every seed, not only the failures.")
+@click.option("--allow-large", is_flag=True, help="Accept an incident whose estimated build cost exceeds the "
+              "bounds (docs/authoring.md, 'Bounds'): for authors who mean a long, large or finely scraped run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tuple[int, ...], jobs: int | None,
-             claims_only: bool, record: bool, verbose: bool, as_json: bool) -> None:
+             claims_only: bool, record: bool, verbose: bool, allow_large: bool, as_json: bool) -> None:
     """Check incident files (default: the whole library); PATHS may be files, folders or library ids.
 
     Prints every problem as file:line:column: message (hint: ...) and exits 1 if there is any.
@@ -289,7 +296,8 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
     started = time.perf_counter()
     results: list[FileResult] = []
     for path, problems in expand_paths(paths):
-        results.append(FileResult(path, problems) if problems else check_file(path, () if deep else seeds))
+        results.append(FileResult(path, problems) if problems
+                       else check_file(path, () if deep else seeds, allow_large=allow_large))
     printed = 0
 
     def show(upto: FileResult | None) -> None:

@@ -294,6 +294,9 @@ class Locator:
             text = str(ctx.get("error", msg.removeprefix("Value error, ")))
         elif kind in _TYPE_WORDS:
             text = f"expected {_TYPE_WORDS[kind]}, got {got}"
+        elif kind == "finite_number":
+            text = f"expected a finite number, got {got}"
+            hint = "write the number itself: no knob takes .inf or .nan (docs/authoring.md, 'Bounds')"
         else:
             text = f"{msg[:1].lower()}{msg[1:]}, got {got}"
         return self.diagnostic(path, f"{where}: {text}", hint)

@@ -666,6 +666,7 @@ class Incident(_Strict):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        allow_inf_nan=False,
         title="servedrill incident",
         json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
     )

@@ -43,7 +43,9 @@ def _knob_properties() -> dict[str, Any]:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # .inf and .nan are YAML floats, but no knob means them: an infinite rate or window is refused here,
+    # before anything tries to build it (telemetry_gen.cost bounds the finite ones)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _window_pair(value: tuple[float, float]) -> tuple[float, float]:

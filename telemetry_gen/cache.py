@@ -32,7 +32,7 @@ def cache_dir() -> Path:
 # Modules and data of telemetry_gen that never shape a built database: the proof and benchmark tools and
 # the cache itself. Leaving them out of code_version keeps cached databases and proof records valid across
 # edits to them.
-_NOT_TELEMETRY = frozenset({"cache.py", "lifeline.py", "proof.py", "proof_pool.py", "proof_report.py",
+_NOT_TELEMETRY = frozenset({"cache.py", "cost.py", "lifeline.py", "proof.py", "proof_pool.py", "proof_report.py",
                             "proof_record.py", "proof_suspects.py", "fidelity.py", "fidelity_points.py",
                             "result_diff.py", "evidence.py"})
 
@@ -71,13 +71,27 @@ def incident_key(inc: Incident, seed: int) -> str:
 @contextlib.contextmanager
 def _build_lock(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on `path` (created if needed): one builder per database at a time; the
-    others wait and then find its result."""
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    others wait and then find its result. The holder removes the file before it lets go, so nothing is
+    left in the cache folder, built or failed; a waiter that then holds the lock of a removed file sees
+    that the path no longer names its file and locks afresh."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            yield
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                continue  # the holder before us removed it: ours is a stale file
+            try:
+                yield
+            finally:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            return
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            os.close(fd)  # closing releases the lock
 
 
 def _cached(db: Path, meta_path: Path) -> BuildInfo | None:
@@ -138,8 +152,12 @@ def ensure_database(inc: Incident, seed: int = 0, *, progress: Progress | None =
             build_s=round(time.perf_counter() - t0, 3),
         )
         tmp = meta_path.with_name(f"{meta_path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(info.to_dict(), indent=1))
-        tmp.replace(meta_path)
+        try:
+            tmp.write_text(json.dumps(info.to_dict(), indent=1))
+            tmp.replace(meta_path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no half-written .tmp behind
+            raise
     return _maybe_copy(info, out)
 
 

@@ -16,7 +16,9 @@ so that a typo cannot start a run of a billion requests.
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +48,15 @@ MAX_TOKENS = 1 << 20  # prompt or output tokens of one request
 MAX_TP = 64
 MAX_POINTS = 10_000  # points in one file, tables expanded (the built-in file: 439)
 MAX_TOTAL_REQUESTS = 5_000_000  # requests over all points (the built-in file: about 1.8 million)
+# Work bounds, from what a point's replay takes (`point_work`; measured on a 2-core machine: the built-in
+# file's heaviest point estimates 18.5k steps, its largest 2.2e7 tokens (under 2 s); the whole file 1.6e6
+# steps; a point of 1.9e6 estimated steps (15,000 prompts at 1 req/s) replays in 1 s, one of 2.1e8 tokens
+# (100,000 prompts of 128 + 2000) in 6.4 s). A point over either bound, or a file over MAX_TOTAL_STEPS, is
+# refused before anything runs.
+MAX_POINT_STEPS = 2_000_000  # ~100x the built-in file's heaviest point
+MAX_POINT_TOKENS = 100_000_000  # prompts x (input + output) tokens; ~4.5x the built-in file's largest (2.2e7)
+MAX_TOTAL_STEPS = 20_000_000  # over all points; ~12x the built-in file
+TYPICAL_DECODE_STEP_S = 0.015  # seconds: how long `point_work` takes a decode step to be, to size a rate point's batch
 HINT = "see the header of telemetry_gen/data/fidelity_points.yaml for the format"
 MAX_TEXT = 300  # characters of a name, source or engine text
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -106,20 +117,83 @@ class _Bad(Exception):
 
 
 # ---- reading -----------------------------------------------------------------------------------------
-def load_points(path: Path | str = POINTS_PATH) -> list[FidelityPoint]:
-    """Every point of the file, tables expanded, validated. PointsError lists every problem found."""
-    path = Path(path)
+def _read_text(path: Path) -> str:
+    """The file's text, read only if it is a regular file of at most MAX_FILE_BYTES: opened without blocking
+    (a FIFO with no writer would wait forever) and checked with fstat before a byte is read, so a FIFO, a
+    device (/dev/zero) or a folder is refused at once."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise PointsError([f"{path}: {size} bytes is more than a points file may hold ({MAX_FILE_BYTES})"])
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise PointsError([f"{path}: not UTF-8 text"]) from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except IsADirectoryError:
         raise PointsError([f"{path}: is a folder, not a points file"]) from None
     except OSError as exc:
         raise PointsError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise PointsError([f"{path}: is a folder, not a points file"])
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device or socket"
+            raise PointsError([f"{path}: is {kind}, not a regular file (hint: save the points in a file)"])
+        if info.st_size > MAX_FILE_BYTES:
+            raise PointsError([f"{path}: {info.st_size} bytes is more than a points file may hold ({MAX_FILE_BYTES})"])
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        left = MAX_FILE_BYTES + 1  # a file that grows while read is still capped
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 16))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        raw = b"".join(chunks)
+    except OSError as exc:
+        raise PointsError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_FILE_BYTES:
+        raise PointsError([f"{path}: more than {MAX_FILE_BYTES} bytes, more than a points file may hold"])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PointsError([f"{path}: not UTF-8 text"]) from None
+
+
+_DEFAULT_CONFIG = EngineConfig()
+
+
+def point_work(point: FidelityPoint) -> tuple[int, int]:
+    """(tokens, engine steps) replaying `point` takes, estimated before it runs: tokens are prompts x (input +
+    output); steps are the batches the prompts go through (max_num_seqs at a time; for a rate load as many
+    as arrive during one request's decode at TYPICAL_DECODE_STEP_S a step), each output_tokens decode steps
+    plus its prefill chunks (max_num_batched_tokens a step)."""
+    n, isl, osl = point.num_prompts, point.input_tokens, point.output_tokens
+    seqs = max(1, int(point.config.get("max_num_seqs", _DEFAULT_CONFIG.max_num_seqs)))
+    chunk = max(1, int(point.config.get("max_num_batched_tokens", _DEFAULT_CONFIG.max_num_batched_tokens)))
+    if point.load == "concurrency" and point.concurrency > 0:
+        batch = min(seqs, point.concurrency)
+    elif point.load == "rate" and math.isfinite(point.rate):
+        batch = int(min(seqs, max(1.0, point.rate * osl * TYPICAL_DECODE_STEP_S)))
+    else:
+        batch = seqs
+    batch = max(1, min(batch, n))
+    steps = math.ceil(n / batch) * (osl + math.ceil(batch * isl / max(1, chunk)))
+    return n * (isl + osl), steps
+
+
+def _check_work(points: list[FidelityPoint]) -> None:
+    """Raise _Bad (at the entry's num_prompts) for the first point over a work bound."""
+    for p in points:
+        tokens, steps = point_work(p)
+        if tokens > MAX_POINT_TOKENS:
+            raise _Bad(f"{p.num_prompts} prompts of {p.input_tokens} + {p.output_tokens} tokens are {tokens:.2g} "
+                       f"tokens to replay; a point may have at most {MAX_POINT_TOKENS:.2g}", "num_prompts")
+        if steps > MAX_POINT_STEPS:
+            raise _Bad(f"{p.num_prompts} prompts ({p.load} load) take about {steps:.2g} engine steps to replay; a "
+                       f"point may take at most {MAX_POINT_STEPS:.2g} (fewer prompts, shorter outputs or a higher "
+                       "rate)", "num_prompts")
+
+
+def load_points(path: Path | str = POINTS_PATH) -> list[FidelityPoint]:
+    """Every point of the file, tables expanded, validated. PointsError lists every problem found."""
+    path = Path(path)
+    text = _read_text(path)
     try:
         raw = yaml.safe_load(text)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -156,7 +230,9 @@ def load_points(path: Path | str = POINTS_PATH) -> list[FidelityPoint]:
             try:
                 if not isinstance(item, dict):
                     raise _Bad("an entry must be a mapping of fields")
-                out.extend(read(item))
+                found = read(item)
+                _check_work(found)
+                out.extend(found)
             except _Bad as bad:
                 line = _line(root, (section, i, *bad.where))
                 problems.append(f"{path}:{line}: {name}: {bad.message} (hint: {HINT})")
@@ -177,6 +253,10 @@ def load_points(path: Path | str = POINTS_PATH) -> list[FidelityPoint]:
     total = sum(p.num_prompts for p in out)
     if total > MAX_TOTAL_REQUESTS:
         problems.append(f"{path}: {total} requests over all points; at most {MAX_TOTAL_REQUESTS} "
+                        f"(split the file, or run parts with --only)")
+    steps = sum(point_work(p)[1] for p in out)
+    if steps > MAX_TOTAL_STEPS:
+        problems.append(f"{path}: about {steps:.2g} engine steps over all points; at most {MAX_TOTAL_STEPS:.2g} "
                         f"(split the file, or run parts with --only)")
     if problems:
         # a message may quote what the file holds (a knob's name, a figure): never a control character

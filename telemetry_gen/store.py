@@ -39,6 +39,18 @@ def write_database(path: Path, tables: dict[str, pd.DataFrame]) -> None:
     path = Path(path)
     # a temp name of its own, so builders racing for the same path never share a half-written file
     tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        _write(tmp, tables)
+        tmp.replace(path)
+    except BaseException:
+        # a failed write (a full disk, an interrupt) leaves nothing behind in the cache folder
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        Path(str(tmp) + ".wal").unlink(missing_ok=True)
+
+
+def _write(tmp: Path, tables: dict[str, pd.DataFrame]) -> None:
     con = duckdb.connect(str(tmp))
     try:
         for name, df in tables.items():
@@ -69,5 +81,3 @@ def write_database(path: Path, tables: dict[str, pd.DataFrame]) -> None:
         con.execute("CHECKPOINT")
     finally:
         con.close()
-    Path(str(tmp) + ".wal").unlink(missing_ok=True)
-    tmp.replace(path)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from game.session import journal
+from game.session.journal import MAX_JOURNAL_BYTES
 from game.session.paths import sessions_dir
 from game.session.records import (
     DEBRIEF_VIEWED,
@@ -20,6 +21,7 @@ from game.session.records import (
     SessionSummary,
     State,
 )
+from incidents.bounded_read import read_text
 
 # what a listing needs of the rules: the state each event kind leads to (the rest leave it as it is)
 _STATE_AFTER: dict[str, State] = {START: State.INVESTIGATING, SUBMIT: State.SUBMITTED, DEBRIEF_VIEWED: State.DEBRIEFED}
@@ -43,9 +45,10 @@ def find_session(ref: str, root: Path | None = None) -> Path:
 
 
 def summarize(path: Path) -> SessionSummary | None:
-    """State of one session file without locking it or checking its incident; None if unreadable."""
+    """State of one session file without locking it or checking its incident; None if unreadable (or
+    refused: not a regular file, over the journal cap)."""
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")
+        lines = read_text(path, max_bytes=MAX_JOURNAL_BYTES, what="session journal").split("\n")
         header = Header.from_dict(json.loads(lines[0]))
     except (OSError, ValueError, TypeError, IndexError):  # not a session file: the picker leaves it out
         return None

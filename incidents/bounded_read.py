@@ -52,6 +52,11 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
+def _a(what: str) -> str:
+    """`what` with its indefinite article ("an interviewer inbox", "a draft")."""
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+
+
 def _not_regular(mode: int) -> str | None:
     if stat.S_ISREG(mode):
         return None
@@ -70,7 +75,7 @@ def open_regular(path: Path | str, *, max_bytes: int, what: str, follow_symlinks
     # a look before opening: a device is not even opened (opening some has effects, e.g. a tape rewinds)
     before = os.stat(path, follow_symlinks=follow_symlinks)
     if (problem := _not_regular(before.st_mode)) is not None:
-        raise ReadRefused(path, f"{problem} (a {what} is a regular file)")
+        raise ReadRefused(path, f"{problem} ({_a(what)} is a regular file)")
     flags = ((os.O_RDWR if writable else os.O_RDONLY) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
              | getattr(os, "O_NOCTTY", 0))
     if not follow_symlinks:
@@ -79,14 +84,14 @@ def open_regular(path: Path | str, *, max_bytes: int, what: str, follow_symlinks
         fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow_symlinks:
-            raise ReadRefused(path, f"a symbolic link; refused unread (a {what} is a regular file)") from None
+            raise ReadRefused(path, f"a symbolic link; refused unread ({_a(what)} is a regular file)") from None
         raise
     try:
         st = os.fstat(fd)  # the file actually opened: it may have been swapped since the look above
         if (problem := _not_regular(st.st_mode)) is not None:
-            raise ReadRefused(path, f"{problem} (a {what} is a regular file)")
+            raise ReadRefused(path, f"{problem} ({_a(what)} is a regular file)")
         if st.st_size > max_bytes:
-            raise ReadRefused(path, f"{size_text(st.st_size)}, larger than a {what} may be "
+            raise ReadRefused(path, f"{size_text(st.st_size)}, larger than {_a(what)} may be "
                                     f"({size_text(max_bytes)}); refused unread")
         return os.fdopen(fd, "rb+" if writable else "rb")
     except BaseException:
@@ -94,13 +99,28 @@ def open_regular(path: Path | str, *, max_bytes: int, what: str, follow_symlinks
         raise
 
 
+def read_capped(fh: BinaryIO, max_bytes: int) -> bytes:
+    """The rest of an open file, at most `max_bytes` + 1 bytes (one more tells a file over the cap).
+    Reads what `fstat` says is there first: `read(n)` allocates n bytes up front, so asking for the cap
+    would cost the cap on every small file."""
+    try:
+        left = os.fstat(fh.fileno()).st_size - fh.tell()
+    except OSError:
+        left = max_bytes
+    want = max(0, min(left, max_bytes)) + 1
+    raw = fh.read(want)
+    if len(raw) == want and want <= max_bytes:  # grown since: the rest, still within the cap
+        raw += fh.read(max_bytes + 1 - len(raw))
+    return raw
+
+
 def read_bytes(path: Path | str, *, max_bytes: int, what: str, follow_symlinks: bool = True) -> bytes:
     """The whole of a regular file of at most `max_bytes` bytes (see `open_regular`); a file that grew
     past the cap while it was read is refused too."""
     with open_regular(path, max_bytes=max_bytes, what=what, follow_symlinks=follow_symlinks) as fh:
-        raw = fh.read(max_bytes + 1)
+        raw = read_capped(fh, max_bytes)
     if len(raw) > max_bytes:
-        raise ReadRefused(path, f"larger than a {what} may be ({size_text(max_bytes)}); refused")
+        raise ReadRefused(path, f"larger than {_a(what)} may be ({size_text(max_bytes)}); refused")
     return raw
 
 
@@ -137,7 +157,7 @@ def read_lines(path: Path | str, offset: int = 0, *, max_bytes: int, max_line: i
         size = os.fstat(fh.fileno()).st_size
         if size > max_bytes:
             out.capped = True
-            out.problems.append(f"{path}: {size_text(size)}, larger than a {what} may be "
+            out.problems.append(f"{path}: {size_text(size)}, larger than {_a(what)} may be "
                                 f"({size_text(max_bytes)}); nothing after the first {size_text(max_bytes)} is read")
         limit = min(size, max_bytes)
         fh.seek(offset)
@@ -156,14 +176,14 @@ def read_lines(path: Path | str, offset: int = 0, *, max_bytes: int, max_line: i
                 else:
                     out.lines.append((pos + start, buf[start:nl] if nl - start <= max_line else None))
                     if nl - start > max_line:
-                        out.problems.append(f"{path}: a line at byte {pos + start} is longer than a {what} "
+                        out.problems.append(f"{path}: a line at byte {pos + start} is longer than {_a(what)} "
                                             f"line may be ({size_text(max_line)}); skipped")
                 start = nl + 1
                 out.end = pos + start
             buf, pos = buf[start:], pos + start
             if not skipping and len(buf) > max_line:
                 out.lines.append((pos, None))
-                out.problems.append(f"{path}: a line at byte {pos} is longer than a {what} line may be "
+                out.problems.append(f"{path}: a line at byte {pos} is longer than {_a(what)} line may be "
                                     f"({size_text(max_line)}); skipped")
                 skipping = True
             if skipping:  # drop what was read of the long line; its end is found by the next chunks

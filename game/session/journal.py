@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from game.session.records import Event, Header, SessionError
-from incidents.bounded_read import ReadRefused, open_regular, size_text
+from incidents.bounded_read import ReadRefused, open_regular, read_capped, size_text
 
 MAX_JOURNAL_BYTES = 32 * 1024 * 1024
 """Largest session journal read, bytes. An honest one is a few MB: a query event keeps at most 64 KB of
@@ -117,7 +117,7 @@ def read(fh: BinaryIO, path: Path) -> JournalText:
     """Split an opened journal into header, event lines and a torn tail; SessionError for a missing or
     damaged header (without it nothing can be resumed). At most MAX_JOURNAL_BYTES are read (a file that
     grew past it since it was opened is refused)."""
-    raw = fh.read(MAX_JOURNAL_BYTES + 1)
+    raw = read_capped(fh, MAX_JOURNAL_BYTES)
     if len(raw) > MAX_JOURNAL_BYTES:
         raise SessionError(f"{path}: larger than a session journal may be ({size_text(MAX_JOURNAL_BYTES)}); "
                            "refused")

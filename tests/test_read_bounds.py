@@ -312,3 +312,16 @@ def test_watch_and_report_with_a_hostile_inbox_stay_at_their_normal_cost(session
         assert code == code0 == 0, out
         assert rss < 1.5 * rss0, f"{cmd}: {rss:.0f} MB against {rss0:.0f} MB with a normal inbox"
         assert took < 2 * took0 + 2.0, f"{cmd}: {took:.1f} s against {took0:.1f} s with a normal inbox"
+
+
+@pytest.mark.parametrize("kind", ["devzero", "fifo", "directory"])
+def test_commands_given_a_hostile_journal_path_say_so_in_one_line(tmp_path: Path, kind: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SERVEDRILL_DATA": str(tmp_path / "data")}
+    path = tmp_path / "s.jsonl"
+    _hostile(path, kind)
+    for args in (["watch", str(path), "--json"], ["resume", str(path), "--plain"]):
+        code, out, took, _ = _command(args, env)
+        assert code == 1 and took < DEADLINE_S
+        if "--json" in args:
+            error = json.loads(out)["error"]
+            assert error.startswith(f"{path}: ") and "not a regular file" in error and "internal" not in error

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from incidents.bounded_read import ReadRefused, read_bytes
 from incidents.diagnostics import Diagnostic
 from incidents.yaml_reader import MAX_BYTES, HardenedLoader, Refused, TreeBuilder, decode, tab_diagnostics
 
@@ -163,12 +164,11 @@ def _read_yaml(path: Path) -> tuple[_Doc | None, list[Diagnostic]]:
         if not path.is_file():
             why = "is a directory, not a game-day file" if path.is_dir() else "no such file"
             return None, [Diagnostic(name, 0, 0, why, "give the path of a gameday.yaml")]
-        raw = path.read_bytes()
+        raw = read_bytes(path, max_bytes=MAX_BYTES, what="game-day file")  # regular, bounded: never read whole
+    except ReadRefused as exc:
+        return None, [Diagnostic(name, 0, 0, exc.problem, "a game-day file is a few lines of YAML")]
     except OSError as exc:
         return None, [Diagnostic(name, 0, 0, f"cannot read file: {exc.strerror or exc}")]
-    if len(raw) > MAX_BYTES:
-        return None, [Diagnostic(name, 0, 0, f"file is larger than {MAX_BYTES // 1024} KiB",
-                                 "a game-day file is a few lines of YAML")]
     text, problems = decode(raw, name)
     if text is None:
         return None, [d if "servedrill new" not in (d.hint or "") else

@@ -25,11 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from game.gameday import GameDay, Round
+from incidents.bounded_read import read_text
 
 STATE_FILE = "gameday.json"
 STATE_FORMAT = "servedrill-gameday"
 TRANSCRIPT_FORMAT = "servedrill-transcript"
 SESSION_FORMAT = "servedrill-session"
+MAX_STATE_BYTES = 1024 * 1024
+"""Largest `gameday.json` read, bytes: rounds and teams are a few KB (a game-day file is at most 1 MB of
+YAML, incidents.yaml_reader.MAX_BYTES, and the state is its digest). A larger one is read as none."""
 
 
 # ---------------------------------------------------------------- the state file
@@ -39,8 +43,8 @@ def read_state(results: Path) -> dict[str, Any]:
     """The results folder's state: {"rounds": {"1": {"started", "ended"}}, ...}; empty when there is none
     or it cannot be read."""
     try:
-        doc = json.loads((results / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = json.loads(read_text(results / STATE_FILE, max_bytes=MAX_STATE_BYTES, what="game-day state file"))
+    except (OSError, ValueError):  # missing, unreadable or refused (a FIFO, a device, too large)
         return {}
     return doc if isinstance(doc, dict) and doc.get("format") == STATE_FORMAT else {}
 
@@ -125,9 +129,12 @@ class Journal:
 
 
 def read_journal(path: Path) -> Journal | None:
-    """A session journal, skipping lines that do not parse; None when the header cannot be read."""
+    """A session journal, skipping lines that do not parse; None when the header cannot be read or the
+    file is refused (not a regular file, over the journal cap)."""
+    from game.session.journal import MAX_JOURNAL_BYTES  # here: the session package is slow to import
+
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")
+        lines = read_text(path, max_bytes=MAX_JOURNAL_BYTES, what="session journal").split("\n")
         header = json.loads(lines[0])
     except (OSError, ValueError, IndexError):
         return None
@@ -250,8 +257,10 @@ def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, star
 
 def _already(target: Path, journal: Journal) -> bool:
     """Whether `target` already holds this journal's session."""
+    from game.session.transcripts import MAX_TRANSCRIPT_BYTES
+
     try:
-        doc = json.loads(target.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = json.loads(read_text(target, max_bytes=MAX_TRANSCRIPT_BYTES, what="transcript"))
+    except (OSError, ValueError):  # missing or refused: collected again (and written over atomically)
         return False
     return isinstance(doc, dict) and doc.get("session_id") == journal.header.get("session_id")

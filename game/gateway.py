@@ -10,7 +10,9 @@ Defence in depth, outermost first:
 3. DuckDB's parse tree of that SELECT (``json_serialize_sql``) is walked so that only table functions
    on an allow-list run, and a few scalar functions with side effects are refused (2 and 3 are the
    statement policy, `game.query_policy`);
-4. a timer interrupts the connection at the time limit, and at most ``row_cap + 1`` rows are fetched;
+4. a timer interrupts the connection at the time limit, and at most ``row_cap + 1`` rows are fetched,
+   in chunks, each row's size measured as it is fetched: a result over ``max_result_bytes`` is refused
+   before the rest is fetched (`game.limits.MAX_RESULT_BYTES`);
 5. `game.sandbox` runs all this in a child process that is killed when it outlives the time limit or
    outgrows the memory limit (some DuckDB functions check neither).
 
@@ -28,6 +30,7 @@ import contextlib
 import datetime as dt
 import decimal
 import math
+import pickle
 import threading
 import time
 import uuid
@@ -37,7 +40,7 @@ from typing import Any
 
 import duckdb
 
-from game.limits import MEMORY_LIMIT, ROW_CAP, TIMEOUT_S
+from game.limits import MAX_RESULT_BYTES, MEMORY_LIMIT, ROW_CAP, TIMEOUT_S
 from game.plan_analysis import TableRead, plan_reads
 from game.query_policy import Checked, Refused, check_statement, files_refused, one_line
 
@@ -127,8 +130,28 @@ def _bounded(value: Any) -> Any:
     return value
 
 
-def check_limits(*, row_cap: int, timeout_s: float, threads: int) -> None:
-    """Raise ValueError for limits no gateway can run with (rows, seconds, threads)."""
+FETCH_ROWS = 100
+"""Rows fetched from DuckDB at a time: an oversize result is refused after at most this many rows more
+than fit, so the worker never holds the whole of a huge result either."""
+
+
+def result_bytes(value: Any) -> int:
+    """The size a value (a row, a list of names) takes to cross to the game's process: its pickle, bytes."""
+    return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def too_large(max_result_bytes: int, rows: int) -> str:
+    """The one-line message of a result refused for its size, after `rows` rows fitted."""
+    size = f"{max_result_bytes / (1024 * 1024):g} MB" if max_result_bytes >= 1024 * 1024 else \
+        f"{max_result_bytes} bytes"
+    return (f"the result is larger than {size} (the limit a result may take; {rows} rows fitted); "
+            "select fewer or narrower columns, or aggregate")
+
+
+def check_limits(*, row_cap: int, timeout_s: float, threads: int, max_result_bytes: int = MAX_RESULT_BYTES) -> None:
+    """Raise ValueError for limits no gateway can run with (rows, seconds, threads, bytes)."""
+    if max_result_bytes < 1:
+        raise ValueError(f"max_result_bytes must be at least 1, got {max_result_bytes}")
     if row_cap < 1:
         raise ValueError(f"row_cap must be at least 1, got {row_cap}")
     if not timeout_s > 0:
@@ -143,7 +166,8 @@ class LocalGateway:
     The player's queries go through `Gateway` (a worker process running one of these), because some
     DuckDB functions build whole lists without checking for an interrupt or the memory limit.
 
-    `row_cap` is in rows, `timeout_s` in seconds, `memory_limit` a DuckDB size string ("512MB"); the
+    `row_cap` is in rows, `timeout_s` in seconds, `memory_limit` a DuckDB size string ("512MB"),
+    `max_result_bytes` the pickled size a result's rows, names and types may reach (`result_bytes`); the
     defaults are the player's limits (game.limits). Construction raises for programmer errors (missing
     file, bad limits); `run` never raises.
     """
@@ -156,8 +180,10 @@ class LocalGateway:
         threads: int = 1,
         row_cap: int = ROW_CAP,
         timeout_s: float = TIMEOUT_S,
+        max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
-        check_limits(row_cap=row_cap, timeout_s=timeout_s, threads=threads)
+        check_limits(row_cap=row_cap, timeout_s=timeout_s, threads=threads, max_result_bytes=max_result_bytes)
+        self.max_result_bytes = max_result_bytes
         self.db_path = Path(db_path)
         if not self.db_path.is_file():
             raise FileNotFoundError(f"incident database not found: {self.db_path}")
@@ -304,11 +330,34 @@ class LocalGateway:
                 self._active = None
                 self._stop_reason = None
 
+    def _fetch(self, description: list[Any]) -> tuple[list[tuple[Any, ...]], bool, bool]:
+        """(rows, truncated, oversize): up to `row_cap` rows, each cell bounded (`_bounded`) and each row's
+        size added up as it is fetched; `oversize` when names, types and rows pass `max_result_bytes`,
+        and then fetching stops (the rows kept are only those that fitted)."""
+        size = result_bytes([str(d[0]) for d in description]) + result_bytes([str(d[1]) for d in description])
+        rows: list[tuple[Any, ...]] = []
+        if size > self.max_result_bytes:
+            return rows, False, True
+        while len(rows) < self.row_cap:
+            chunk = self._con.fetchmany(min(FETCH_ROWS, self.row_cap + 1 - len(rows)))
+            for raw in chunk:
+                if len(rows) == self.row_cap:  # the extra row fetched only to tell a truncated result
+                    return rows, True, False
+                row = tuple(_bounded(v) for v in raw)
+                size += result_bytes(row)
+                if size > self.max_result_bytes:
+                    return rows, False, True
+                rows.append(row)
+            if not chunk:
+                return rows, False, False
+        # the cap reached exactly: one more row says whether there was more
+        return rows, bool(self._con.fetchmany(1)), False
+
     def _execute(self, sql: str, checked: Checked) -> QueryResult:
         try:
             self._con.execute(checked.text)
             description = self._con.description or []
-            rows = self._con.fetchmany(self.row_cap + 1)
+            rows, truncated, oversize = self._fetch(description)
         except duckdb.InterruptException as exc:
             self._drop_pending()
             if self._stop_reason == "cancelled":
@@ -341,13 +390,14 @@ class LocalGateway:
         except Exception as exc:  # a gateway bug must not take the game down with it
             self._drop_pending()
             return _error_result(sql, "internal", exc)
-        truncated = len(rows) > self.row_cap
-        if truncated:
-            rows = rows[: self.row_cap]
         self._drop_pending()
+        if oversize:
+            # refused whole, as any failed statement: a cut result would show the player rows that
+            # scoring (which re-runs the query) could not stand behind
+            return QueryResult(sql, ok=False, error=too_large(self.max_result_bytes, len(rows)),
+                               error_kind="refused")
         # still under the query's timer: planning folds constants, so it can cost as much as the query
         reads = [] if checked.is_explain or self._stop_reason else plan_reads(self._con, checked.text)
-        rows = [tuple(_bounded(v) for v in row) for row in rows]
         return QueryResult(
             sql,
             ok=True,

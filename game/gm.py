@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +37,7 @@ from game.session import (
     HINT,
     INJECT,
     INVESTIGATING,
+    MAX_GM_TEXT_CHARS,
     MESSAGE,
     NOTE,
     QUERY,
@@ -55,6 +57,9 @@ from game.session import (
     read_held,
     read_inbox,
 )
+from game.session.inbox import MAX_INBOX_BYTES
+from game.session.journal import MAX_JOURNAL_BYTES, MAX_JOURNAL_LINE_BYTES
+from incidents.bounded_read import read_lines
 
 try:
     import fcntl
@@ -66,6 +71,8 @@ DEFAULT_HINT_COST = 10
 """Points an interviewer's own hint costs unless he says otherwise."""
 ROWS_SHOWN = 5
 """Result rows per query in a watch snapshot (the journal keeps up to 20)."""
+MAX_SENDER_CHARS = 100
+"""Longest sender name an item may carry (with MAX_GM_TEXT_CHARS, what bounds an inbox line)."""
 
 
 class GMError(Exception):
@@ -82,6 +89,11 @@ def make_item(kind: str, *, text: str | None = None, sender: str | None = None, 
         raise GMError(f"cannot send a {kind!r}; send one of {', '.join(GM_KINDS)}")
     if text is not None and not text.strip():
         text = None
+    if text is not None and len(text) > MAX_GM_TEXT_CHARS:
+        # the candidate's game would refuse it on delivery: say so now rather than "sent"
+        raise GMError(f"the text has {len(text)} characters; an item holds at most {MAX_GM_TEXT_CHARS}")
+    if sender is not None and len(sender.strip()) > MAX_SENDER_CHARS:
+        raise GMError(f"the sender's name has {len(sender.strip())} characters; at most {MAX_SENDER_CHARS}")
     item: dict[str, Any] = {"id": secrets.token_hex(6), "time": time.time() if now is None else now,
                             "kind": kind, "from": (sender or "").strip() or GM_SENDER}
     if kind == MESSAGE:
@@ -115,11 +127,16 @@ def append_item(session_path: Path | str, item: Mapping[str, Any]) -> Path:
     signed = item if SIG in item else sign(item)
     line = (json.dumps(dict(signed), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
     created = not inbox.exists()
+    # no link followed (an inbox is a file this program creates) and no wait on a FIFO: a link or a
+    # FIFO put in the inbox's place is refused, never written through
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(inbox, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(inbox, flags, 0o644)
     except OSError as exc:
         raise GMError(f"cannot write the inbox {inbox}: {exc.strerror or exc}") from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise GMError(f"cannot write the inbox {inbox}: not a regular file")
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
         try:
@@ -161,11 +178,7 @@ class Watch:
         self.path = Path(path)
         self.reveal = reveal
         self.inbox = inbox_path(self.path)
-        try:
-            with open(self.path, "rb") as fh:
-                first = fh.readline()
-        except OSError as exc:
-            raise GMError(f"cannot read session {self.path}: {exc.strerror or exc}") from None
+        first = self._first_line()
         try:
             self.header = Header.from_dict(json.loads(first))
         except (ValueError, TypeError) as exc:
@@ -178,6 +191,8 @@ class Watch:
             self.incident = open_incident(where, self.header.seed)
         except SessionError as exc:
             raise GMError(str(exc)) from None
+        except OSError as exc:  # the incident file refused by the bounded read (a FIFO, too large)
+            raise GMError(f"{self.path}: cannot read the session's incident ({exc})") from None
         self.incident_path = where
         self.warnings: list[str] = []
         self._reset()
@@ -185,7 +200,7 @@ class Watch:
 
     def _reset(self) -> None:
         self.mirror = Session(self.header, self.incident, None)
-        self._offset = len(self._first_line())
+        self._offset = len(self._first_line()) + 1
         self._line = 1
         self._size = -1
         self._inbox_size = -1
@@ -193,8 +208,19 @@ class Watch:
         self._inbox_offset = 0
 
     def _first_line(self) -> bytes:
-        with open(self.path, "rb") as fh:
-            return fh.readline()
+        """The journal's header line (without its newline); GMError when the file is refused or has none."""
+        try:
+            found = read_lines(self.path, 0, max_bytes=MAX_JOURNAL_BYTES, max_line=MAX_JOURNAL_LINE_BYTES,
+                               what="session journal")
+        except OSError as exc:
+            raise GMError(f"cannot read session {self.path}: {exc.strerror or exc}") from None
+        if not found.lines or found.lines[0][1] is None:
+            raise GMError(f"{self.path}:1: the session file has no complete header line")
+        return found.lines[0][1]
+
+    def _warn(self, problem: str) -> None:
+        if problem not in self.warnings:
+            self.warnings.append(problem)
 
     @property
     def events(self) -> list[Event]:
@@ -209,30 +235,40 @@ class Watch:
             size = self._size
         if size < self._offset:  # rewritten (a torn last line cut off on resume): read it again
             self._reset()
-        if size != self._size:
+        if size != self._size and self._offset < MAX_JOURNAL_BYTES:
             self._size = size
-            with open(self.path, "rb") as fh:
-                fh.seek(self._offset)
-                raw = fh.read()
-            end = raw.rfind(b"\n")
-            if end >= 0:
-                for line in raw[:end].split(b"\n"):
+            try:
+                found = read_lines(self.path, self._offset, max_bytes=MAX_JOURNAL_BYTES,
+                                   max_line=MAX_JOURNAL_LINE_BYTES, what="session journal")
+            except OSError as exc:  # replaced by something unreadable: what was read stands
+                self._warn(f"cannot read session {self.path}: {exc.strerror or exc}")
+            else:
+                if found.capped:  # the first problem says so; the long lines are warned about below
+                    self._warn(found.problems[0])
+                for _, line in found.lines:
                     self._line += 1
+                    if line is None:
+                        self._warn(f"{self.path}:{self._line}: skipped a line longer than "
+                                   f"{MAX_JOURNAL_LINE_BYTES // (1024 * 1024)} MB")
+                        continue
                     if not line.strip():
                         continue
                     try:
                         self.mirror.replay(Event.from_dict(json.loads(line)))
                         changed = True
                     except (ValueError, SessionError) as exc:
-                        self.warnings.append(f"{self.path}:{self._line}: skipped a damaged line ({exc})")
-                self._offset += end + 1
+                        self._warn(f"{self.path}:{self._line}: skipped a damaged line ({exc})")
+                self._offset = found.end
         try:
             inbox_size = self.inbox.stat().st_size
         except OSError:
             inbox_size = -1
-        if inbox_size != self._inbox_size and inbox_size >= 0:
+        if inbox_size != self._inbox_size and inbox_size >= 0 and self._inbox_offset < MAX_INBOX_BYTES:
             self._inbox_size = inbox_size
-            items, self._inbox_offset = read_inbox(self.inbox, self._inbox_offset)
+            problems: list[str] = []
+            items, self._inbox_offset = read_inbox(self.inbox, self._inbox_offset, problems)
+            for problem in problems:
+                self._warn(problem)
             self.sent.extend(items)
             changed = changed or bool(items)
         return changed

@@ -20,7 +20,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from incidents.bounded_read import read_text
+
 SIG = "sig"
+MAX_KEY_FILE_BYTES = 4096
+"""Largest key file read, bytes: a key is 64 hex digits and a newline; more is not a key file."""
 
 
 def key_path() -> Path:
@@ -35,7 +39,8 @@ def load_key(*, create: bool = False) -> bytes | None:
     """The key's bytes; with `create`, made on first use. None when there is none (or it is unreadable)."""
     path = key_path()
     try:
-        text = path.read_text(encoding="ascii").strip()
+        # regular files only, bounded: a key file swapped for a FIFO or /dev/zero is no key, not a hang
+        text = read_text(path, max_bytes=MAX_KEY_FILE_BYTES, what="interviewer key file").strip()
         return bytes.fromhex(text) if len(text) >= 32 else None
     except FileNotFoundError:
         if not create:

@@ -29,13 +29,15 @@ players' curves at every moment one of them changed.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from game.gameday_collect import STATE_FILE, STATE_FORMAT
+from game.gameday_collect import MAX_STATE_BYTES, STATE_FILE, STATE_FORMAT
+from incidents.bounded_read import ReadRefused, open_regular, read_text
 
 TRANSCRIPT_COLUMNS = (
     "{'format': 'VARCHAR', 'format_version': 'BIGINT', 'session_id': 'VARCHAR', 'incident_id': 'VARCHAR', "
@@ -123,16 +125,23 @@ def _first_line(exc: BaseException) -> str:
 
 def _read_row(con: duckdb.DuckDBPyConnection, path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """The transcript columns of `path` through DuckDB: (row, None) or (None, why it is skipped)."""
+    from game.session.transcripts import MAX_TRANSCRIPT_BYTES  # here: the session package is slow to import
+
     literal = str(path).replace("'", "''")
     try:
-        if path.stat().st_size == 0:
-            return None, "the file is empty"
+        # a regular file within the transcript cap, checked before DuckDB reads it by name (DuckDB would
+        # block on a FIFO and read a huge file whole)
+        with open_regular(path, max_bytes=MAX_TRANSCRIPT_BYTES, what="transcript") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return None, "the file is empty"
         cur = con.execute(f"SELECT * FROM read_json('{literal}', columns={TRANSCRIPT_COLUMNS}, format='auto', "
                           "maximum_object_size=67108864)")
         names = [d[0] for d in cur.description]
         rows = cur.fetchall()
     except duckdb.Error as exc:
         return None, f"not a transcript: {_first_line(exc)}"
+    except ReadRefused as exc:
+        return None, exc.problem
     except OSError as exc:
         return None, f"cannot read it ({exc.strerror or exc})"
     if len(rows) != 1:
@@ -184,8 +193,8 @@ def _state(results: Path, gameday: Any | None) -> tuple[str | None, dict[str, st
         order = [(r.incident_id, r.seed) for r in gameday.rounds]
         return gameday.event, gameday.players, order, teams
     try:
-        doc = json.loads((results / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = json.loads(read_text(results / STATE_FILE, max_bytes=MAX_STATE_BYTES, what="game-day state file"))
+    except (OSError, ValueError):  # missing, unreadable or refused (a FIFO, a device, too large)
         return None, {}, [], {}
     if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
         return None, {}, [], {}

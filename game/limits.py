@@ -8,13 +8,22 @@ from dataclasses import dataclass
 
 from telemetry_gen.evidence import ROW_CAP
 
-__all__ = ["MEMORY_LIMIT", "PLAYER_LIMITS", "ROW_CAP", "TIMEOUT_S", "QueryLimits"]
+__all__ = ["MAX_RESULT_BYTES", "MEMORY_LIMIT", "PLAYER_LIMITS", "ROW_CAP", "TIMEOUT_S", "QueryLimits"]
 
 TIMEOUT_S = 10.0
 """Seconds a query may run before it is interrupted."""
 
 MEMORY_LIMIT = "512MB"
 """DuckDB's memory limit for a query (a DuckDB size string)."""
+
+MAX_RESULT_BYTES = 4 * 1024 * 1024
+"""Bytes a query's result may take to cross from the SQL worker to the game (its rows, column names and
+types, pickled, measured row by row as the worker builds the result). A larger result is refused whole
+with a one-line message (never cut: what the player sees and what is assessed must agree), like any
+failed statement: not journalled, no query spent. Why 4 MB: the largest result of the library's queries
+is `SELECT * FROM requests` at the row cap, 235 KB (measured on every library incident), so honest
+results stay 17x below it; each game process (one per browser tab) then holds a few tens of MB per
+result at most, where results of up to the worker's memory cap (hundreds of MB) used to land."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,11 @@ two hard limits DuckDB cannot be talked out of:
   idle size plus ``MEMORY_HEADROOM`` times the memory limit, the child is killed and the query ends
   with error ``memory``.
 
+What crosses back is bounded too: the child refuses a result over ``max_result_bytes``
+(`game.limits.MAX_RESULT_BYTES`, measured as it fetches), and this side reads at most that plus
+``MESSAGE_SLACK_BYTES`` (and the query's own text, which the result repeats) of any answer: a longer
+one is not read at all, the child is killed and the query ends with error ``internal``.
+
 A killed child is replaced on the next call. The API is `LocalGateway`'s: `run` never raises for player
 input, `cancel` is safe from any thread.
 """
@@ -21,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
 import re
 import signal
 import socket
@@ -35,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from game.gateway import CatalogEntry, LocalGateway, QueryResult, check_limits
-from game.limits import MEMORY_LIMIT, ROW_CAP, TIMEOUT_S
+from game.limits import MAX_RESULT_BYTES, MEMORY_LIMIT, ROW_CAP, TIMEOUT_S
 
 GRACE_S = 1.0
 """Seconds past the time limit the child gets to answer after its own interrupt."""
@@ -44,6 +50,9 @@ SAMPLE_S = 0.02
 MEMORY_HEADROOM = 1.5
 """The child may grow this many memory limits above its idle size before it is killed."""
 START_TIMEOUT_S = 60.0
+MESSAGE_SLACK_BYTES = 1024 * 1024
+"""Bytes an answer may take beyond its rows, names and types (`max_result_bytes`) and its SQL text: the
+error detail, what the query read (a plan's tables, columns and filters), the pickling's own framing."""
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}
 
@@ -126,8 +135,9 @@ class Sandbox:
     `run` never raises."""
 
     def __init__(self, db_paths: dict[str, Path], *, memory_limit: str = MEMORY_LIMIT, threads: int = 1,
-                 row_cap: int = ROW_CAP, timeout_s: float = TIMEOUT_S) -> None:
-        check_limits(row_cap=row_cap, timeout_s=timeout_s, threads=threads)
+                 row_cap: int = ROW_CAP, timeout_s: float = TIMEOUT_S,
+                 max_result_bytes: int = MAX_RESULT_BYTES) -> None:
+        check_limits(row_cap=row_cap, timeout_s=timeout_s, threads=threads, max_result_bytes=max_result_bytes)
         if not db_paths:
             raise ValueError("a sandbox needs at least one database")
         self.db_paths = {name: Path(p) for name, p in db_paths.items()}
@@ -141,8 +151,9 @@ class Sandbox:
         self.threads = threads
         self.row_cap = row_cap
         self.timeout_s = timeout_s
+        self.max_result_bytes = max_result_bytes
         self._options = {"memory_limit": memory_limit, "threads": threads, "row_cap": row_cap,
-                         "timeout_s": timeout_s}
+                         "timeout_s": timeout_s, "max_result_bytes": max_result_bytes}
         self._query_lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._proc: Any = None
@@ -258,6 +269,8 @@ class Sandbox:
             return QueryResult(sql, ok=False, error=f"the query process failed: {exc}", error_kind="internal")
         deadline = time.monotonic() + self.timeout_s + GRACE_S
         cap = self._idle_rss + self.memory_cap
+        # the result repeats the SQL (and what it read is derived from it): room for that on top
+        longest = self.max_result_bytes + MESSAGE_SLACK_BYTES + 8 * len(sql.encode("utf-8", "replace"))
         resend = 0.0
         try:
             while True:
@@ -269,12 +282,20 @@ class Sandbox:
                     resend = time.monotonic() + 0.1
                 try:
                     if conn.poll(SAMPLE_S):
-                        status, payload = conn.recv()
+                        # a longer answer is not read at all (OSError "bad message length")
+                        status, payload = pickle.loads(conn.recv_bytes(longest))
                         if status == "result":
                             return payload
                         continue
-                except (EOFError, OSError):
+                except EOFError:
                     self._kill()
+                    return QueryResult(sql, ok=False, error="the query process died", error_kind="internal")
+                except OSError as exc:
+                    self._kill()
+                    if "message length" in str(exc):
+                        return QueryResult(sql, ok=False, error_kind="internal",
+                                           error=f"the query process sent back more than {longest} bytes; "
+                                           "it was stopped (select fewer or narrower columns)")
                     return QueryResult(sql, ok=False, error="the query process died", error_kind="internal")
                 rss = _resident(self._proc.pid) if self._proc is not None else None
                 if rss is not None and rss > cap:
@@ -350,9 +371,10 @@ class Gateway(Sandbox):
     """The player's gateway: a `Sandbox` on one incident database (`LocalGateway`'s API)."""
 
     def __init__(self, db_path: Path, *, memory_limit: str = MEMORY_LIMIT, threads: int = 1,
-                 row_cap: int = ROW_CAP, timeout_s: float = TIMEOUT_S) -> None:
+                 row_cap: int = ROW_CAP, timeout_s: float = TIMEOUT_S,
+                 max_result_bytes: int = MAX_RESULT_BYTES) -> None:
         super().__init__({"": Path(db_path)}, memory_limit=memory_limit, threads=threads, row_cap=row_cap,
-                         timeout_s=timeout_s)
+                         timeout_s=timeout_s, max_result_bytes=max_result_bytes)
 
     def run(self, sql: str, db: str | None = None) -> QueryResult:
         return super().run(sql, db)

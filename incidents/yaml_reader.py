@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from incidents.bounded_read import ReadRefused, read_bytes
 from incidents.diagnostics import Diagnostic
 
 MAX_BYTES = 1 << 20
@@ -133,12 +134,12 @@ def read_file(path: Path) -> tuple[str | None, list[Diagnostic]]:
                 f"file is {size / 1e6:.1f} MB; incident files are limited to {MAX_BYTES // 1024} KiB",
                 "an incident is a few KB of YAML; data belongs in the simulation, not the file",
             )
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
+        # checked again on the file opened (it may have been swapped for a FIFO or grown since)
+        raw = read_bytes(path, max_bytes=MAX_BYTES, what="incident file")
+    except ReadRefused as exc:
+        return fail(exc.problem)
     except OSError as exc:
         return fail(f"cannot read file: {exc.strerror or exc}")
-    if len(raw) > MAX_BYTES:
-        return fail(f"file is larger than {MAX_BYTES // 1024} KiB; incident files are limited to that")
     return decode(raw, name)
 
 

@@ -144,7 +144,11 @@ class Session:
         text = journal.read(fh, path)
         header = text.header
         incident_path = locate_incident(header.incident_id, header.incident_path)
-        if file_digest(incident_path) != header.incident_digest:
+        try:
+            digest = file_digest(incident_path)
+        except OSError as exc:  # refused by the bounded read (a FIFO, over the size cap) or unreadable
+            raise SessionError(f"{path}: cannot read incident {incident_path} ({exc.strerror or exc})") from None
+        if digest != header.incident_digest:
             raise SessionError(f"{path}: incident {header.incident_id} changed since this session started "
                                f"({incident_path}); it cannot be resumed")
         session = cls(header, open_incident(incident_path, header.seed), path)

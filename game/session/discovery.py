@@ -4,9 +4,11 @@ loading their incidents: a listing must stay quick and must not disturb a game i
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from game.session import journal
+from game.session.journal import MAX_JOURNAL_BYTES
 from game.session.paths import sessions_dir
 from game.session.records import (
     DEBRIEF_VIEWED,
@@ -20,6 +22,7 @@ from game.session.records import (
     SessionSummary,
     State,
 )
+from incidents.bounded_read import open_regular, read_text
 
 # what a listing needs of the rules: the state each event kind leads to (the rest leave it as it is)
 _STATE_AFTER: dict[str, State] = {START: State.INVESTIGATING, SUBMIT: State.SUBMITTED, DEBRIEF_VIEWED: State.DEBRIEFED}
@@ -30,6 +33,15 @@ def find_session(ref: str, root: Path | None = None) -> Path:
     candidate = Path(ref)
     if candidate.is_file():
         return candidate
+    if os.sep in ref or (os.altsep and os.altsep in ref) or candidate.exists() or candidate.is_symlink():
+        # a path, not an id: what is there (a FIFO, a device, a folder) or is missing, said plainly (a
+        # path is never a glob pattern: an absolute one is not even a valid one)
+        if candidate.exists() or candidate.is_symlink():
+            try:
+                open_regular(candidate, max_bytes=MAX_JOURNAL_BYTES, what="session journal").close()
+            except OSError as exc:
+                raise SessionError(f"{candidate}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise SessionError(f"no session file at {candidate}")
     folder = sessions_dir(root)
     exact = folder / f"{ref}.jsonl"
     if exact.is_file():
@@ -43,9 +55,10 @@ def find_session(ref: str, root: Path | None = None) -> Path:
 
 
 def summarize(path: Path) -> SessionSummary | None:
-    """State of one session file without locking it or checking its incident; None if unreadable."""
+    """State of one session file without locking it or checking its incident; None if unreadable (or
+    refused: not a regular file, over the journal cap)."""
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")
+        lines = read_text(path, max_bytes=MAX_JOURNAL_BYTES, what="session journal").split("\n")
         header = Header.from_dict(json.loads(lines[0]))
     except (OSError, ValueError, TypeError, IndexError):  # not a session file: the picker leaves it out
         return None

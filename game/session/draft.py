@@ -19,10 +19,15 @@ from typing import Any
 
 from game.session.paths import draft_path
 from game.session.records import QUERY, RANK, SUBMIT, Event
+from incidents.bounded_read import read_text
 
 DRAFT_FORMAT = "servedrill-draft"
 MAX_DRAFT_EDITOR_CHARS = 100_000
 """Editor text longer than this is not kept in the draft (a draft is a convenience, not a store)."""
+MAX_DRAFT_BYTES = 4 * 1024 * 1024
+"""Largest draft sidecar read, bytes: the editor text (at most MAX_DRAFT_EDITOR_CHARS, JSON-escaped at
+most 6 bytes a character: 600 KB), the board and one held interval (about 50 bytes) per time the
+session was opened. A larger file is ignored unread, as an unreadable draft is."""
 MIN_GAP_S = 5.0
 """A gap shorter than this between one holder and the next (a relaunch) still counts as held time."""
 
@@ -52,8 +57,9 @@ def read_held(session_path: Path | str) -> list[list[Any]]:
     """The held intervals in a session's draft sidecar ([] without one): for a reader in another process
     (the interviewer's screen) that wants the game clock as the player sees it (`held_clock`)."""
     try:
-        raw = json.loads(draft_path(session_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # no sidecar, or one cut short: wall time, as for an older session
+        raw = json.loads(read_text(draft_path(session_path), max_bytes=MAX_DRAFT_BYTES, what="draft",
+                                   follow_symlinks=False))
+    except (OSError, ValueError):  # no sidecar, one cut short or refused: wall time, as for an older session
         return []
     held = raw.get("held") if isinstance(raw, dict) else None
     return [h for h in held if isinstance(h, list) and len(h) == 3] if isinstance(held, list) else []
@@ -79,11 +85,11 @@ class Draft:
         if self.path is None:
             return None
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            raw = json.loads(read_text(self.path, max_bytes=MAX_DRAFT_BYTES, what="draft", follow_symlinks=False))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
-            return f"{self.path}: ignored an unreadable draft ({exc})"
+        except (OSError, ValueError) as exc:  # ReadRefused (a FIFO, a link, too large) is an OSError
+            return f"{self.path}: ignored an unreadable draft ({getattr(exc, 'strerror', None) or exc})"
         if not isinstance(raw, dict) or raw.get("format") != DRAFT_FORMAT:
             return f"{self.path}: ignored: not a servedrill draft"
         held = raw.get("held")

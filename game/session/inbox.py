@@ -13,34 +13,48 @@ from pathlib import Path
 from typing import Any
 
 from game.session.records import HINT, INJECT, MESSAGE, Kind, SessionError
+from incidents.bounded_read import ReadRefused, read_lines
 
 GM_SENDER = "Interviewer"
 """Who a game-master item is from when it names nobody."""
+MAX_INBOX_LINE_BYTES = 64 * 1024
+"""Longest inbox line read, bytes. `game.gm` writes an item's text of at most MAX_GM_TEXT_CHARS (4,000)
+characters, JSON-escaped (at most 12 bytes a character), a sender of at most 100 and a signature:
+under 50 KB. A longer line was not written by `servedrill send` and is skipped unread."""
+MAX_INBOX_BYTES = 16 * 1024 * 1024
+"""Largest inbox read, bytes: 250 items of the longest kind, thousands of ordinary ones (an interview
+sends tens). Nothing past it is read."""
 
 
-def read_inbox(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+def read_inbox(path: Path, offset: int = 0, problems: list[str] | None = None) -> tuple[list[dict[str, Any]], int]:
     """Complete lines of an inbox from byte `offset`: (items, the offset after the last complete line).
 
     A line still being written (no newline yet) is left for the next read; a line that is not a JSON
-    object with a string id is skipped. A missing or unreadable inbox has no items (yet)."""
+    object with a string id is skipped, and so is one longer than MAX_INBOX_LINE_BYTES (unread). Nothing
+    past MAX_INBOX_BYTES is read. A missing inbox has no items (yet); one that is not a regular file
+    (a FIFO, a device, a directory) has none ever. Each such problem is one line added to `problems`."""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            raw = fh.read()
+        found = read_lines(path, offset, max_bytes=MAX_INBOX_BYTES, max_line=MAX_INBOX_LINE_BYTES,
+                           what="interviewer inbox", follow_symlinks=False)
+    except ReadRefused as exc:
+        if problems is not None:
+            problems.append(str(exc))
+        return [], offset
     except OSError:  # not there yet, or passing trouble: the next poll reads from the same offset
         return [], offset
-    end = raw.rfind(b"\n")
-    if end < 0:
-        return [], offset
+    if problems is not None:
+        problems.extend(found.problems)
     items = []
-    for line in raw[:end].split(b"\n"):
+    for _, line in found.lines:
+        if line is None:
+            continue
         try:
             item = json.loads(line)
         except ValueError:
             continue
         if isinstance(item, dict) and isinstance(item.get("id"), str):
             items.append(item)
-    return items, offset + end + 1
+    return items, found.end
 
 
 def gm_event(item: Mapping[str, Any], hints_taken: int) -> tuple[Kind, dict[str, Any]]:
@@ -72,6 +86,8 @@ class InboxReader:
         self._offset = 0
         self._size = -1
         self._waiting: list[dict[str, Any]] = []
+        self.problems: list[str] = []
+        """One line per inbox problem seen (a refused file, a skipped over-long line), each once."""
 
     def new_items(self) -> list[dict[str, Any]]:
         """Waiting items, then the inbox's new complete lines (read only when its size changed)."""
@@ -80,10 +96,13 @@ class InboxReader:
                 size = self.path.stat().st_size
             except OSError:  # no inbox yet: nothing new
                 size = -1
-            if size != self._size and size >= 0:
-                items, self._offset = read_inbox(self.path, self._offset)
+            # past the cap nothing more is read: the size still changing must not make every poll reopen it
+            if size != self._size and size >= 0 and self._offset < MAX_INBOX_BYTES:
+                problems: list[str] = []
+                items, self._offset = read_inbox(self.path, self._offset, problems)
                 self._size = size
                 self._waiting.extend(items)
+                self.problems.extend(p for p in problems if p not in self.problems)
         out, self._waiting = self._waiting, []
         return out
 

@@ -15,6 +15,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from game.session.records import Event, Header, SessionError
+from incidents.bounded_read import ReadRefused, open_regular, read_capped, size_text
+
+MAX_JOURNAL_BYTES = 32 * 1024 * 1024
+"""Largest session journal read, bytes. An honest one is a few MB: a query event keeps at most 64 KB of
+rows (rules.KEPT_BYTES) and an incident allows 25-40 queries; 32 MB is also the transcript cap, and a
+journal becomes a transcript of about its size. A larger file is refused unread."""
+MAX_JOURNAL_LINE_BYTES = 16 * 1024 * 1024
+"""Longest journal line, bytes, written or read: far above any event the game writes (a query's SQL,
+columns and kept rows; the result that crosses to the game is at most game.limits.MAX_RESULT_BYTES),
+and `append` refuses a longer one, so the game never writes a line it would not read back."""
 
 try:
     import fcntl
@@ -44,7 +54,10 @@ def open_locked(path: Path) -> BinaryIO:
     """An existing journal opened for reading and appending, locked; SessionError when another servedrill
     process holds it or it cannot be opened."""
     try:
-        fh = open(path, "rb+")  # noqa: SIM115 - kept open for the session's life
+        # regular files only (a FIFO or /dev/zero would hang or fill memory), at most the journal cap
+        fh = open_regular(path, max_bytes=MAX_JOURNAL_BYTES, what="session journal", writable=True)
+    except ReadRefused as exc:
+        raise SessionError(str(exc)) from None
     except OSError as exc:
         raise SessionError(f"cannot open session {path}: {exc.strerror or exc}") from None
     if fcntl is not None:
@@ -61,9 +74,13 @@ def append(fh: BinaryIO | None, line: str, path: Path | None) -> None:
     where it was, so the next append does not glue onto half a line."""
     if fh is None:
         raise SessionError("the session is closed; resume it to continue")
+    data = (line + "\n").encode("utf-8")
+    if len(data) > MAX_JOURNAL_LINE_BYTES:
+        raise SessionError(f"could not save to {path}: the record is {size_text(len(data))}, over the "
+                           f"{size_text(MAX_JOURNAL_LINE_BYTES)} a journal line may hold")
     start = fh.seek(0, os.SEEK_END)
     try:
-        fh.write((line + "\n").encode("utf-8"))
+        fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
     except OSError as exc:
@@ -98,8 +115,12 @@ class JournalText:
 
 def read(fh: BinaryIO, path: Path) -> JournalText:
     """Split an opened journal into header, event lines and a torn tail; SessionError for a missing or
-    damaged header (without it nothing can be resumed)."""
-    raw = fh.read()
+    damaged header (without it nothing can be resumed). At most MAX_JOURNAL_BYTES are read (a file that
+    grew past it since it was opened is refused)."""
+    raw = read_capped(fh, MAX_JOURNAL_BYTES)
+    if len(raw) > MAX_JOURNAL_BYTES:
+        raise SessionError(f"{path}: larger than a session journal may be ({size_text(MAX_JOURNAL_BYTES)}); "
+                           "refused")
     lines = raw.split(b"\n")
     torn = lines.pop() if lines else b""  # bytes after the last newline: a write cut short
     if not lines:
@@ -132,7 +153,8 @@ def in_use(path: Path) -> bool:
     if fcntl is None:
         return False
     try:
-        with open(path, "rb") as fh:
+        # non-blocking and regular files only: probing a FIFO put in a session's place must not hang
+        with open_regular(path, max_bytes=1 << 62, what="session journal") as fh:
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
             except OSError:

@@ -50,8 +50,12 @@ def draft_path(session_path: Path | str) -> Path:
 
 
 def file_digest(path: Path | str) -> str:
-    """sha256 of a file's bytes, hex."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """sha256 of an incident file's bytes, hex. The file is read bounded (a regular file of at most the
+    incident size cap): ReadRefused, an OSError, for anything else."""
+    from incidents.bounded_read import read_bytes
+    from incidents.yaml_reader import MAX_BYTES
+
+    return hashlib.sha256(read_bytes(path, max_bytes=MAX_BYTES, what="incident file")).hexdigest()
 
 
 def open_incident(path: Path, seed: int) -> Incident:

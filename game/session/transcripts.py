@@ -28,6 +28,7 @@ from game.session.records import (
     iso,
 )
 from game.session.rules import Rules
+from incidents.bounded_read import ReadRefused, read_bytes
 from incidents.spec import Incident
 
 MAX_TRANSCRIPT_BYTES = 32 * 1024 * 1024
@@ -114,12 +115,11 @@ def _read_doc(path: Path) -> dict[str, Any]:
         return TranscriptError(f"{path}: {problem}")
 
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_TRANSCRIPT_BYTES + 1)
+        raw = read_bytes(path, max_bytes=MAX_TRANSCRIPT_BYTES, what="transcript")
+    except ReadRefused as exc:  # a FIFO, a device, a directory, over the cap
+        raise bad(exc.problem) from None
     except OSError as exc:
         raise bad(f"cannot read it ({exc.strerror or exc})") from None
-    if len(raw) > MAX_TRANSCRIPT_BYTES:
-        raise bad(f"too large for a transcript (over {MAX_TRANSCRIPT_BYTES // (1024 * 1024)} MB)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

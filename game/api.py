@@ -1,5 +1,5 @@
 """The game as every front end plays it: the terminal and the browser (`tui/`; `servedrill serve` runs the
-same app), line mode (`game.plain`) and the CLI commands that play (`game.cli_game`).
+same app), line mode (`game.frontends.line_mode`) and the CLI commands that play (`game.cli.game_commands`).
 
 The rules a front end must not get to choose live here or below, once:
 
@@ -9,7 +9,7 @@ The rules a front end must not get to choose live here or below, once:
   (`game.session`), so the briefing, the board, the telemetry and the debrief agree.
 - **A statement that fails costs nothing** (`Session.run_query`): refused, a SQL error, a timeout or a
   cancel is shown and not recorded, so it takes no query from the budget and gets no Qn.
-- **One set of query limits** (`game.limits.PLAYER_LIMITS`) unless a caller passes others on purpose.
+- **One set of query limits** (`game.query.limits.PLAYER_LIMITS`) unless a caller passes others on purpose.
 
 Staged calls (`load_variant`, `open_telemetry`, `new_session` / `resume_session`, `start`) let the terminal
 show each step as it happens; `open_game` and `resume_game` do them in one go for line mode, the CLI and
@@ -26,16 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from game.library import LibraryEntry, read_library
-from game.limits import PLAYER_LIMITS, QueryLimits
+from game.query.limits import PLAYER_LIMITS, QueryLimits
+from game.rules.library import LibraryEntry, read_library
 from incidents.diagnostics import IncidentError
 
 if TYPE_CHECKING:
-    from game.gateway import QueryResult
-    from game.hypotheses import Shown
-    from game.sandbox import Gateway
-    from game.scoring import ScoreReport
+    from game.query.gateway import QueryResult
+    from game.query.sandbox import Gateway
+    from game.rules.scoring import ScoreReport
     from game.session import Event, Session, Update
+    from game.session.hypotheses import Shown
     from incidents.snippets import Snippet
     from incidents.spec import Incident
     from telemetry_gen.cache import BuildInfo
@@ -80,7 +80,7 @@ class Variant:
     @property
     def board(self) -> list[Shown]:
         """The hypotheses as the player sees them: shuffled for (incident, seed), labelled A, B, ..."""
-        from game.hypotheses import shown_hypotheses
+        from game.session.hypotheses import shown_hypotheses
 
         return shown_hypotheses(self.incident, self.seed)
 
@@ -133,7 +133,7 @@ def open_telemetry(variant: Variant, *, limits: QueryLimits = PLAYER_LIMITS,
                    progress: BuildProgress | None = None) -> Telemetry:
     """Build (or find in the cache) the variant's database and open a gateway on it under `limits`.
     Blocks for the build: call it from a worker thread in a UI."""
-    from game.sandbox import Gateway
+    from game.query.sandbox import Gateway
     from telemetry_gen.cache import ensure_database
 
     build = ensure_database(variant.incident, variant.seed, progress=progress)
@@ -203,8 +203,8 @@ class Truth:
 
 def truth(incident: Incident) -> Truth:
     """The truth of an incident as its debrief states it (give the session's incident: its variant)."""
-    from game.debrief import fault_timeline
-    from game.scoring import truth_ids
+    from game.rules.debrief import fault_timeline
+    from game.rules.scoring import truth_ids
 
     titles = {h.id: h.title for h in incident.hypotheses}
     return Truth(tuple(titles[h] for h in truth_ids(incident)), tuple(fault_timeline(incident)),
@@ -223,8 +223,8 @@ class Debrief:
 def debrief(session: Session, progress: ScoringProgress | None = None) -> Debrief:
     """Score the session (its queries re-run on every hypothesis's world) and write its debrief; a
     submitted session is marked as debriefed. Slow when the worlds are not built yet: a worker thread."""
-    from game.assess import score_session
-    from game.debrief import debrief_markdown
+    from game.rules.assess import score_session
+    from game.rules.debrief import debrief_markdown
     from game.session import SUBMITTED
 
     events = session.events

@@ -3,7 +3,7 @@ descriptions. The one place they are written down.
 
 Everything else derives from it: telemetry_gen.tables checks each built frame against it (names, order,
 types) and builds the tables in its order; telemetry_gen.store writes its descriptions as the database's
-table and column comments (which the `catalog` view shows the player); game.bench builds the same list;
+table and column comments (which the `catalog` view shows the player); game.cli.bench builds the same list;
 docs/telemetry.md is `markdown()` (tests/test_telemetry_schema.py checks all of it, and that a database
 really built matches). It lives in incidents/, the lower layer, because incident files name tables and
 columns in their claims and signals: incidents.spec checks them against TABLE_COLUMNS and COLUMN_TYPES.

@@ -61,7 +61,7 @@ PROOF_CATCH_PROBABILITY = 0.95
 PROOF_SEEDS = 59
 """How many seeds `servedrill validate --deep` proves by default: 0 .. PROOF_SEEDS-1.
 
-Players are dealt any seed in 0..9999 (`play --random`, game.cli_game.DEAL_SEEDS), and a seed picks
+Players are dealt any seed in 0..9999 (`play --random`, game.cli.game_commands.DEAL_SEEDS), and a seed picks
 both the variant (each variable's draw is seeded by sha256 of incident, seed and name) and the
 simulated traffic (seeded by the seed), for fixed incidents too. Proving all 10,000 is out of reach
 (minutes per seed), so the proof takes a sample. Seeds are hashed into independent draws, so the

@@ -32,9 +32,8 @@ def cache_dir() -> Path:
 # Modules and data of telemetry_gen that never shape a built database: the proof and benchmark tools and
 # the cache itself. Leaving them out of code_version keeps cached databases and proof records valid across
 # edits to them.
-_NOT_TELEMETRY = frozenset({"cache.py", "cost.py", "lifeline.py", "proof.py", "proof_pool.py", "proof_report.py",
-                            "proof_record.py", "proof_suspects.py", "fidelity.py", "fidelity_points.py",
-                            "result_diff.py", "evidence.py"})
+_NOT_TELEMETRY = frozenset({"cache.py", "cost.py", "lifeline.py"})
+_NOT_TELEMETRY_ROOMS = frozenset({"proving", "fidelity"})
 
 
 @cache
@@ -47,7 +46,8 @@ def code_version() -> str:
         for path in sorted((root / pkg).rglob("*")):
             if path.suffix not in (".py", ".csv", ".json") or "__pycache__" in path.parts:
                 continue
-            if pkg == "telemetry_gen" and (path.name in _NOT_TELEMETRY or path.name.startswith("fidelity_")):
+            if pkg == "telemetry_gen" and (path.name in _NOT_TELEMETRY or path.name.startswith("fidelity_")
+                                           or path.relative_to(root / pkg).parts[0] in _NOT_TELEMETRY_ROOMS):
                 continue
             h.update(str(path.relative_to(root)).encode())
             h.update(path.read_bytes())

@@ -44,7 +44,7 @@ def test_the_app_provides_every_member_of_the_interface() -> None:
 
 
 def test_the_tui_group_is_its_own_and_leaves_the_game_group_alone() -> None:
-    from game import commands
+    from game.cli import commands
     from tui.cli import main as tui_main
 
     game_play = commands.GAME_COMMANDS["play"]

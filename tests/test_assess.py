@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from game.assess import Assessor, queries_of, score_session
-from game.gateway import Gateway
-from game.plain import PlainGame
+from game.frontends.line_mode import PlainGame
+from game.query.gateway import Gateway
+from game.rules.assess import Assessor, queries_of, score_session
 from game.session import Session, file_digest, load_transcript
 from incidents.loader import load_incident
 from incidents.spec import Incident
 from telemetry_gen.cache import ensure_database
-from telemetry_gen.worlds import NOISE, TRUTH, ensure_worlds, world_names, world_of
+from telemetry_gen.proving.worlds import NOISE, TRUTH, ensure_worlds, world_names, world_of
 
 pytestmark = pytest.mark.slow  # builds worlds and assesses queries on them
 

@@ -11,11 +11,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from game.autoplay import autoplay, plan
-from game.cli_game import COMMANDS
-from game.gateway import Gateway
-from game.observe import Read, observed_signals
-from game.scoring import evidence_use
+from game.cli.game_commands import COMMANDS
+from game.frontends.autoplay import autoplay, plan
+from game.query.gateway import Gateway
+from game.rules.observe import Read, observed_signals
+from game.rules.scoring import evidence_use
 from game.session import RANK
 from incidents.loader import load_incident
 from incidents.spec import Incident

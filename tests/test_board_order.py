@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from game.hypotheses import board_order, resolve, shown_hypotheses
 from game.session import Session, SessionError
+from game.session.hypotheses import board_order, resolve, shown_hypotheses
 from incidents.loader import iter_library, load_incident
 
 DATA = Path(__file__).parent / "data" / "incidents"

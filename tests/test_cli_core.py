@@ -9,7 +9,7 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from game.commands import main
+from game.cli.commands import main
 
 FIXTURE = Path(__file__).parent / "data" / "incidents" / "proof-slow-replica.yaml"
 

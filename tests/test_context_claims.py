@@ -14,7 +14,7 @@ import pytest
 from incidents.claims import ClaimResult, evaluate_symptom
 from incidents.loader import check_incident_text, load_incident_text
 from incidents.spec import Symptom
-from telemetry_gen.proof import ClaimCheck, ProofReport, prove
+from telemetry_gen.proving.proof import ClaimCheck, ProofReport, prove
 
 pytestmark = pytest.mark.slow  # proves fixture incidents (simulations with and without faults)
 

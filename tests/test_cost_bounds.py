@@ -254,7 +254,7 @@ def test_fidelity_refuses_a_file_over_its_size_cap(tmp_path: Path) -> None:
 
 
 def test_the_built_in_points_fit_their_work_bounds() -> None:
-    from telemetry_gen import fidelity_points as fp
+    from telemetry_gen.fidelity import points as fp
 
     work = [fp.point_work(p) for p in fp.load_points()]
     assert max(t for t, _ in work) <= fp.MAX_POINT_TOKENS / 2

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from game.commands import main
+from game.cli.commands import main
 from incidents.loader import load_incident_text
 from incidents.spec import Incident
-from telemetry_gen.proof_report import Failure
-from telemetry_gen.proof_suspects import suspects
+from telemetry_gen.proving.report import Failure
+from telemetry_gen.proving.suspects import suspects
 
 LIBRARY = Path(__file__).parent.parent / "incidents"
 SOURCE = (LIBRARY / "one-slow-replica.yaml").read_text(encoding="utf-8")

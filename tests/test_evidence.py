@@ -1,11 +1,11 @@
-"""What a query shows (`telemetry_gen.evidence`): the features a reader reads, and when what the player
+"""What a query shows (`telemetry_gen.proving.evidence`): the features a reader reads, and when what the player
 saw rules a rival's whole family of worlds out beyond chance."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from telemetry_gen.evidence import (
+from telemetry_gen.proving.evidence import (
     LEVEL,
     ONSET,
     PEAK_LEVEL,

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from engine_model.profiles import GPUS, MODELS
-from telemetry_gen import fidelity as F
+from telemetry_gen.fidelity import harness as F
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +164,7 @@ def test_harness_runs_every_point(points: list[F.FidelityPoint]) -> None:
 
 
 def test_bench_knows_the_fidelity_target() -> None:
-    from game.bench import DEFAULT_TARGETS, TARGET_LIMITS, TARGETS
+    from game.cli.bench import DEFAULT_TARGETS, TARGET_LIMITS, TARGETS
 
     assert "fidelity" in TARGETS and "fidelity" not in DEFAULT_TARGETS
     assert TARGET_LIMITS["fidelity"]["wall_s"] == 120.0

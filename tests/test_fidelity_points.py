@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from game.commands import main
-from telemetry_gen import fidelity as F
-from telemetry_gen.fidelity_points import MAX_PROMPTS, PointsError, load_points, select
+from game.cli.commands import main
+from telemetry_gen.fidelity import harness as F
+from telemetry_gen.fidelity.points import MAX_PROMPTS, PointsError, load_points, select
 
 GOOD = """\
 points:

@@ -16,13 +16,13 @@ from click.testing import CliRunner
 
 import game.session as session_module
 import game.session.core as session_clock  # the one module of game.session that reads the clock
-from game.assess import score_session
-from game.autoplay import plan, play
-from game.cli_gameday import COMMANDS
-from game.gameday import GameDay, check_gameday, load_gameday
-from game.gameday_collect import read_state, round_times
-from game.gameday_console import Console
-from game.gateway import Gateway
+from game.cli.gameday_commands import COMMANDS
+from game.frontends.autoplay import plan, play
+from game.frontends.gameday_console import Console
+from game.gameday.collect import read_state, round_times
+from game.gameday.plan import GameDay, check_gameday, load_gameday
+from game.query.gateway import Gateway
+from game.rules.assess import score_session
 from game.session import Session
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database

@@ -1,5 +1,5 @@
-"""Tests for the sandboxed SQL gateway's checks and lockdown (game/gateway.py `LocalGateway`, which the
-player's queries reach inside game.sandbox's worker process; tests/test_sandbox.py covers that process)."""
+"""Tests for the sandboxed SQL gateway's checks and lockdown (game/query/gateway.py `LocalGateway`, which the
+player's queries reach inside game.query.sandbox's worker process; tests/test_sandbox.py covers that process)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from game.gateway import LocalGateway as Gateway
-from game.gateway import QueryResult, TableRead, json_safe
-from game.plan_analysis import filters_on, split_filter
+from game.query.gateway import LocalGateway as Gateway
+from game.query.gateway import QueryResult, TableRead, json_safe
+from game.query.plan_analysis import filters_on, split_filter
 
 N_METRICS = 200_000
 N_REQUESTS = 20_000

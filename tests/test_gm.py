@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from game import gm
-from game.assess import score_session
-from game.gateway import Gateway, QueryResult
-from game.gm_key import sign
-from game.scoring import score
+from game.gameday import gm
+from game.query.gateway import Gateway, QueryResult
+from game.rules.assess import score_session
+from game.rules.scoring import score
 from game.session import HINT, INJECT, MESSAGE, Session, SessionError, inbox_path, list_sessions, load_transcript
+from game.session.gm_key import sign
 from telemetry_gen.cache import ensure_database
 
 DATA = Path(__file__).parent / "data" / "incidents"

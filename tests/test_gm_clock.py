@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from game import gm
+from game.gameday import gm
 from game.session import Session, held_gaps, read_held
 
 JOURNALS = Path(__file__).parent / "data" / "journals"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from game import gm
-from game.gateway import QueryResult
-from game.gm_key import load_key, sign, verify
+from game.gameday import gm
+from game.query.gateway import QueryResult
 from game.session import Session
+from game.session.gm_key import load_key, sign, verify
 
 
 @pytest.fixture(autouse=True)

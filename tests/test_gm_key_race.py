@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from game import gm_key
+from game.session import gm_key
 
 
 def test_racing_first_uses_agree_on_one_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ from test_tui_support import (
     until,
 )
 
-from game import gm
+from game.gameday import gm
 
 pytestmark = pytest.mark.slow  # drives the app and the interviewer screen together
 

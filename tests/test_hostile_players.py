@@ -24,15 +24,15 @@ from pathlib import Path
 
 import pytest
 
-from game.assess import Assessor, queries_of
-from game.gateway import QueryResult
-from game.scoring import ScoreReport, score
+from game.query.gateway import QueryResult
+from game.rules.assess import Assessor, queries_of
+from game.rules.scoring import ScoreReport, score
 from game.session import Session
 from incidents.claims import symptom_series_sql, symptom_sql
 from incidents.loader import iter_library, load_incident
 from incidents.snippets import snippets
 from incidents.spec import Incident
-from telemetry_gen.worlds import TRUTH, ensure_worlds
+from telemetry_gen.proving.worlds import TRUTH, ensure_worlds
 
 LIBRARY = iter_library()
 CASES = [(p, 0) for p in LIBRARY] + [(p, 4) for p in LIBRARY if p.stem in (

@@ -14,9 +14,9 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from game import cli_game
-from game.gateway import QueryResult
-from game.plain import PlainGame
+from game.cli import game_commands as cli_game
+from game.frontends.line_mode import PlainGame
+from game.query.gateway import QueryResult
 from game.session import INJECT, Session, SessionError, load_transcript
 from incidents.loader import check_incident_text, iter_library, load_incident, load_incident_text
 
@@ -248,7 +248,7 @@ def test_a_deal_is_reproducible_from_its_random_source() -> None:
 
 
 def test_line_mode_prints_an_interviewers_message_at_the_next_prompt(incident_file: Path) -> None:
-    from game.gm import send
+    from game.gameday.gm import send
 
     session = Session.create(incident_file, 0, "ada")
     session.start()

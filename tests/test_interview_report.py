@@ -12,9 +12,9 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from game.assess import score_session
-from game.gateway import Gateway
-from game.scoring import score
+from game.query.gateway import Gateway
+from game.rules.assess import score_session
+from game.rules.scoring import score
 from game.session import Session
 from game.text import md_text
 from telemetry_gen.cache import ensure_database
@@ -208,7 +208,7 @@ def test_report_hides_the_answer_until_the_candidate_submits(data: Path) -> None
 
 
 def test_report_timeline_lists_what_the_interviewer_sent(data: Path) -> None:
-    from game import gm
+    from game.gameday import gm
 
     session = _played(data, submit=False)
     gm.send(session.path, "hint")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from game.gateway import QueryResult
+from game.query.gateway import QueryResult
 from game.session import Session, SessionError, SessionWarning, TranscriptError, load_transcript
 from incidents.loader import load_incident
 

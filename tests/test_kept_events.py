@@ -13,8 +13,8 @@ import pandas as pd
 from incidents.kept_events import keepable_kinds
 from incidents.loader import check_incident_text, load_incident_text
 from incidents.spec import Incident
+from telemetry_gen.proving.worlds import family_names, world_of
 from telemetry_gen.runner import build_telemetry
-from telemetry_gen.worlds import family_names, world_of
 
 GOOD_TEXT = (Path(__file__).parent / "data" / "incidents" / "good.yaml").read_text(encoding="utf-8")
 # good.yaml's faults: [0] gpu_throttle, [1] config_change of long_prefill_token_threshold at 1300 on vllm-0, vllm-1

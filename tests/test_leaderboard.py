@@ -1,4 +1,4 @@
-"""The leaderboard over real transcripts: sessions played by scripted players (game.autoplay) through
+"""The leaderboard over real transcripts: sessions played by scripted players (game.frontends.autoplay) through
 game.session and the real gateway, exported as transcripts, then read back with DuckDB, re-scored from
 their SQL on the hypothesis worlds and ranked. A score a file claims is never used: a transcript that
 cannot be re-scored is skipped, and a claim that differs from the recomputed score is a notice."""
@@ -16,14 +16,14 @@ from click.testing import CliRunner
 
 import game.session as session_module
 import game.session.core as session_clock  # the one module of game.session that reads the clock
-from game.assess import score_session
-from game.autoplay import plan, play
-from game.cli_gameday import COMMANDS
-from game.gameday import load_gameday
-from game.gameday_collect import write_state
-from game.gateway import Gateway
-from game.leaderboard import Entry, read_results, team_confidence
-from game.leaderboard_report import plot_file, render_html, write_markdown
+from game.cli.gameday_commands import COMMANDS
+from game.frontends.autoplay import plan, play
+from game.gameday.collect import write_state
+from game.gameday.plan import load_gameday
+from game.query.gateway import Gateway
+from game.reports.leaderboard import Entry, read_results, team_confidence
+from game.reports.leaderboard_report import plot_file, render_html, write_markdown
+from game.rules.assess import score_session
 from game.session import Session, load_transcript
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database

@@ -4,7 +4,7 @@ page states and can be ruled out by some reference query; the players tests reus
 seeds 1 .. CI_SEEDS-1 claims only. `servedrill validate --deep` proves the full sample, PROOF_SEEDS
 seeds with every world; run it before changing an incident or the engine.
 
-The whole seed policy is held through proof records (telemetry_gen.proof_record): `make prove` proves every
+The whole seed policy is held through proof records (telemetry_gen.proving.record): `make prove` proves every
 seed of the policy (the first WORLD_PROOF_SEEDS with their worlds) and records the verdicts with the
 telemetry's digests; here each record must cover every seed, have passed, hold the worlds of those first
 seeds, match the YAML, and agree with the telemetry CI just built for its own seeds.
@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from game.cli_validate import unobserved_signals
+from game.cli.validate_commands import unobserved_signals
 from incidents.loader import iter_library, load_incident
-from telemetry_gen.proof_pool import ProofTask, default_jobs, prove_many
-from telemetry_gen.proof_record import RECORD_FOLDER, check_record
+from telemetry_gen.proving.pool import ProofTask, default_jobs, prove_many
+from telemetry_gen.proving.record import RECORD_FOLDER, check_record
 
 pytestmark = pytest.mark.slow  # proves every library incident on its seeds (minutes)
 

@@ -1,6 +1,6 @@
 """No child outlives its parent (brief, non-negotiable 5): a parent killed with SIGKILL, which runs no
-cleanup at all, takes its SQL worker (game.sandbox), its background world build (telemetry_gen.worlds) and
-its pool workers (telemetry_gen.proof_pool, telemetry_gen.fidelity) with it. Each test starts a parent
+cleanup at all, takes its SQL worker (game.query.sandbox), its background world build (telemetry_gen.proving.worlds) and
+its pool workers (telemetry_gen.proving.pool, telemetry_gen.fidelity.harness) with it. Each test starts a parent
 process, reads its children's pids from it, kills it with SIGKILL, and waits for the state "every child
 gone" (bounded, never a fixed sleep)."""
 
@@ -78,7 +78,7 @@ def test_a_game_killed_mid_session_takes_its_sql_worker_with_it(tmp_path: Path) 
     kill_parent_and_check(f"""
         import threading, time
         from pathlib import Path
-        from game.sandbox import Sandbox
+        from game.query.sandbox import Sandbox
         box = Sandbox({{"main": Path({str(db)!r})}}, timeout_s=300)
         assert box.run("SELECT count(*) FROM requests").ok
         threading.Thread(target=box.run, args=("SELECT count(*) FROM range(1000000000000) a",), daemon=True).start()
@@ -90,7 +90,7 @@ def test_a_game_killed_mid_session_takes_its_sql_worker_with_it(tmp_path: Path) 
 
 
 def test_a_killed_validation_takes_its_pool_workers_with_it() -> None:
-    """The pool as telemetry_gen.proof_pool and telemetry_gen.fidelity start it (spawn, watch_parent as
+    """The pool as telemetry_gen.proving.pool and telemetry_gen.fidelity.harness start it (spawn, watch_parent as
     the initializer), with both workers busy when the parent dies."""
     kill_parent_and_check("""
         import multiprocessing, time

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from game import cli_incidents
-from game.commands import main
-from game.incident_families import FAMILIES, find_family
+from game.authoring.families import FAMILIES, find_family
+from game.cli import incident_commands as cli_incidents
+from game.cli.commands import main
 from incidents.coverage import TOPICS, covers
 from incidents.loader import check_incident_file, load_incident
 

@@ -1,5 +1,5 @@
 """The observation rule: which signals a query observed, from the tables, columns and filters the
-gateway reports (`game.observe`). The validator uses it to check that a signal's own query observes
+gateway reports (`game.rules.observe`). The validator uses it to check that a signal's own query observes
 it; the score itself rests on what queries show on the hypothesis worlds (tests/test_scoring.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from game.observe import (
+from game.rules.observe import (
     Read,
     decomposes_latency,
     is_schema_exploration,

@@ -23,8 +23,8 @@ from click.testing import CliRunner
 from test_tui_support import run_async, run_sql, screen_name, until
 
 from game import api
-from game.cli_game import COMMANDS
-from game.library import library_paths
+from game.cli.game_commands import COMMANDS
+from game.rules.library import library_paths
 from game.session import Session
 from incidents.loader import has_variables
 

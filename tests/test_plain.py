@@ -10,9 +10,8 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from game.cli_game import COMMANDS
-from game.hypotheses import shown_hypotheses
-from game.plain import (
+from game.cli.game_commands import COMMANDS
+from game.frontends.line_mode import (
     PlainGame,
     format_table,
     help_text,
@@ -22,6 +21,7 @@ from game.plain import (
     parse_ranking,
 )
 from game.session import DEBRIEFED, INVESTIGATING, Session, SessionError, list_sessions
+from game.session.hypotheses import shown_hypotheses
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database
 
@@ -299,7 +299,7 @@ def test_sql_or_command() -> None:
 
 def test_every_help_example_works_as_typed(data: Path) -> None:
     """Help writes its examples with the game's own labels and titles; each is accepted after one query."""
-    from game.gateway import Gateway
+    from game.query.gateway import Gateway
 
     incident = load_incident(INCIDENT)
     session = Session.create(INCIDENT, 0, "ada", root=data)

@@ -1,5 +1,5 @@
-"""SQL text cut by DuckDB's tokenizer (game.sqltokens) and the query-plan reads behind scoring
-(game.plan_analysis): offsets right for non-ASCII text, separators inside strings, names and nested
+"""SQL text cut by DuckDB's tokenizer (game.query.sqltokens) and the query-plan reads behind scoring
+(game.query.plan_analysis): offsets right for non-ASCII text, separators inside strings, names and nested
 parentheses ignored, and plan trouble from DuckDB tolerated while a bug in our code is not hidden."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from game.gateway import LocalGateway
-from game.plan_analysis import TableRead, filters_on, plan_reads, split_filter
-from game.sqltokens import identifiers, split_top_level, strip_parens, tokens
+from game.query.gateway import LocalGateway
+from game.query.plan_analysis import TableRead, filters_on, plan_reads, split_filter
+from game.query.sqltokens import identifiers, split_top_level, strip_parens, tokens
 
 
 def test_tokens_are_cut_at_characters_not_bytes() -> None:

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from game.assess import Assessor, queries_of
-from game.autoplay import CATALOG_SQL, expert_pins, filler_queries, signal_queries
-from game.scoring import ScoreReport, score
+from game.frontends.autoplay import CATALOG_SQL, expert_pins, filler_queries, signal_queries
+from game.rules.assess import Assessor, queries_of
+from game.rules.scoring import ScoreReport, score
 from game.session import Session
 from incidents.loader import iter_library, load_incident
 from incidents.spec import Incident
-from telemetry_gen.worlds import ensure_worlds
+from telemetry_gen.proving.worlds import ensure_worlds
 
 LIBRARY = iter_library()
 # every incident at seed 0, and a second variant of a few
@@ -32,7 +32,7 @@ class _Echo:
     """Queries are scored from their SQL on the worlds; what the session records of them is not read."""
 
     def run(self, sql: str):
-        from game.gateway import QueryResult
+        from game.query.gateway import QueryResult
 
         return QueryResult(sql, ok=True, columns=["x"], rows=[(1,)], row_count=1)
 
@@ -166,7 +166,7 @@ def test_autoplay_strategies_rank_by_skill(path: Path, seed: int) -> None:
     and on the average, not on the luckiest of five."""
     import numpy as np
 
-    from game.autoplay import plan
+    from game.frontends.autoplay import plan
 
     incident, _ = _assessor(path, seed)
 
@@ -188,8 +188,8 @@ def test_debrief_reasons_are_readings_and_name_a_query_for_every_open_rival(path
     """The expert's debrief cites, per ruled-out rival, a reading of what the result showed next to what the
     rival's worlds showed; a player who only read the catalog is offered, per rival, one of the incident's
     queries that rules it out, with its reading."""
-    from game.assess import missed_queries
-    from game.debrief import debrief_markdown
+    from game.rules.assess import missed_queries
+    from game.rules.debrief import debrief_markdown
     from game.text import md_cell
 
     incident, assessor = _assessor(path, seed)

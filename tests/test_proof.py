@@ -1,4 +1,4 @@
-"""Deep validation (telemetry_gen.proof): claims must hold with the faults and fail without them,
+"""Deep validation (telemetry_gen.proving.proof): claims must hold with the faults and fail without them,
 expectations must hold, signals must discriminate, and every distractor's world must show what the page
 states and be told apart from the truth by some reference query. Two small fixtures are simulated once
 each (with their hypothesis worlds)."""
@@ -15,8 +15,8 @@ import pytest
 
 from incidents.loader import load_incident
 from incidents.spec import Incident
-from telemetry_gen import proof
-from telemetry_gen.proof import (
+from telemetry_gen.proving import proof
+from telemetry_gen.proving.proof import (
     MIN_LIKELIHOOD_RATIO,
     DiscriminationCheck,
     ProofReport,
@@ -262,9 +262,9 @@ def test_a_world_whose_config_change_cannot_start_says_so(tmp_path: Path) -> Non
     """A distractor's config change that leaves too little KV cache for max_model_len fails to start and
     the replica comes back on its old config: the world then looks like the fault-free run, and the
     strawman line must say why instead of only that a symptom is missing."""
-    from telemetry_gen.proof import _open, failed_starts
-    from telemetry_gen.proof_report import WorldCheck
-    from telemetry_gen.worlds import TRUTH, build_world
+    from telemetry_gen.proving.proof import _open, failed_starts
+    from telemetry_gen.proving.report import WorldCheck
+    from telemetry_gen.proving.worlds import TRUTH, build_world
 
     text = (DATA / "proof-slow-replica.yaml").read_text()
     assert "params: {gpu_memory_utilization: 0.3}" in text
@@ -285,10 +285,10 @@ def test_a_world_whose_config_change_cannot_start_says_so(tmp_path: Path) -> Non
 
 
 def test_the_page_ruling_a_rival_out_or_the_snippets_settling_fail_the_proof() -> None:
-    """Checks 7 and 8 of telemetry_gen.proof: measuring the page is no evidence against a family that
+    """Checks 7 and 8 of telemetry_gen.proving.proof: measuring the page is no evidence against a family that
     shows the page, and the starter snippets must not solve an incident of difficulty 2 or more. Each
     failure names what to edit: the rival's world, or the incident's difficulty."""
-    from telemetry_gen.proof_report import WorldCheck
+    from telemetry_gen.proving.report import WorldCheck
 
     fine = WorldCheck("router-skew", (), "signal per-replica", "reading")
     assert fine.ok and fine.problem is None

@@ -1,4 +1,4 @@
-"""Proof records (telemetry_gen.proof_record): what `validate --deep --record` keeps, how records merge, and
+"""Proof records (telemetry_gen.proving.record): what `validate --deep --record` keeps, how records merge, and
 every way `check_record` refuses one."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from game.commands import main
+from game.cli.commands import main
 from incidents.variants import PROOF_SEEDS, WORLD_PROOF_SEEDS
-from telemetry_gen.proof_record import (
+from telemetry_gen.proving.record import (
     check_record,
     make_record,
     read_record,
@@ -25,7 +25,7 @@ FIXTURE = Path(__file__).parent / "data" / "incidents" / "proof-slow-replica.yam
 
 def run(seed: int, *, ok: bool = True, faults: str = "f", ablation: str = "a", worlds: bool = False,
         claims: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A run dict as telemetry_gen.proof_pool.located gives it, reduced to what a record reads."""
+    """A run dict as telemetry_gen.proving.pool.located gives it, reduced to what a record reads."""
     return {"seed": seed, "ok": ok, "error": None, "worlds_checked": worlds,
             "digests": {"faults": f"{faults}{seed}", "ablation": f"{ablation}{seed}"},
             "problems": [] if ok else [f"symptom s: fails on seed {seed}"], "claims": claims or []}

@@ -22,9 +22,8 @@ from typing import Any
 
 import pytest
 
-from game import gm
-from game.gameday_collect import journals, read_state
-from game.gm_key import sign
+from game.gameday import gm
+from game.gameday.collect import journals, read_state
 from game.session import (
     Session,
     SessionError,
@@ -36,6 +35,7 @@ from game.session import (
     read_inbox,
 )
 from game.session.draft import read_held
+from game.session.gm_key import sign
 from game.session.inbox import MAX_INBOX_BYTES, MAX_INBOX_LINE_BYTES, InboxReader
 from game.session.journal import MAX_JOURNAL_BYTES
 from incidents.bounded_read import CHUNK_BYTES, ReadRefused, read_bytes, read_lines
@@ -264,7 +264,7 @@ def test_a_hostile_transcript_and_state_file_are_refused(tmp_path: Path, kind: s
 
 
 def test_a_hostile_key_file_is_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from game.gm_key import load_key
+    from game.session.gm_key import load_key
 
     key = tmp_path / "gm.key"
     for kind in ("devzero", "fifo"):

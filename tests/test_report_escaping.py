@@ -7,9 +7,9 @@ import json
 import re
 from pathlib import Path
 
-from game.interview_report import report_for, to_html, to_markdown
-from game.leaderboard import IncidentBoard, Leaderboard
-from game.leaderboard_report import render_html, write_markdown
+from game.reports.interview_report import report_for, to_html, to_markdown
+from game.reports.leaderboard import IncidentBoard, Leaderboard
+from game.reports.leaderboard_report import render_html, write_markdown
 
 EVIL = "<script>alert('x')</script> **bold** & [link](javascript:x)"
 JOURNALS = Path(__file__).parent / "data" / "journals"

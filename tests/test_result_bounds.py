@@ -1,4 +1,4 @@
-"""What a query's result may bring into the game's process (game.limits.MAX_RESULT_BYTES): the SQL worker
+"""What a query's result may bring into the game's process (game.query.limits.MAX_RESULT_BYTES): the SQL worker
 measures each row as it fetches and refuses a result over the bound whole, with a one-line message, before
 fetching the rest; the game's side never reads an answer longer than the bound (and the SQL) allows. A
 normal result arrives as before, intact. Memory is tracemalloc's peak in this (the game's) process."""
@@ -14,9 +14,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from game.gateway import FETCH_ROWS, LocalGateway, QueryResult
-from game.limits import MAX_RESULT_BYTES, ROW_CAP
-from game.sandbox import Gateway
+from game.query.gateway import FETCH_ROWS, LocalGateway, QueryResult
+from game.query.limits import MAX_RESULT_BYTES, ROW_CAP
+from game.query.sandbox import Gateway
 
 MB = 1024 * 1024
 HUGE = "SELECT repeat('x', 100000) AS s FROM range(5000)"

@@ -1,4 +1,4 @@
-"""One row cap (game.limits): every gateway's default, and line mode shows every row a query returns
+"""One row cap (game.query.limits): every gateway's default, and line mode shows every row a query returns
 (`more` pages through them), so what scoring computes evidence on is what the player could see."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from game import limits
-from game.gateway import LocalGateway
-from game.plain import SHOWN_ROWS, PlainGame, help_text
-from game.sandbox import Gateway, Sandbox
+from game.frontends.line_mode import SHOWN_ROWS, PlainGame, help_text
+from game.query import limits
+from game.query.gateway import LocalGateway
+from game.query.sandbox import Gateway, Sandbox
 from game.session import Session
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database

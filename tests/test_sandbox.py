@@ -1,4 +1,4 @@
-"""The player's queries run in a killable worker process (game.sandbox): query shapes that DuckDB's own
+"""The player's queries run in a killable worker process (game.query.sandbox): query shapes that DuckDB's own
 interrupt and memory limit do not stop are stopped from outside, within twice their limits."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from game.gateway import Gateway, LocalGateway
-from game.sandbox import MEMORY_HEADROOM, _resident, memory_bytes
+from game.query.gateway import Gateway, LocalGateway
+from game.query.sandbox import MEMORY_HEADROOM, _resident, memory_bytes
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database
 

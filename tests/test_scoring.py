@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from game.scoring import (
+from game.rules.scoring import (
     CONCLUSION_POINTS,
     TRUTH_OUTCOME,
     QueryEvidence,
@@ -42,7 +42,7 @@ class FakeGateway:
     """Answers every query with one row; the evidence comes separately."""
 
     def run(self, sql: str):
-        from game.gateway import QueryResult
+        from game.query.gateway import QueryResult
 
         return QueryResult(sql, ok=True, columns=["x"], rows=[(1,)], row_count=1)
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from game.cli_game import DEAL_SEEDS
-from game.commands import main
+from game.cli.commands import main
+from game.cli.game_commands import DEAL_SEEDS
 from incidents.claims import ClaimResult
 from incidents.loader import source_map
 from incidents.variants import (
@@ -22,9 +22,9 @@ from incidents.variants import (
     catch_probability,
     proof_seeds,
 )
-from telemetry_gen import proof_pool
-from telemetry_gen.proof import ClaimCheck, ProofReport
-from telemetry_gen.proof_pool import ProofTask, located
+from telemetry_gen.proving import pool as proof_pool
+from telemetry_gen.proving.pool import ProofTask, located
+from telemetry_gen.proving.proof import ClaimCheck, ProofReport
 
 DATA = Path(__file__).parent / "data" / "incidents"
 SLOW = DATA / "proof-slow-replica.yaml"  # a fixed incident: no variables

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from game.gateway import QueryResult, TableRead
-from game.hypotheses import shown_hypotheses
+from game.query.gateway import QueryResult, TableRead
 from game.session import (
     DEBRIEFED,
     INVESTIGATING,
@@ -32,6 +31,7 @@ from game.session import (
     load_transcript,
     query_event_data,
 )
+from game.session.hypotheses import shown_hypotheses
 
 ROOT = Path(__file__).resolve().parents[1]
 INCIDENT = ROOT / "tests" / "data" / "incidents" / "drill-slow-replica.yaml"

@@ -14,7 +14,7 @@ from engine_model.estimates import calc
 from engine_model.memory import plan_memory, step_activation_bytes
 from engine_model.profiles import GIB, GPUS, MODELS
 from engine_model.step_memory import smallest_failing
-from game.commands import main
+from game.cli.commands import main
 
 LAYERS, HIDDEN, Q_HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 32, 4096, 32, 8, 128, 14336, 128256
 A100_GIB = 79.15  # what an A100-SXM4-80GB reports

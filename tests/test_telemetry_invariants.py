@@ -20,15 +20,15 @@ import pandas as pd
 import pytest
 
 from engine_model.profiles import GPUProfile, get_gpu
-from game.debrief import FLAT_WITHIN, change_phrase, latency_lines, latency_shifts, truth_database
+from game.rules.debrief import FLAT_WITHIN, change_phrase, latency_lines, latency_shifts, truth_database
 from incidents.loader import find_incident, iter_library, load_incident, load_variant
 from incidents.spec import Incident, ReplicaScope, replica_index
 from telemetry_gen import gpu_state as G
 from telemetry_gen import tables as T
 from telemetry_gen.cache import ensure_database
 from telemetry_gen.node_metrics import VCPUS_PER_GPU
+from telemetry_gen.proving.worlds import build_world
 from telemetry_gen.runner import build_telemetry, engine_setups, fleet_spec
-from telemetry_gen.worlds import build_world
 
 pytestmark = pytest.mark.slow  # simulates fixture incidents and checks table invariants
 

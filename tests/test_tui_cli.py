@@ -54,7 +54,7 @@ def test_play_refuses_an_unknown_incident_with_a_suggestion() -> None:
 
 def test_play_random_picks_from_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
     import tui.app
-    from game.library import library_paths
+    from game.rules.library import library_paths
 
     calls: list[Any] = []
     monkeypatch.setattr(tui.app, "run", lambda incident, seed=0, player=None, **_: calls.append(incident))

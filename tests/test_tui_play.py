@@ -22,14 +22,14 @@ from test_tui_support import (
 )
 from textual import events
 
-from game.hypotheses import Shown
-from game.limits import PLAYER_LIMITS
+from game.query.limits import PLAYER_LIMITS
+from game.session.hypotheses import Shown
 
 pytestmark = pytest.mark.slow  # drives the app through whole games
 
 pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_env
 
-BOARD = [  # tui-mini's hypotheses as a session at seed 0 shows them (game.hypotheses.shown_hypotheses)
+BOARD = [  # tui-mini's hypotheses as a session at seed 0 shows them (game.session.hypotheses.shown_hypotheses)
     Shown("A", "bad-deploy", "The gateway release added latency"),
     Shown("B", "throttle", "A GPU runs at reduced clocks"),
     Shown("C", "kv-pressure", "KV cache pressure"),

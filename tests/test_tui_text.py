@@ -97,7 +97,7 @@ def test_hostile_text_is_shown_literally_on_every_screen(tui_env: Path, tmp_path
     seen: dict[str, Any] = {}
 
     async def go() -> None:
-        from game import gm
+        from game.gameday import gm
         from game.session import list_sessions
         from tui.screens.gm import SessionChooser
 

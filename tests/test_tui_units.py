@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_tui_support import FIXTURE
 
-from game.hypotheses import Shown
-from game.library import default_index, filter_entries, read_entry, read_library
+from game.rules.library import default_index, filter_entries, read_entry, read_library
+from game.session.hypotheses import Shown
 from incidents.snippets import METRIC_PLACEHOLDER, snippets
 from tui.actions import COMMANDS, SCOPE_TITLES, commands, help_sections, help_text
 from tui.board import Board, BoardItem, evidence_by_hypothesis, latest_notes
@@ -261,8 +261,8 @@ def test_durations_and_clocks() -> None:
 
 def test_every_snippet_runs_and_the_latency_one_decomposes_latency(tui_cache: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from game.gateway import Gateway
-    from game.observe import decomposes_latency
+    from game.query.gateway import Gateway
+    from game.rules.observe import decomposes_latency
     from incidents.loader import load_incident
     from telemetry_gen.cache import ensure_database
 
@@ -434,7 +434,7 @@ def test_key_bar_pins_run_submit_and_help_whatever_has_focus() -> None:
 
 
 def test_coverage_line_counts_incidents_solved_and_their_topics(tmp_path: Path) -> None:
-    from game.library import LibraryEntry
+    from game.rules.library import LibraryEntry
     from tui.screens.picker import SOLVED_SCORE, coverage_line
 
     entries = [LibraryEntry(tmp_path / "a.yaml", "a", "A", tags=("oom-at-peak", "moe")),
@@ -451,7 +451,7 @@ def test_coverage_line_counts_incidents_solved_and_their_topics(tmp_path: Path) 
 
 
 def test_a_variant_incident_shows_placeholders_hidden_then_its_drawn_text() -> None:
-    from game.library import entry_for_incident, hide_placeholders, read_entry
+    from game.rules.library import entry_for_incident, hide_placeholders, read_entry
     from incidents.loader import find_incident, load_incident
 
     shown = hide_placeholders("since {{throttle_at|hhmm}} on {{ slow }}, seen {{at + 300|hhmm}}")
@@ -466,8 +466,8 @@ def test_a_variant_incident_shows_placeholders_hidden_then_its_drawn_text() -> N
 
 
 def test_the_briefing_lists_the_hypotheses_in_the_sessions_board_order_by_label() -> None:
-    from game.hypotheses import shown_hypotheses
-    from game.library import entry_for_incident
+    from game.rules.library import entry_for_incident
+    from game.session.hypotheses import shown_hypotheses
     from incidents.loader import load_incident
     from tui.screens.briefing import alert_card
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from game.scoring import QueryEvidence, score
+from game.rules.scoring import QueryEvidence, score
 from game.session import Session, SessionError, active_pins
 from incidents.loader import load_incident
 from incidents.spec import Incident
@@ -22,7 +22,7 @@ def mini() -> Incident:
 
 class OneRow:
     def run(self, sql: str):
-        from game.gateway import QueryResult
+        from game.query.gateway import QueryResult
 
         return QueryResult(sql, ok=True, columns=["x"], rows=[(1,)], row_count=1)
 

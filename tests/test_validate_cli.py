@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from game import cli_validate
-from game.commands import main
+from game.cli import validate_commands as cli_validate
+from game.cli.commands import main
 from incidents.loader import check_incident_file, iter_library, load_incident
 from incidents.spec import SCHEMA_PATH, incident_json_schema
 

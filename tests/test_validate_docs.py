@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from incidents.loader import check_incident_file, load_incident
-from telemetry_gen.proof import MIN_LIKELIHOOD_RATIO, likelihood_separation, prove
+from telemetry_gen.proving.proof import MIN_LIKELIHOOD_RATIO, likelihood_separation, prove
 
 pytestmark = pytest.mark.slow  # proves the docs examples
 

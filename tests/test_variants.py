@@ -283,7 +283,7 @@ def test_every_library_incident_loads_for_several_seeds() -> None:
 
 
 def _prove(seed: int) -> tuple[int, bool, list[str], dict]:
-    from telemetry_gen.proof import prove
+    from telemetry_gen.proving.proof import prove
 
     incident, values = load_variant(SLOW, seed)
     report = prove(incident, seed, variant=values)

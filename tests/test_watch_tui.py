@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_tui_support import FIXTURE, investigating_events, journal, make_app, run_async, screen_name, until
 
-from game.gateway import Gateway
+from game.query.gateway import Gateway
 from game.session import Session
 
 pytestmark = pytest.mark.slow  # drives the interviewer screen against a live session

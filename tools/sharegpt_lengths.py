@@ -1,5 +1,5 @@
 """Rebuild telemetry_gen/data/fidelity_sharegpt_lengths.csv: per-request ShareGPT lengths for the fidelity
-harness's ShareGPT points (telemetry_gen/fidelity.py, YAML field `lengths: sharegpt`).
+harness's ShareGPT points (telemetry_gen/fidelity/harness.py, YAML field `lengths: sharegpt`).
 
 Usage: python tools/sharegpt_lengths.py PATH/ShareGPT_V3_unfiltered_cleaned_split.json > OUT.csv
 

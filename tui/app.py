@@ -21,8 +21,8 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from game.api import library
-from game.library import LibraryEntry, library_paths, read_entry
-from game.limits import PLAYER_LIMITS, QueryLimits
+from game.query.limits import PLAYER_LIMITS, QueryLimits
+from game.rules.library import LibraryEntry, library_paths, read_entry
 from tui.actions import bindings, commands
 from tui.app_api import Play
 
@@ -58,7 +58,7 @@ class ServedrillApp(App[None]):
     - `watch_reveal`: that screen shows the answer (truth, evidence, score) before the candidate submits;
     - `clock`: wall clock in epoch seconds for the elapsed-time display;
     - `steady`: no blinking cursors and no query timings, so screenshots are repeatable;
-    - `limits`: the query gateway's limits (default the player's, game.limits)."""
+    - `limits`: the query gateway's limits (default the player's, game.query.limits)."""
 
     CSS_PATH = CSS_FILE
     TITLE = "servedrill"
@@ -245,9 +245,9 @@ class ServedrillApp(App[None]):
         self.exit()
 
     def start_world_build(self, incident_path: Path | str, seed: int) -> None:
-        """Start building the incident's worlds in a background process (`game.assess.start_world_build`)
+        """Start building the incident's worlds in a background process (`game.rules.assess.start_world_build`)
         unless one was started for this file and seed already. Safe from a worker thread."""
-        from game.assess import start_world_build
+        from game.rules.assess import start_world_build
 
         key = (str(Path(incident_path).resolve()), int(seed))
         with self._world_lock:

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from textual.app import App
 
-from game.library import LibraryEntry
-from game.limits import QueryLimits
+from game.query.limits import QueryLimits
+from game.rules.library import LibraryEntry
 
 if TYPE_CHECKING:
     from game.api import Game, Telemetry, Variant
-    from game.sandbox import Gateway
+    from game.query.sandbox import Gateway
     from game.session import Session
     from incidents.spec import Incident
 
@@ -77,7 +77,7 @@ class GameApp(Protocol):
 
     Settings: `seed` (telemetry seed for new sessions), `player`, `data_root` (sessions and transcripts;
     None: game.session.data_dir()), `clock` (epoch seconds), `steady` (repeatable screenshots),
-    `limits` for the query gateway (game.limits). `play`: the game in progress."""
+    `limits` for the query gateway (game.query.limits). `play`: the game in progress."""
 
     seed: int
     player: str

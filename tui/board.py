@@ -17,7 +17,7 @@ STEP = 5
 
 
 class Labelled(Protocol):
-    """A hypothesis as the session shows it (`game.hypotheses.Shown`)."""
+    """A hypothesis as the session shows it (`game.session.hypotheses.Shown`)."""
 
     @property
     def label(self) -> str: ...

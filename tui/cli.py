@@ -1,9 +1,9 @@
-"""The `servedrill` console script: every command of `game.commands`, with `play` and `resume` opening
+"""The `servedrill` console script: every command of `game.cli.commands`, with `play` and `resume` opening
 the Textual app (line mode with --plain) and `bench` also knowing the `tui` target.
 
 The game's own play/resume/bench stay the line-mode and engine versions; this module wraps them, so the
 dependency points tui -> game only. Its commands are module-level objects; `main` is a group of its own
-(game.commands.build_group), so importing this module changes no other group. Run as
+(game.cli.commands.build_group), so importing this module changes no other group. Run as
 `python -m tui.cli ...` or through the console script."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
-from game.cli import emit, fail, format_bench
-from game.commands import GAME_COMMANDS, build_group
+from game.cli.commands import GAME_COMMANDS, build_group
+from game.cli.core import emit, fail, format_bench
 from tui import cli_watch
 
 # The game's versions, which these wrap.
@@ -51,7 +51,7 @@ def play(ctx: click.Context, incident: str | None, seed: int | None, random_deal
     if plain:
         ctx.invoke(_GAME_PLAY, incident=incident, seed=seed, random_deal=random_deal, player=player, plain=True)
         return
-    from game.cli_game import deal, incident_path
+    from game.cli.game_commands import deal, incident_path
 
     def pick() -> tuple[str | None, int]:
         if random_deal:
@@ -95,7 +95,7 @@ def resume(ctx: click.Context, session_id: str | None, plain: bool, as_json: boo
 def bench(ctx: click.Context, targets: tuple[str, ...], runs: int, incident: str, as_json: bool) -> None:
     """Measure speed and memory, or the engine model against published benchmarks (targets: engine,
     generate, tui, worlds, fidelity; default engine, generate and tui)."""
-    from game.bench import DEFAULT_TARGETS, TARGETS, run_target
+    from game.cli.bench import DEFAULT_TARGETS, TARGETS, run_target
     from tui.bench import format_tui, run_tui_bench
 
     known = (*TARGETS, "tui")
@@ -153,11 +153,11 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
     if random_deal and files:
         fail("--random deals from the library; it does not combine with --incidents")
     if incident and not files:
-        from game.cli_game import incident_path
+        from game.cli.game_commands import incident_path
 
         incident_path(incident, 0 if seed is None else seed)  # fail now, not per tab
     elif incident and not Path(incident).is_file() and incident not in {p.stem for p in files}:
-        from game.library import read_entry
+        from game.rules.library import read_entry
 
         if incident not in {read_entry(p).id for p in files}:
             fail(f"incident {incident!r} is not among the --incidents files")

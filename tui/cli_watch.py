@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from game.cli import emit, fail
+from game.cli.core import emit, fail
 
 
 def _session_path(ref: str, as_json: bool) -> Path:
@@ -33,7 +33,7 @@ def watch(session: str, as_json: bool, reveal: bool) -> None:
     """Follow a candidate's SESSION live (an id, a unique prefix of one, or a session file): their
     queries and board, with keys to send a message (m), a hint (h) or an inject (i). The ground truth
     and the running score appear once they submit (or at once with --reveal)."""
-    from game.gm import GMError, Watch
+    from game.gameday.gm import GMError, Watch
 
     path = _session_path(session, as_json)
     try:
@@ -61,7 +61,7 @@ def send(session: str, kind: str, text: str | None, sender: str | None, cost: in
          index: int | None, as_json: bool) -> None:
     """Send a message, a hint or an inject into a candidate's SESSION; their screen shows it at once.
     A hint without TEXT is the incident's next hint; an inject without TEXT needs --index."""
-    from game import gm
+    from game.gameday import gm
 
     path = _session_path(session, as_json)
     try:
@@ -87,8 +87,8 @@ def report(session: str, markdown_path: Path | None, html_path: Path | None, as_
     """The interview report of a SESSION: timeline, first looks, what each query ruled out, the pins,
     the score breakdown and room for notes (the answer and score once submitted, or with --reveal).
     Without --markdown, --html or --json it prints Markdown."""
-    from game.gm import GMError
-    from game.interview_report import report_for, to_html, to_markdown
+    from game.gameday.gm import GMError
+    from game.reports.interview_report import report_for, to_html, to_markdown
 
     path = _session_path(session, as_json)
     try:

@@ -1,4 +1,4 @@
-"""The text of the interviewer's screen (tui/screens/gm.py), from a `game.gm.Watch.snapshot`: status line,
+"""The text of the interviewer's screen (tui/screens/gm.py), from a `game.gameday.gm.Watch.snapshot`: status line,
 query rows and detail, truth, evidence, board, score and the delivered feed. Pure functions of the snapshot
 (tested directly); the answer stays HIDDEN until the snapshot says it is revealed."""
 

@@ -8,9 +8,9 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from game.api import Telemetry, Variant
-    from game.hypotheses import Shown
-    from game.scoring import ScoreReport
+    from game.rules.scoring import ScoreReport
     from game.session import Event, Session, SessionSummary
+    from game.session.hypotheses import Shown
     from tui.resultview import ResultView
 
 

@@ -16,7 +16,7 @@ STRIP = 40
 def read_span(reads: Sequence[Mapping[str, Any]], t0: Any, duration_s: float) -> tuple[float, float] | None:
     """[start, end] simulated seconds a query's reads covered, from their `ts` bounds (none: the whole
     window), clipped to the window; None when it read no table."""
-    from game.observe import ts_bounds
+    from game.rules.observe import ts_bounds
 
     if not reads:
         return None
@@ -52,7 +52,7 @@ def span_strip(span: tuple[float, float] | None, duration_s: float, width: int =
 
 
 def hypothesis_names(incident: Any, board: Sequence[Any] | None = None) -> dict[str, str]:
-    """What the timeline calls each hypothesis: its board label (`board`: `game.hypotheses.Shown`),
+    """What the timeline calls each hypothesis: its board label (`board`: `game.session.hypotheses.Shown`),
     else its title."""
     labels = {s.id: s.label for s in board or ()}
     return {h.id: labels.get(h.id, h.title) for h in incident.hypotheses}

@@ -11,7 +11,7 @@ resolves it with the header's seed.
 
 Injects (timed updates from the incident file) are delivered by `Session.due_injects`, which journals
 an `inject` event for each, so a resumed session never repeats one. The interviewer reaches a session
-from another process through its inbox ``<session_id>.gm`` (`game.gm` writes it); `Session.poll_gm`
+from another process through its inbox ``<session_id>.gm`` (`game.gameday.gm` writes it); `Session.poll_gm`
 journals each item once as a `message`, `hint` or `inject` carrying the item's id under ``gm``.
 
 `Session.resume` reads the journal back through the same rules; a line that cannot be read becomes a

@@ -24,12 +24,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from game.gateway import QueryResult
-from game.gm_key import key_path as gm_key_path
-from game.gm_key import verify as verify_gm
-from game.hypotheses import Shown as ShownHypothesis
+from game.query.gateway import QueryResult
 from game.session import journal
 from game.session.draft import Draft, held_clock
+from game.session.gm_key import key_path as gm_key_path
+from game.session.gm_key import verify as verify_gm
+from game.session.hypotheses import Shown as ShownHypothesis
 from game.session.inbox import InboxReader, gm_event
 from game.session.paths import draft_path, file_digest, inbox_path, locate_incident, open_incident, sessions_dir
 from game.session.records import (
@@ -66,7 +66,7 @@ class Session:
     """One player's investigation of one incident. Thread-safe: one action at a time.
 
     Use `create`, `resume` or `in_memory`; the constructor (no journal, nothing locked) is for those and
-    for a reader that mirrors a journal from outside (`game.gm.Watch`) through `replay`."""
+    for a reader that mirrors a journal from outside (`game.gameday.gm.Watch`) through `replay`."""
 
     def __init__(self, header: Header, incident: Incident, path: Path | None) -> None:
         self.header = header
@@ -230,7 +230,7 @@ class Session:
             return max(0.0, self._clock(now)) if self._rules.count(START) else 0.0
 
     def follow_held(self, held: Sequence[Sequence[Any]]) -> None:
-        """For a mirror of a session another process holds (`game.gm.Watch`): take the held intervals
+        """For a mirror of a session another process holds (`game.gameday.gm.Watch`): take the held intervals
         from its draft sidecar (`read_held`), so `elapsed` and `updates` are on the candidate's game
         clock. A session this process holds keeps its own."""
         with self._lock:
@@ -361,7 +361,7 @@ class Session:
 
     def replay(self, event: Event) -> Event:
         """Check and apply an event read back from a journal (not written again): how a resumed session
-        and an outside reader (`game.gm.Watch`) follow one. SessionError when the rules refuse it."""
+        and an outside reader (`game.gameday.gm.Watch`) follow one. SessionError when the rules refuse it."""
         with self._lock:
             return self._rules.replay(event)
 

@@ -1,7 +1,7 @@
 """The interviewer's inbox, read from the candidate's side.
 
 The inbox is an append-only JSON-lines sidecar ``<session_id>.gm`` next to the journal, written by
-`game.gm` under a file lock. An item is {"id", "time", "kind": "message" | "hint" | "inject", "from",
+`game.gameday.gm` under a file lock. An item is {"id", "time", "kind": "message" | "hint" | "inject", "from",
 "text"?, "cost"?, "index"?, "sig"}. The session journals each item as the event `gm_event` names, with
 the item's id under ``gm``; whether an item was delivered is decided by the journal, never here."""
 
@@ -18,7 +18,7 @@ from incidents.bounded_read import ReadRefused, read_lines
 GM_SENDER = "Interviewer"
 """Who a game-master item is from when it names nobody."""
 MAX_INBOX_LINE_BYTES = 64 * 1024
-"""Longest inbox line read, bytes. `game.gm` writes an item's text of at most MAX_GM_TEXT_CHARS (4,000)
+"""Longest inbox line read, bytes. `game.gameday.gm` writes an item's text of at most MAX_GM_TEXT_CHARS (4,000)
 characters, JSON-escaped (at most 12 bytes a character), a sender of at most 100 and a signature:
 under 50 KB. A longer line was not written by `servedrill send` and is skipped unread."""
 MAX_INBOX_BYTES = 16 * 1024 * 1024

@@ -23,7 +23,7 @@ rows (rules.KEPT_BYTES) and an incident allows 25-40 queries; 32 MB is also the 
 journal becomes a transcript of about its size. A larger file is refused unread."""
 MAX_JOURNAL_LINE_BYTES = 16 * 1024 * 1024
 """Longest journal line, bytes, written or read: far above any event the game writes (a query's SQL,
-columns and kept rows; the result that crosses to the game is at most game.limits.MAX_RESULT_BYTES),
+columns and kept rows; the result that crosses to the game is at most game.query.limits.MAX_RESULT_BYTES),
 and `append` refuses a longer one, so the game never writes a line it would not read back."""
 
 try:

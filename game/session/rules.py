@@ -15,10 +15,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from game.gateway import QueryResult, json_safe
-from game.hypotheses import Shown as ShownHypothesis
-from game.hypotheses import resolve as resolve_hypothesis
-from game.hypotheses import shown_hypotheses
+from game.query.gateway import QueryResult, json_safe
+from game.session.hypotheses import Shown as ShownHypothesis
+from game.session.hypotheses import resolve as resolve_hypothesis
+from game.session.hypotheses import shown_hypotheses
 from game.session.inbox import GM_SENDER
 from game.session.records import STANCES, Event, Kind, SessionError, State
 from incidents.spec import Incident, Inject

@@ -15,7 +15,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
-from game.library import LibraryEntry, entry_for_incident
+from game.rules.library import LibraryEntry, entry_for_incident
 from tui.actions import bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.formatting import clock_text

@@ -1,6 +1,6 @@
 """The debrief: the score with its reasons, what happened, what each query ruled out, the player's
-queries against the faults, and the shortest settling path. Text from `game.debrief`; the score from
-`game.assess.score_session`, which re-runs every query on each hypothesis's world (quick when the
+queries against the faults, and the shortest settling path. Text from `game.rules.debrief`; the score from
+`game.rules.assess.score_session`, which re-runs every query on each hypothesis's world (quick when the
 background build started with the session has filled the cache, tens of seconds when cold: it runs in
 a worker, with a progress line); this screen only lays them out and writes the files."""
 
@@ -23,7 +23,7 @@ from tui.widgets.keybar import KeyBar
 
 if TYPE_CHECKING:
     from game.api import Debrief
-    from game.scoring import ScoreReport
+    from game.rules.scoring import ScoreReport
     from game.session import Session
 
 MAX_DEBRIEF_CHARS = 2_000_000

@@ -1,6 +1,6 @@
 """The interviewer's (game master's) screen: one candidate's session followed live from another process.
 
-It shows what `game.gm.Watch.snapshot` holds: the candidate's queries as they arrive (SQL, rows or the
+It shows what `game.gameday.gm.Watch.snapshot` holds: the candidate's queries as they arrive (SQL, rows or the
 error), the hypothesis board (labelled as the candidate sees it) with its pins, and what was delivered
 and is waiting. The answer (the ground truth, which rivals each query ruled out, the running score)
 shows once the candidate submitted, or from the start when the watch was opened with `reveal`
@@ -47,7 +47,7 @@ from tui.gm_text import (
 from tui.text import one_line, template
 
 if TYPE_CHECKING:
-    from game.gm import Watch
+    from game.gameday.gm import Watch
 
 POLL_S = 0.5
 """How often the screen looks for new lines in the candidate's journal and inbox."""
@@ -257,7 +257,7 @@ class GMScreen(Screen[None]):
 
     @work(thread=True, group="gm-look", exit_on_error=False)
     def _look(self, force: bool) -> None:
-        from game.gm import GMError, Watch
+        from game.gameday.gm import GMError, Watch
 
         try:
             with self._lock:
@@ -346,7 +346,7 @@ class GMScreen(Screen[None]):
 
     @work(thread=True, group="gm-send", exit_on_error=False)
     def _send(self, choice: dict[str, Any]) -> None:
-        from game.gm import GMError, send
+        from game.gameday.gm import GMError, send
 
         try:
             with self._lock:
@@ -362,7 +362,7 @@ class GMScreen(Screen[None]):
 
     @work(thread=True, group="gm-report", exit_on_error=False)
     def _write_report(self, watch: Watch) -> None:
-        from game.interview_report import build_report, to_html, to_markdown
+        from game.reports.interview_report import build_report, to_html, to_markdown
 
         md = self.path.with_name(self.path.stem + ".interview.md")
         html = md.with_suffix(".html")

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from game.library import TOPICS, LibraryEntry, covers, default_index, filter_entries, topic_coverage
+from game.rules.library import TOPICS, LibraryEntry, covers, default_index, filter_entries, topic_coverage
 from tui.actions import bindings
 from tui.app_api import GameApp, game_app
 from tui.formatting import one_line

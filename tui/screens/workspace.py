@@ -34,7 +34,7 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
 
 from game import api
-from game.library import entry_for_incident
+from game.rules.library import entry_for_incident
 from tui.actions import PANE_SCOPES, bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.board import Board, evidence_by_hypothesis, latest_notes

@@ -1,0 +1,1 @@
+"""Authoring incidents: the symptom families `servedrill new` starts from."""

@@ -1,0 +1,195 @@
+"""Game-day commands for the `servedrill` CLI: `gameday check|run|collect|submit` and `leaderboard`.
+
+COMMANDS lists them; game.cli.commands assembles the group. With --json a command prints exactly one JSON
+object (keys in docs/cli.md). Bad input gets one line per problem on stderr, in the form
+`file:line:column: what is wrong (hint: ...)`, or {"ok": false, "error", "diagnostics"}, and exit
+code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from game.cli.core import CommandError, GuardedCommand, GuardedGroup, emit, fail
+
+
+def _load(path: Path, as_json: bool) -> Any:
+    """The game day at `path`; its problems (file:line:column, one a line) as a CommandError."""
+    from game.gameday.plan import GameDayError, load_gameday
+
+    try:
+        return load_gameday(path)
+    except GameDayError as exc:
+        lines = [str(d) for d in exc.diagnostics] or ["invalid game day"]
+        raise CommandError(lines[0], diagnostics=lines, as_json=as_json) from None
+
+
+def _folders(gameday: Any, extra: tuple[Path, ...], mine: bool) -> list[Path]:
+    """SERVEDRILL_DATA folders to collect from: --sessions, the file's `data`, and this user's (when
+    `mine` or nothing else is given)."""
+    from game.session import data_dir
+
+    folders = list(extra)
+    if gameday.data is not None:
+        folders.append(gameday.data)
+    if mine or not folders:
+        folders.append(data_dir())
+    return list(dict.fromkeys(folders))
+
+
+@contextlib.contextmanager
+def _results_folder() -> Iterator[None]:
+    """Collecting and writing results: a file the system refuses is named, with what to check."""
+    try:
+        yield
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise CommandError(f"{where}{exc.strerror or exc} (hint: check the folder exists and you may write "
+                           "to it)") from exc
+
+
+@click.group("gameday", cls=GuardedGroup)
+def gameday_group() -> None:
+    """Run a game day: several teams, the same incidents, one leaderboard."""
+
+@gameday_group.command("check")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def check_cmd(file: Path, as_json: bool) -> None:
+    """Check a gameday.yaml and that each round's incident loads with its seed."""
+    gd = _load(file, as_json)
+    if as_json:
+        emit({"ok": True, **gd.to_dict(), "players": len(gd.players), "diagnostics": []})
+        return
+    click.echo(f"{file}: ok - {gd.event}: {len(gd.rounds)} rounds, {len(gd.teams)} teams, "
+               f"{len(gd.players)} players")
+    for r in gd.rounds:
+        click.echo(f"  round {r.number}: {r.incident_id} seed {r.seed}, {r.time_limit_s / 60:g} min")
+    click.echo(f"  results: {gd.results}")
+
+@gameday_group.command("run")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--sessions", "sessions", multiple=True, type=click.Path(path_type=Path),
+              help="Another SERVEDRILL_DATA folder to collect from (repeatable).")
+def run_cmd(file: Path, sessions: tuple[Path, ...]) -> None:
+    """The facilitator's console: start rounds, show join commands, call the time, collect."""
+    from game.frontends.gameday_console import Console
+
+    gd = _load(file, False)
+    with _results_folder():
+        Console(gd, _folders(gd, sessions, mine=False)).run()
+
+@gameday_group.command("collect")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--round", "round_no", type=int, default=None, help="Only this round (default: all).")
+@click.option("--sessions", "sessions", multiple=True, type=click.Path(path_type=Path),
+              help="Another SERVEDRILL_DATA folder to collect from (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def collect_cmd(file: Path, round_no: int | None, sessions: tuple[Path, ...], as_json: bool) -> None:
+    """Collect finished sessions into the results folder without the console."""
+    gd = _load(file, as_json)
+    rounds = _rounds(gd, round_no, as_json)
+    folders = _folders(gd, sessions, mine=False)
+    with _results_folder():
+        done = _collect(gd, rounds, folders, None)
+    _report(gd, done, as_json, None)
+
+@gameday_group.command("submit")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--player", required=True, help="Your player name, as in the game-day file.")
+@click.option("--round", "round_no", type=int, default=None, help="Only this round (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def submit_cmd(file: Path, player: str, round_no: int | None, as_json: bool) -> None:
+    """Hand in: copy your submitted sessions' transcripts into the game day's results folder."""
+    gd = _load(file, as_json)
+    if player not in gd.players:
+        import difflib
+
+        close = difflib.get_close_matches(player, list(gd.players), n=1)
+        hint = f" (hint: did you mean {close[0]}?)" if close else ""
+        fail(f"{file}: player '{player}' is on no team{hint}", as_json=as_json)
+    rounds = _rounds(gd, round_no, as_json)
+    folders = _folders(gd, (), mine=True)
+    with _results_folder():
+        done = _collect(gd, rounds, folders, player)
+    _report(gd, done, as_json, player)
+
+@click.command("leaderboard", cls=GuardedCommand)
+@click.argument("results_dir", type=click.Path(path_type=Path))
+@click.option("--gameday", "gameday_file", type=click.Path(path_type=Path), default=None,
+              help="Game-day file for the teams and round order (default: RESULTS_DIR/gameday.json).")
+@click.option("--markdown", "markdown", type=click.Path(path_type=Path), default=None,
+              help="Write a Markdown report here (and one SVG plot per incident next to it).")
+@click.option("--html", "html", type=click.Path(path_type=Path), default=None,
+              help="Write a self-contained HTML report here (inline SVG plots).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def leaderboard_cmd(results_dir: Path, gameday_file: Path | None, markdown: Path | None, html: Path | None,
+                    as_json: bool) -> None:
+    """Rank every transcript in RESULTS_DIR: players and teams, per incident and overall."""
+    from game.reports.leaderboard import read_results
+    from game.reports.leaderboard_report import format_text, render_html, write_markdown
+
+    if not results_dir.is_dir():
+        fail(f"{results_dir}: no such folder (hint: give the game day's results folder)", as_json=as_json)
+    gd = _load(gameday_file, as_json) if gameday_file is not None else None
+
+    with _results_folder():
+        board = read_results(results_dir, gd)
+        written = write_markdown(board, markdown) if markdown else []
+        if html:
+            html.parent.mkdir(parents=True, exist_ok=True)
+            html.write_text(render_html(board), encoding="utf-8")
+            written.append(html)
+    for s in board.skipped:
+        click.echo(f"notice: skipped {s['file']}: {s['reason']}", err=True)
+    for n in board.notices:
+        click.echo(f"notice: {n}", err=True)
+    if as_json:
+        emit({"ok": True, **board.to_dict(), "written": [str(p) for p in written]})
+        return
+    click.echo(format_text(board))
+    for p in written:
+        click.echo(f"wrote {p}")
+
+COMMANDS: tuple[click.Command, ...] = (gameday_group, leaderboard_cmd,)
+"""The commands of this module, in the order `servedrill --help` lists them."""
+
+
+
+def _rounds(gd: Any, round_no: int | None, as_json: bool) -> list[Any]:
+    if round_no is None:
+        return list(gd.rounds)
+    if not 1 <= round_no <= len(gd.rounds):
+        fail(f"{gd.path}: no round {round_no} (hint: rounds are 1..{len(gd.rounds)})", as_json=as_json)
+    return [gd.rounds[round_no - 1]]
+
+
+def _collect(gd: Any, rounds: list[Any], folders: list[Path], player: str | None) -> list[Any]:
+    from game.gameday.collect import collect_round, journals, read_state, round_times, write_state
+
+    state = read_state(gd.results)
+    if not state:  # the leaderboard reads the teams and the round order from it
+        write_state(gd, {})
+    found = journals(folders)
+    return [collect_round(gd, r, folders, started=round_times(state, r.number)[0], only=player, found=found)
+            for r in rounds]
+
+
+def _report(gd: Any, done: list[Any], as_json: bool, player: str | None) -> None:
+    if as_json:
+        emit({"ok": True, "results": str(gd.results), "player": player,
+              "team": gd.players.get(player) if player else None, "rounds": [c.to_dict() for c in done]})
+        return
+    for c in done:
+        rnd = gd.rounds[c.round - 1]
+        got = ", ".join(sorted(c.files)) or "nobody yet"
+        new = f" (new: {', '.join(c.new)})" if c.new else ""
+        click.echo(f"round {c.round} ({rnd.incident_id}): handed in: {got}{new}")
+        for problem in c.problems:
+            click.echo(f"  note: {problem}")
+    click.echo(f"results: {gd.results}")

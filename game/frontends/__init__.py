@@ -1,0 +1,1 @@
+"""Ways to play that are not the terminal app: line mode (stdin/stdout) and scripted players (autoplay)."""

@@ -1,0 +1,473 @@
+"""Line mode: the whole game on stdin and stdout, for terminals without the TUI, for scripts and tests.
+
+A line is a command when its first word is one (see `help_text`), SQL when it starts like a read query
+(SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN, ...), and otherwise a mistake: it is answered
+with the nearest command ("did you mean") and runs nothing. Every action goes through `Session`, so a
+line-mode game is journalled and resumable exactly like a TUI game.
+
+A statement that fails (refused, a SQL error, a timeout, cancelled) is shown and not recorded: it costs
+no query from the budget and gets no Qn. That rule is the session's (`Session.run_query`), so the terminal
+and this mode cannot differ on it; the game is opened through `game.api`, as every front end does.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from game.query.limits import ROW_CAP
+from game.session import (
+    BRIEFING,
+    DEBRIEFED,
+    INVESTIGATING,
+    SUBMITTED,
+    Session,
+    SessionError,
+    Update,
+    transcripts_dir,
+)
+
+if TYPE_CHECKING:
+    from game.api import Game
+    from game.query.gateway import QueryResult
+    from game.query.sandbox import Gateway
+    from game.session.hypotheses import Shown as ShownHypothesis
+    from incidents.spec import Incident, Inject
+
+PROMPT = "servedrill> "
+SHOWN_ROWS = 40
+"""Rows of a result printed at once; `more` prints the next ones (a query returns up to game.query.limits.ROW_CAP)."""
+MORE_HINT = "type more to see them"
+"""Said after a page of rows when the result has more."""
+
+COMMANDS = ("schema", "hypotheses", "rank", "pin", "unpin", "note", "queries", "more", "hint", "briefing", "updates",
+            "submit", "help", "quit", "exit")
+
+SQL_STARTS = ("select", "with", "from", "describe", "desc", "show", "summarize", "explain", "values", "table",
+              "pivot", "unpivot")
+"""First words of the statements the gateway runs (read queries): a line starting with one is SQL."""
+
+CELL_CHARS = 40
+"""A cell is cut to this many characters in a printed table."""
+
+
+def help_text(board: Sequence[ShownHypothesis] = ()) -> str:
+    """The command list, its examples written with this game's hypotheses (`board`: labelled A, B, ...),
+    so each example works as typed once a query has run."""
+    labels = [str(h.label) for h in board] or ["A", "B", "C"]
+    first = labels[0]
+    title = str(board[0].title) if board else "The title of A"
+    words = title.split()
+    prefix = " ".join(words[:3]) if len(words) > 3 else title
+    shares = _example_shares(len(labels))
+    rank = " ".join(f"{label}={share}" for label, share in zip(labels, shares, strict=False))
+    second = labels[1] if len(labels) > 1 else labels[0]
+    rows = [
+        ("schema", "tables and columns with descriptions"),
+        ("hypotheses", f"the hypotheses (labelled {', '.join(labels)}) and your current ranking"),
+        (f"rank {rank}", "set your ranking (percent, summing to 100, most likely first); a hypothesis"),
+        ("", "is its label, its title in quotes, or the start of one title:"),
+        ("", f'rank "{prefix}"=70 {second}=30'),
+        (f"pin Q1 {first} supports", f"pin query Q1 as evidence that supports (or refutes) hypothesis {first}"),
+        (f"unpin Q1 {first} supports", "take that pin off again (it no longer counts)"),
+        (f"note {first} some text", "write a note on a hypothesis"),
+        ("queries", "list your queries"),
+        ("more", f"the next {SHOWN_ROWS} rows of the last result (a query returns at most {ROW_CAP} rows)"),
+        ("hint", "take the next hint (costs points)"),
+        ("briefing", "show the briefing again"),
+        ("updates", "show the updates received so far"),
+        ("submit", "submit your ranking (then the debrief and the score)"),
+        ("help", "this text"),
+        ("quit", "leave; the session stays resumable"),
+    ]
+    pad = max(27, *(len(cmd) + 1 for cmd, _ in rows))
+    return "\n".join([
+        "Type SQL on one line to run it (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN). A statement",
+        "that fails costs nothing: it is not counted against the query budget. Commands:",
+        *(f"  {cmd:<{pad}} {what}" for cmd, what in rows),
+    ])
+
+
+def _example_shares(n: int) -> list[int]:
+    """Percentages for a rank example over `n` hypotheses: falling, summing to 100 (at most five named)."""
+    return {1: [100], 2: [70, 30], 3: [60, 30, 10], 4: [60, 25, 10, 5]}.get(n, [50, 25, 10, 10, 5])
+
+
+def is_sql(line: str) -> bool:
+    """Whether a line starts like a statement the gateway could run (or a comment before one)."""
+    text = line.lstrip()
+    if text.startswith(("(", "--", "/*")):
+        return True
+    word = re.split(r"[\s(;]", text, maxsplit=1)[0].lower()
+    return word in SQL_STARTS
+
+
+def near_miss(word: str) -> str | None:
+    """The command or SQL keyword closest to a mistyped first word, if one is close."""
+    found = difflib.get_close_matches(word.lower(), [*COMMANDS, *SQL_STARTS], n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def format_table(columns: list[str], rows: list[Any], max_rows: int | None = SHOWN_ROWS, width: int | None = None,
+                 cell_chars: int = CELL_CHARS, more_hint: str = MORE_HINT) -> str:
+    """A fixed-width text table of the first `max_rows` rows (None: all); floats to 4 significant digits,
+    cells cut at `cell_chars` characters. Rows left out are counted on a line ending with `more_hint`
+    (how to see them). With `width` (the terminal's), the columns that do not fit are left out and named on
+    a last line."""
+    if max_rows is None:
+        max_rows = len(rows)
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return " ".join(("NULL" if v is None else str(v)).split("\n"))
+
+    shown = [[cell(v) for v in row] for row in rows[:max_rows]]
+    widths = [min(cell_chars, max([len(c)] + [len(r[i]) for r in shown])) for i, c in enumerate(columns)]
+    keep = len(columns)
+    if width is not None:
+        used = 0
+        for i, w in enumerate(widths):
+            if used + w > width and i > 0:
+                keep = i
+                break
+            used += w + 2
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(_cut(v, w).ljust(w) for v, w in zip(values[:keep], widths[:keep], strict=True)).rstrip()
+
+    lines = [line(columns), "  ".join("-" * w for w in widths[:keep])]
+    lines += [line(r) for r in shown]
+    if len(rows) > max_rows:
+        lines.append(f"... {len(rows) - max_rows} more rows: {more_hint}")
+    if keep < len(columns):
+        hidden = columns[keep:]
+        named = ", ".join(hidden[:8]) + (", ..." if len(hidden) > 8 else "")
+        lines.append(f"... {len(hidden)} more column{'s' if len(hidden) != 1 else ''} not shown ({named}): "
+                     "select fewer columns to see them")
+    return "\n".join(lines)
+
+
+def truncated_note(result: QueryResult) -> str:
+    """The note after a row count when the gateway stopped the result at its row cap; else empty."""
+    if not result.truncated:
+        return ""
+    return (f" (truncated: the result stopped at {result.row_count} rows, the row cap; aggregate or filter "
+            "to see the rest)")
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def briefing_text(incident: Incident, board: list[ShownHypothesis] | None = None) -> str:
+    """The page, then the hypotheses in board order (`board`; default: the seed-0 shuffle)."""
+    from game.session.hypotheses import shown_hypotheses
+
+    b = incident.briefing
+    lines = [f"== {incident.title} ==", f"Reported by {b.reported_by}, {b.since}.", "", b.summary.strip()]
+    if b.evidence:
+        lines += ["", "Attached:"] + [f"  - {e}" for e in b.evidence]
+    limits = []
+    if incident.time_limit_s:
+        limits.append(f"time limit {incident.time_limit_s / 60:.0f} min")
+    if incident.query_budget:
+        limits.append(f"query budget {incident.query_budget}")
+    if limits:
+        lines += ["", "; ".join(limits).capitalize() + "."]
+    shown = board if board is not None else shown_hypotheses(incident, 0)
+    lines += ["", "Hypotheses:"] + [f"  {h.label}  {h.title}" for h in shown]
+    lines += ["", "Type help for commands; anything else runs as SQL."]
+    return "\n".join(lines)
+
+
+def inject_text(inject: Inject) -> str:
+    """An inject as line mode prints it: a header line naming the sender, then the text."""
+    return f"--- update from {inject.sender} ---\n{inject.text.strip()}"
+
+
+def update_text(update: Update) -> str:
+    """An update (inject, interviewer's message or hint, a hint taken) as line mode prints it."""
+    label = {"inject": "update", "message": "message", "hint": "hint"}.get(update.kind,
+                                                                                               update.kind)
+    cost = f" (-{update.cost} points)" if update.cost else ""
+    return f"--- {label} from {update.sender}{cost} ---\n{update.text.strip()}"
+
+
+def split_words(text: str) -> list[str]:
+    """Words of a command line; "quoted titles" stay one word."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise SessionError(f"cannot read the line: {exc} (close the quotes)") from None
+
+
+def parse_ranking(words: list[str]) -> list[tuple[str, float]]:
+    """`A=60 B=30` (or A:60, or "Title"=60) into [(name, percent)], most confident first, stable for ties."""
+    pairs: list[tuple[str, float]] = []
+    for word in words:
+        match = re.fullmatch(r"(.+?)\s*[=:]\s*(-?[0-9]*\.?[0-9]+)%?", word, re.DOTALL)
+        if not match:
+            raise SessionError(f"cannot read {word[:80]!r}: write hypothesis=percent, e.g. rank A=60 B=40")
+        pairs.append((match.group(1).strip(), float(match.group(2))))
+    if not pairs:
+        raise SessionError("rank needs hypothesis=percent pairs, e.g. rank A=60 B=40")
+    return sorted(pairs, key=lambda p: -p[1])
+
+
+def parse_query_ref(word: str) -> int:
+    match = re.fullmatch(r"[Qq]?(\d+)", word)
+    if not match:
+        raise SessionError(f"{word!r} is not a query number; write Q3 (see: queries)")
+    return int(match.group(1))
+
+
+@dataclass
+class PlainGame:
+    """One line-mode game over an open session and gateway. `telemetry_digest` goes into the transcript."""
+
+    session: Session
+    gateway: Gateway
+    inp: TextIO
+    out: TextIO
+    telemetry_digest: str | None = None
+    transcript_root: Path | None = None
+    width: int | None = None
+    """Tables are cut to this many columns of text; None: the terminal's width when `out` is one, else
+    no cut (a script reads every column)."""
+    last: QueryResult | None = field(default=None, init=False)
+    """The last result that ran (what `more` pages through) and its Qn; a statement that failed leaves them."""
+    last_index: int = field(default=0, init=False)
+    shown: int = field(default=0, init=False)
+    """Rows of `last` printed so far."""
+
+    def __post_init__(self) -> None:
+        if self.width is None and _isatty(self.out):
+            self.width = shutil.get_terminal_size().columns
+
+    @classmethod
+    def of(cls, game: Game, inp: TextIO, out: TextIO, transcript_root: Path | None = None) -> PlainGame:
+        """Line mode on a game opened through `game.api`."""
+        return cls(game.session, game.telemetry.gateway, inp, out, telemetry_digest=game.telemetry.digest,
+                   transcript_root=transcript_root)
+
+    def say(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def run(self) -> str:
+        """Play until submit (then show the debrief), quit or end of input. Returns the final state."""
+        incident = self.session.incident
+        if self.session.state == BRIEFING:
+            self.say(briefing_text(incident, self.session.board))
+            self.session.start(self.telemetry_digest)
+        elif self.session.state == INVESTIGATING:
+            self.say(f"Resumed {self.session.session_id}: {len(self.session.queries)} queries so far.")
+            self._show_hypotheses()
+            self._updates(quiet=True)
+        if self.session.state == SUBMITTED:
+            self._finish()
+            return self.session.state
+        if self.session.state == DEBRIEFED:
+            self.say("This session is finished.")
+            return self.session.state
+        while True:
+            self._deliver_injects()
+            self.out.write(PROMPT)
+            self.out.flush()
+            line = self.inp.readline()
+            if not line:
+                self.say()
+                self._leave()
+                return self.session.state
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                if not self._dispatch(line):
+                    return self.session.state
+            except SessionError as exc:
+                self.say(f"error: {exc}")
+            if self.session.state == SUBMITTED:
+                self._finish()
+                return self.session.state
+
+    # ---------------------------------------------------------------- lines
+
+    def _dispatch(self, line: str) -> bool:
+        """Handle one line; False to stop."""
+        word, _, rest = line.partition(" ")
+        command = word.lower()
+        if command not in COMMANDS:
+            if is_sql(line):
+                self._query(line)
+            else:
+                self._unknown(word)
+            return True
+        handlers: dict[str, Callable[[str], bool | None]] = {
+            "schema": lambda _: self._schema(),
+            "hypotheses": lambda _: self._show_hypotheses(),
+            "rank": self._rank,
+            "pin": self._pin,
+            "unpin": self._unpin,
+            "note": self._note,
+            "queries": lambda _: self._queries(),
+            "more": self._more,
+            "hint": lambda _: self._hint(),
+            "briefing": lambda _: self.say(briefing_text(self.session.incident, self.session.board)),
+            "updates": lambda _: self._updates(),
+            "submit": self._submit,
+            "help": lambda _: self.say(help_text(self.session.board)),
+        }
+        if command in ("quit", "exit"):
+            self._leave()
+            return False
+        handlers[command](rest.strip())
+        return True
+
+    def _deliver_injects(self) -> None:
+        # timed injects and whatever an interviewer sent into the session's inbox
+        for update in self.session.due_updates():
+            self.say(update_text(update))
+
+    def _updates(self, quiet: bool = False) -> None:
+        delivered = self.session.updates
+        for update in delivered:
+            self.say(update_text(update))
+        if not delivered and not quiet:
+            self.say("no updates yet")
+
+    def _unknown(self, word: str) -> None:
+        """A line that is neither a command nor SQL: say so, run nothing, spend nothing."""
+        guess = near_miss(word)
+        hint = f" Did you mean {guess}?" if guess else ""
+        self.say(f"error: {word[:40]!r} is not a command, and SQL starts with SELECT, WITH, FROM, DESCRIBE, "
+                 f"SHOW, SUMMARIZE or EXPLAIN.{hint} Type help for the commands. (Nothing ran; nothing "
+                 "was counted.)")
+
+    def _query(self, sql: str) -> None:
+        event, result = self.session.run_query(self.gateway, sql)
+        if event is not None:
+            self.last, self.last_index, self.shown = result, event.data["index"], min(SHOWN_ROWS, len(result.rows))
+        self.say(self._result_text(None if event is None else event.data["index"], result))
+        budget = self.session.incident.query_budget
+        if event is not None and budget and len(self.session.queries) == budget:
+            self.say(f"That was query {budget} of your budget of {budget}; further queries cost points.")
+
+    def _result_text(self, index: int | None, result: QueryResult) -> str:
+        if not result.ok:
+            return f"error: {result.error} (not counted: a statement that fails costs no query)"
+        table = format_table(result.columns, result.rows, width=self.width)
+        return (f"{table}\nQ{index}: {result.row_count} rows{truncated_note(result)} in "
+                f"{result.duration_s * 1000:.0f} ms")
+
+    def _more(self, rest: str) -> None:
+        """The next SHOWN_ROWS rows of the last result. Not a query: nothing runs, nothing is recorded."""
+        if rest:
+            raise SessionError("usage: more")
+        result = self.last
+        if result is None:
+            raise SessionError("no result to page through yet: run a query first, then more shows its next "
+                               f"{SHOWN_ROWS} rows")
+        start = self.shown
+        if start >= len(result.rows):
+            self.say(f"no more rows: Q{self.last_index} has {result.row_count} rows{truncated_note(result)}")
+            return
+        page = result.rows[start:start + SHOWN_ROWS]
+        self.shown = start + len(page)
+        self.say(format_table(result.columns, page, max_rows=None, width=self.width))
+        left = len(result.rows) - self.shown
+        after = f"; {left} more: {MORE_HINT}" if left else ""
+        self.say(f"Q{self.last_index}: rows {start + 1}-{self.shown} of {result.row_count}"
+                 f"{truncated_note(result)}{after}")
+
+    def _schema(self) -> None:
+        current = None
+        for entry in self.gateway.catalog():
+            if entry.table != current:
+                current = entry.table
+                self.say(f"{entry.table}")
+            self.say(f"  {entry.column:<18} {entry.type:<10} {entry.description}")
+
+    def _show_hypotheses(self) -> None:
+        conf = {r["id"]: r["confidence"] for r in (self.session.ranking or [])}
+        for h in self.session.board:
+            mark = f"{conf[h.id]:5.1f}%" if h.id in conf else "     -"
+            self.say(f"{mark}  {h.label}  {h.title}")
+
+    def _rank(self, rest: str) -> None:
+        event = self.session.rank(parse_ranking(split_words(rest)))
+        label = self.session.label_of
+        self.say("ranked: " + ", ".join(f"{label(r['id'])} {r['confidence']:g}%" for r in event.data["ranking"]))
+
+    def _pin(self, rest: str) -> None:
+        words = split_words(rest)
+        if len(words) != 3:
+            raise SessionError("usage: pin Q3 A supports|refutes")
+        event = self.session.pin(parse_query_ref(words[0]), words[1], words[2].lower())
+        self.say(f"pinned Q{event.data['query']} as {event.data['stance']} "
+                 f"{self.session.label_of(event.data['hypothesis'])}")
+
+    def _unpin(self, rest: str) -> None:
+        words = split_words(rest)
+        if len(words) != 3:
+            raise SessionError("usage: unpin Q3 A supports|refutes")
+        event = self.session.unpin(parse_query_ref(words[0]), words[1], words[2].lower())
+        self.say(f"unpinned Q{event.data['query']} ({event.data['stance']}) from "
+                 f"{self.session.label_of(event.data['hypothesis'])}")
+
+    def _note(self, rest: str) -> None:
+        words = split_words(rest)
+        if len(words) < 2:
+            raise SessionError("usage: note A your text")
+        self.session.note(words[0], " ".join(words[1:]))
+        self.say("noted")
+
+    def _queries(self) -> None:
+        for q in self.session.queries:
+            status = f"{q.data['row_count']} rows" if q.data.get("ok") else f"error: {q.data.get('error')}"
+            self.say(f"Q{q.data['index']:<3} {status:<16} {q.data['sql']}")
+        if not self.session.queries:
+            self.say("no queries yet")
+
+    def _hint(self) -> None:
+        event = self.session.take_hint()
+        self.say(f"hint ({event.data['cost']} points): {event.data['text']}")
+
+    def _submit(self, rest: str) -> None:
+        words = split_words(rest) if rest else []
+        if len(words) > 1:
+            raise SessionError("usage: submit")
+        # a query named after submit is kept for older scripts; scoring reads pins instead
+        discriminator = parse_query_ref(words[0]) if words else None
+        self.session.submit(None, discriminator)
+
+    def _finish(self) -> None:
+        from game.api import debrief
+
+        self.say("Scoring: re-running your queries on every hypothesis's world...")
+        done = debrief(self.session)
+        report = done.report
+        # the debrief holds the score table and what each query ruled out: printed once, then the total
+        self.say(done.markdown)
+        self.say(f"Score {report.total:.1f} / 100" + ("" if report.submitted else " (not submitted)"))
+        path = self.session.export_transcript(
+            transcripts_dir(self.transcript_root) / f"{self.session.session_id}.json", self.telemetry_digest,
+            {"total": report.total})
+        self.say(f"Transcript: {path}")
+
+    def _leave(self) -> None:
+        self.say(f"Session {self.session.session_id} saved. Continue with: servedrill resume "
+                 f"{self.session.session_id} --plain")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,266 @@
+"""Collecting a game day's transcripts: from the players' session journals into the results folder.
+
+Players play with `servedrill play INCIDENT --seed N --player NAME`; each session is journalled in
+`<SERVEDRILL_DATA>/sessions/*.jsonl` (game/session.py). Collection reads those journals without
+locking them (a player may still have the game open on the debrief), rebuilds the transcript from
+the documented journal format (first line the header, then one event per line), checks it with
+`load_transcript`, scores it, and writes it atomically to
+`<results>/round-NN-<incident>/<team>--<player>.json` with an extra `gameday` object (event, round,
+team, late, score). Only submitted sessions of roster players, for the round's incident and seed,
+submitted after the round started, are collected; a player's first submitted session counts.
+
+The results folder also holds `gameday.json` (format `servedrill-gameday`): the rounds with when
+each started and ended (epoch seconds, UTC) and the teams, which the leaderboard reads for teams.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from game.gameday.plan import GameDay, Round
+from incidents.bounded_read import read_text
+
+STATE_FILE = "gameday.json"
+STATE_FORMAT = "servedrill-gameday"
+TRANSCRIPT_FORMAT = "servedrill-transcript"
+SESSION_FORMAT = "servedrill-session"
+MAX_STATE_BYTES = 1024 * 1024
+"""Largest `gameday.json` read, bytes: rounds and teams are a few KB (a game-day file is at most 1 MB of
+YAML, incidents.yaml_reader.MAX_BYTES, and the state is its digest). A larger one is read as none."""
+
+
+# ---------------------------------------------------------------- the state file
+
+
+def read_state(results: Path) -> dict[str, Any]:
+    """The results folder's state: {"rounds": {"1": {"started", "ended"}}, ...}; empty when there is none
+    or it cannot be read."""
+    try:
+        doc = json.loads(read_text(results / STATE_FILE, max_bytes=MAX_STATE_BYTES, what="game-day state file"))
+    except (OSError, ValueError):  # missing, unreadable or refused (a FIFO, a device, too large)
+        return {}
+    return doc if isinstance(doc, dict) and doc.get("format") == STATE_FORMAT else {}
+
+
+def round_times(state: dict[str, Any], number: int) -> tuple[float | None, float | None]:
+    """(started, ended) of round `number`, epoch seconds, or None."""
+    entry = next((r for r in state.get("rounds", []) if isinstance(r, dict) and r.get("round") == number), {})
+    started, ended = entry.get("started"), entry.get("ended")
+    return (float(started) if isinstance(started, int | float) else None,
+            float(ended) if isinstance(ended, int | float) else None)
+
+
+def write_state(gameday: GameDay, times: dict[int, tuple[float | None, float | None]]) -> Path:
+    """Write `gameday.json` into the results folder (atomically). `times`: round -> (started, ended)."""
+    gameday.results.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "format": STATE_FORMAT, "format_version": 1, "event": gameday.event, "file": str(gameday.path),
+        "rounds": [{**r.to_dict(), "started": times.get(r.number, (None, None))[0],
+                    "ended": times.get(r.number, (None, None))[1]} for r in gameday.rounds],
+        "teams": [{"name": t, "players": p} for t, p in gameday.teams.items()],
+    }
+    return _write_json(gameday.results / STATE_FILE, doc)
+
+
+def _write_json(target: Path, doc: dict[str, Any]) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
+# ---------------------------------------------------------------- journals
+
+
+@dataclass(frozen=True)
+class Journal:
+    """A session journal read without locking it. Times are epoch seconds; `submitted` is the submit
+    event's time or None."""
+
+    path: Path
+    header: dict[str, Any]
+    events: list[dict[str, Any]]
+
+    @property
+    def player(self) -> str:
+        return str(self.header.get("player", ""))
+
+    @property
+    def incident_id(self) -> str:
+        return str(self.header.get("incident_id", ""))
+
+    @property
+    def seed(self) -> int | None:
+        seed = self.header.get("seed")
+        return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+    @property
+    def submitted(self) -> float | None:
+        return next((float(e["time"]) for e in self.events if e.get("kind") == "submit"), None)
+
+    def transcript(self) -> dict[str, Any]:
+        """The transcript document `Session.transcript` would write for this journal."""
+        start = next((e for e in self.events if e.get("kind") == "start"), None)
+        submit = next((e for e in self.events if e.get("kind") == "submit"), None)
+        state = "briefing"
+        for e in self.events:
+            state = {"start": "investigating", "submit": "submitted", "debrief_viewed": "debriefed"}.get(
+                str(e.get("kind")), state)
+        doc = {k: v for k, v in self.header.items() if k != "format"}
+        doc.update({
+            "format": TRANSCRIPT_FORMAT,
+            "format_version": self.header.get("format_version", 1),
+            "telemetry_digest": (start or {}).get("data", {}).get("telemetry_digest"),
+            "state": state,
+            "exported": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "events": self.events,
+            "submission": None if submit is None else {"seq": submit["seq"], "time": submit["time"],
+                                                        **submit.get("data", {})},
+        })
+        return doc
+
+
+def read_journal(path: Path) -> Journal | None:
+    """A session journal, skipping lines that do not parse; None when the header cannot be read or the
+    file is refused (not a regular file, over the journal cap)."""
+    from game.session.journal import MAX_JOURNAL_BYTES  # here: the session package is slow to import
+
+    try:
+        lines = read_text(path, max_bytes=MAX_JOURNAL_BYTES, what="session journal").split("\n")
+        header = json.loads(lines[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    if not isinstance(header, dict) or header.get("format") != SESSION_FORMAT:
+        return None
+    events = []
+    for line in lines[1:]:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and {"seq", "time", "kind", "data"} <= event.keys():
+            events.append(event)
+    return Journal(path, header, events)
+
+
+def journals(folders: Iterable[Path]) -> list[Journal]:
+    """Every readable journal in `<folder>/sessions` (or `folder` itself when it holds the .jsonl files)."""
+    found: list[Journal] = []
+    seen: set[Path] = set()
+    for folder in folders:
+        where = folder / "sessions" if (folder / "sessions").is_dir() else folder
+        if not where.is_dir():
+            continue
+        for path in sorted(where.glob("*.jsonl")):
+            real = path.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            journal = read_journal(path)
+            if journal is not None:
+                found.append(journal)
+    return found
+
+
+# ---------------------------------------------------------------- collecting
+
+
+@dataclass
+class Collected:
+    """What one collection pass did for one round. `files`: transcripts written or already there,
+    player -> path; `problems`: one line each (a journal that does not check, an unknown player)."""
+
+    round: int
+    files: dict[str, Path] = field(default_factory=dict)
+    new: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"round": self.round, "handed_in": sorted(self.files), "new": self.new, "waiting": self.waiting,
+                "files": {p: str(f) for p, f in sorted(self.files.items())}, "problems": self.problems}
+
+
+def round_folder(gameday: GameDay, rnd: Round) -> Path:
+    return gameday.results / f"round-{rnd.number:02d}-{rnd.incident_id}"
+
+
+def transcript_target(gameday: GameDay, rnd: Round, player: str) -> Path:
+    return round_folder(gameday, rnd) / f"{gameday.players.get(player, 'no-team')}--{player}.json"
+
+
+def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, started: float | None = None,
+                  only: str | None = None, found: list[Journal] | None = None) -> Collected:
+    """Collect round `rnd`'s submitted sessions from the journals in `folders` into the results folder.
+
+    `started` (epoch seconds): sessions submitted before it are ignored (practice runs); the deadline
+    is started + the time limit, and a later submission is collected with `late: true`. `only`: one
+    player (what `gameday submit` does). Idempotent: a transcript already collected stays."""
+    from game.rules.assess import score_session
+    from game.session import TranscriptError, load_transcript
+
+    result = Collected(rnd.number)
+    roster = gameday.players
+    deadline = None if started is None else started + rnd.time_limit_s
+    candidates: dict[str, Journal] = {}
+    for j in journals(folders) if found is None else found:
+        if j.incident_id != rnd.incident_id or j.seed != rnd.seed or j.submitted is None:
+            continue
+        if started is not None and j.submitted < started:
+            continue
+        if only is not None and j.player != only:
+            continue
+        if j.player not in roster:
+            result.problems.append(f"{j.path}: player '{j.player}' is on no team; not collected "
+                                   "(a typo in --player?)")
+            continue
+        best = candidates.get(j.player)
+        if best is None or (j.submitted, str(j.path)) < (best.submitted or 0.0, str(best.path)):
+            candidates[j.player] = j
+    for player, j in sorted(candidates.items()):
+        target = transcript_target(gameday, rnd, player)
+        if _already(target, j):
+            result.files[player] = target
+            continue
+        doc = j.transcript()
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.check.tmp")
+        try:
+            _write_json(tmp, doc)
+            checked = load_transcript(tmp, incident_path=rnd.path)
+            report = score_session(checked.incident, checked.header.seed, checked.events)
+        except TranscriptError as exc:
+            result.problems.append(f"{j.path}: not collected: {str(exc).split(': ', 1)[-1]}")
+            continue
+        finally:
+            tmp.unlink(missing_ok=True)
+        submitted = j.submitted or 0.0
+        doc["gameday"] = {
+            "event": gameday.event, "round": rnd.number, "team": roster[player], "player": player,
+            "incident": rnd.incident_id, "seed": rnd.seed, "late": deadline is not None and submitted > deadline,
+            "deadline": deadline, "score": report.total, "collected": time.time(), "session_file": str(j.path),
+        }
+        _write_json(target, doc)
+        result.files[player] = target
+        result.new.append(player)
+    wanted = [only] if only is not None else list(roster)
+    result.waiting = [p for p in wanted if p not in result.files]
+    return result
+
+
+def _already(target: Path, journal: Journal) -> bool:
+    """Whether `target` already holds this journal's session."""
+    from game.session.transcripts import MAX_TRANSCRIPT_BYTES
+
+    try:
+        doc = json.loads(read_text(target, max_bytes=MAX_TRANSCRIPT_BYTES, what="transcript"))
+    except (OSError, ValueError):  # missing or refused: collected again (and written over atomically)
+        return False
+    return isinstance(doc, dict) and doc.get("session_id") == journal.header.get("session_id")

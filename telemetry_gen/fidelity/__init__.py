@@ -1,0 +1,1 @@
+"""The engine's fidelity harness: published and measured serving points replayed through the simulator."""

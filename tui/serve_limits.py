@@ -210,6 +210,6 @@ def served_app_setup() -> None:
     """In an app started by `serve` (its environment has SERVED_APP_ENV=1): exit as soon as the server
     is gone, whatever killed it. Elsewhere: nothing."""
     if os.environ.get(SERVED_APP_ENV) == "1":
-        from telemetry_gen.lifeline import watch_parent
+        from game.api import end_with_parent
 
-        watch_parent()
+        end_with_parent()

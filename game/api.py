@@ -315,3 +315,11 @@ def resume_game(session_path: Path | str, *, limits: QueryLimits = PLAYER_LIMITS
     except BaseException:
         session.close()
         raise
+
+
+def end_with_parent() -> None:
+    """Exit this process within half a second of its parent's death, however the parent died
+    (telemetry_gen.lifeline): a front end that a server started (`servedrill serve`) calls it."""
+    from telemetry_gen.lifeline import watch_parent
+
+    watch_parent()

@@ -42,6 +42,9 @@ def play(ctx: click.Context, incident: str | None, seed: int | None, random_deal
          plain: bool, library: tuple[Path, ...], ask_player: bool) -> None:
     """Play an incident (a library id or a file). The terminal UI opens on the incident list with
     INCIDENT highlighted (default: one-slow-replica)."""
+    from tui.serve_limits import served_app_setup
+
+    served_app_setup()  # started by `serve`: end with the server
     if library and not plain:
         from tui.app import run
 
@@ -136,18 +139,23 @@ def bench(ctx: click.Context, targets: tuple[str, ...], runs: int, incident: str
               help="Name recorded in every tab's sessions; without it each tab asks its player's name.")
 @click.option("--max-sessions", default=32, show_default=True, type=click.IntRange(1, 1000),
               help="Browser tabs (app processes) open at once; more are refused.")
+@click.option("--limit", "limits", multiple=True, metavar="NAME=VALUE",
+              help="Change one of a tab's bounds (repeatable), e.g. idle_s=600 or app_rss_mb=1500; "
+                   "docs/cli.md lists them.")
 def serve(incident: str | None, host: str, port: int, public: bool, public_url: str | None,
           library: tuple[Path, ...], seed: int | None, random_deal: bool, player: str | None,
-          max_sessions: int) -> None:
+          max_sessions: int, limits: tuple[str, ...]) -> None:
     """Serve the terminal UI in a browser: each tab runs its own `servedrill play` (the picker,
     INCIDENT highlighted) and so its own session. Sessions go to $SERVEDRILL_DATA as usual."""
     from tui.serve import ServeError, app_command, check_host, library_files
     from tui.serve import serve as run_server
+    from tui.serve_limits import DEFAULT_LIMITS, parse_limit
 
     try:
         warning = check_host(host, public)
         files = library_files(library)
-    except ServeError as exc:
+        bounds = DEFAULT_LIMITS.replace(**dict(parse_limit(text) for text in limits))
+    except (ServeError, ValueError) as exc:
         fail(str(exc))
         return
     if random_deal and files:
@@ -167,7 +175,7 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
                           ask_player=player is None)
     try:
         run_server(command, host=host, port=port, public_url=public_url, max_sessions=max_sessions,
-                   loopback_only=warning is None)
+                   loopback_only=warning is None, limits=bounds)
     except OSError as exc:  # the port is taken, the address is not this machine's...
         fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
 

@@ -12,6 +12,10 @@ unless told otherwise (`check_host`). On top of textual-serve it:
   same browser could otherwise drive a session), and on loopback refuses Host headers that are not
   loopback names (DNS rebinding);
 - caps the number of app processes alive at once (`max_sessions`);
+- holds every tab and its app to `tui.serve_limits.Limits` (terminal size, message size and rate, the
+  app's memory and CPU, idle and total time; the app is killed when its socket closes and ends when the
+  server does); tui.serve_session applies them;
+- lists no folder: `/static/` and every folder under it answer 404 (textual-serve lists them);
 - serves a page that loads nothing from outside this machine: textual-serve's template asks Google Fonts
   for Roboto Mono, which textual-serve itself ships; `local_page` points the page at that copy
   (a machine without internet access, or a player who should not be tracked, gets the same page).
@@ -30,6 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from tui.serve_limits import DEFAULT_LIMITS, Limits
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -182,10 +188,25 @@ def is_loopback_name(host: str) -> bool:
 
 def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                 public_url: str | None = None, max_sessions: int = DEFAULT_MAX_SESSIONS,
-                loopback_only: bool = True) -> Any:
+                loopback_only: bool = True, limits: Limits = DEFAULT_LIMITS) -> Any:
     """A textual-serve Server running `command` per tab, with the checks this module describes."""
+    import aiohttp_jinja2
+    import jinja2
     from aiohttp import web
     from textual_serve.server import Server
+
+    from tui.serve_session import run_tab
+
+    @web.middleware
+    async def no_listings(request: web.Request, handler: Any) -> Any:
+        # aiohttp answers 403 for a folder under a static route once listings are off: say 404, so a
+        # client learns nothing about which folders exist
+        try:
+            return await handler(request)
+        except web.HTTPForbidden:
+            if request.path.startswith("/static"):
+                raise web.HTTPNotFound() from None
+            raise
 
     class ServedrillServer(Server):
         def __init__(self) -> None:
@@ -193,7 +214,22 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
             self.fixed_public_url = public_url
             self.max_sessions = max_sessions
             self.loopback_only = loopback_only
+            self.limits = limits
             self.active = 0
+
+        async def _make_app(self) -> web.Application:
+            """textual-serve's routes, with its static folder served without listings."""
+            app = web.Application(middlewares=[no_listings])
+            aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
+            app.add_routes([
+                web.get("/", self.handle_index, name="index"),
+                web.get("/ws", self.handle_websocket, name="websocket"),
+                web.get("/download/{key}", self.handle_download, name="download"),
+                web.static("/static", self.statics_path, show_index=False, name="static"),
+            ])
+            app.on_startup.append(self.on_startup)
+            app.on_shutdown.append(self.on_shutdown)
+            return app
 
         def _refusal(self, request: web.Request) -> str | None:
             return request_allowed(request.host, request.headers.get("Origin"), self.loopback_only,
@@ -222,7 +258,7 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                 raise web.HTTPServiceUnavailable(text=f"servedrill: {self.max_sessions} sessions already open")
             self.active += 1
             try:
-                return await super().handle_websocket(request)
+                return await run_tab(request, self.command, self.download_manager, self.limits)
             finally:
                 self.active -= 1
 

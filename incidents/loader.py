@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,25 @@ def check_incident_text(text: str, name: str = "<text>", seed: int | None = None
         return _analyse_text(text, name, seed, authoring=True).diagnostics
     except Exception as exc:
         return [Diagnostic(name, 1, 1, f"internal error while checking the text: {exc!r}")]
+
+
+def load_with_values(path: Path | str, overrides: Mapping[str, Any], seed: int = 0) -> Incident | None:
+    """The variant of the template at `path` for `seed` with `overrides` in place of some draws (see
+    variants.resolve), or None when it does not load (the file's own diagnostics say why)."""
+    try:
+        text, _ = read_file(Path(path))
+        if text is None:
+            return None
+        parsed, _ = parse_yaml(text, str(path))
+        if parsed is None or parsed.diagnostics:
+            return None
+        resolution = resolve(parsed.data, seed, overrides)
+        if resolution.problems:
+            return None
+        incident, found = _check_tree(parsed, resolution.data, str(path), False)
+        return incident if not found else None
+    except Exception:
+        return None  # a value the template's checks refuse: nothing to estimate
 
 
 def load_incident(path: Path | str, seed: int | None = None) -> Incident:

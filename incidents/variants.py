@@ -278,8 +278,9 @@ class _Substituter:
         return "".join(parts)
 
 
-def resolve(raw: Mapping[str, Any], seed: int) -> Resolution:
-    """The variant of a raw incident (the loader's plain data) for `seed`.
+def resolve(raw: Mapping[str, Any], seed: int, overrides: Mapping[str, Any] | None = None) -> Resolution:
+    """The variant of a raw incident (the loader's plain data) for `seed`; `overrides` replace the draws of
+    the variables they name (the cost check's extreme variants; a value need not be one a seed can draw).
 
     Never raises for a problem in the data: problems are returned with their locs. A fixed
     incident (no variables, no placeholders) resolves to an equal copy of itself.
@@ -287,7 +288,7 @@ def resolve(raw: Mapping[str, Any], seed: int) -> Resolution:
     variables, declared, problems = declared_variables(raw)
     raw_id = raw.get("id")
     incident_id = raw_id if isinstance(raw_id, str) else ""
-    values = draw(variables, incident_id, seed)
+    values = draw(variables, incident_id, seed) | {k: v for k, v in (overrides or {}).items() if k in variables}
     for name in variables:
         if name not in values:
             others = ", ".join(variables[name].other_than)
@@ -302,6 +303,22 @@ def resolve(raw: Mapping[str, Any], seed: int) -> Resolution:
             continue
         data[key] = sub.walk(value, (key,))
     return Resolution(int(seed), data, values, problems + sub.problems, sub.unresolved)
+
+
+def numeric_extremes(raw: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    """The smallest and largest value of each variable that draws numbers (a range, or a choice of numbers):
+    replicas and texts are left out. Problems in the declarations are `resolve`'s to report."""
+    variables, _, _ = declared_variables(raw)
+    out: dict[str, tuple[float, float]] = {}
+    for name, v in variables.items():
+        if v.kind == "replica":
+            continue
+        values = v.values()
+        if values is None:
+            out[name] = (v.lo, v.hi)
+        elif values and all(isinstance(x, int | float) and not isinstance(x, bool) for x in values):
+            out[name] = (min(values), max(values))
+    return out
 
 
 def describe(values: Mapping[str, Any]) -> str:

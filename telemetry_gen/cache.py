@@ -143,6 +143,9 @@ def ensure_database(inc: Incident, seed: int = 0, *, progress: Progress | None =
     with _build_lock(db.with_suffix(".lock")):
         if not force and (info := _cached(db, meta_path)) is not None:
             return _maybe_copy(info, out)
+        from telemetry_gen.cost import refuse_large
+
+        refuse_large(inc)  # before any simulation: a build past the bounds would take minutes and gigabytes
         t0 = time.perf_counter()
         tel = build_telemetry(inc, tseed, progress=progress, ablate=ablate)
         write_database(db, tel.tables)

@@ -17,8 +17,10 @@ Figures are expectations (a Poisson draw lands within a few per cent of them); r
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -465,9 +467,55 @@ def cost_diagnostics(inc: Incident, path: str, source: SourceMap | None = None) 
     return out
 
 
+ALLOW_LARGE_ENV = "SERVEDRILL_ALLOW_LARGE"
+"""Set to 1 (by `--allow-large`) to let every build of this process and its children exceed the bounds."""
+
+
+def refuse_large(inc: Incident, where: str | None = None) -> None:
+    """Raise IncidentError, one Diagnostic per knob at fault, when `inc`'s estimated build exceeds the bounds
+    (unless $SERVEDRILL_ALLOW_LARGE is 1). `where` names the incident in the message (default its id);
+    validate reports the YAML line, this is the guard every build passes (play, query, export, worlds)."""
+    if os.environ.get(ALLOW_LARGE_ENV) == "1":
+        return
+    found = worst_by_knob(excesses(estimate(inc)))
+    if found:
+        raise IncidentError([Diagnostic(where or inc.id, 0, 0, e.message, e.hint) for e in found])
+
+
+def _load_ratio(est: CostEstimate) -> float:
+    """How full the fullest bound is: the largest value/bound of `est` (inf when a knob is unbounded)."""
+    return max((v / BOUNDS[k] if math.isfinite(v) else math.inf) for k, v in est.quantities().items())
+
+
+def costliest_variant(path: str) -> tuple[Incident, dict[str, float]] | None:
+    """The variant of the template at `path` that costs most to build, as far as the estimate sees: every
+    variable that draws numbers at whichever end of its values fills the bounds more (each tried alone
+    against seed 0's draws, then all together), so a knob no validation seed happens to draw at its worst
+    still answers to the bounds. None when no variable draws numbers or the file does not load."""
+    from incidents.loader import load_with_values, read_file
+    from incidents.variants import numeric_extremes
+    from incidents.yaml_reader import parse_yaml
+
+    text, _ = read_file(Path(path))
+    parsed = parse_yaml(text, path)[0] if text is not None else None
+    ends = numeric_extremes(parsed.data) if parsed is not None else {}
+    if not ends:
+        return None
+    worst: dict[str, float] = {}
+    for name, (lo, hi) in ends.items():
+        ratios = []
+        for end in (lo, hi):
+            inc = load_with_values(path, {name: end})
+            ratios.append(_load_ratio(estimate(inc)) if inc is not None else -1.0)
+        worst[name] = hi if ratios[1] >= ratios[0] else lo
+    inc = load_with_values(path, worst)
+    return (inc, worst) if inc is not None else None
+
+
 def check_file_cost(path: str, seeds: Sequence[int] | None = None) -> list[Diagnostic]:
     """cost_diagnostics of the incident file at `path`: of each variant of `seeds` for a template (default
-    VALIDATION_SEEDS; a knob a variable draws can cost more on one seed), of the file itself otherwise.
+    VALIDATION_SEEDS) and of its costliest variant (`costliest_variant`: a knob a variable draws can cost
+    more on a seed nobody validated), of the file itself otherwise.
     [] when the file does not load: its own diagnostics say why."""
     source = source_map(path)
     found: dict[tuple[int, int, str], Diagnostic] = {}
@@ -478,4 +526,11 @@ def check_file_cost(path: str, seeds: Sequence[int] | None = None) -> list[Diagn
             return []
         for d in cost_diagnostics(inc, path, source):
             found.setdefault((d.line, d.column, d.message.split(":")[0]), d)
+    costliest = costliest_variant(path) if has_variables(path) else None
+    if costliest is not None:
+        inc, values = costliest
+        drawn = ", ".join(f"{k}={v:g}" for k, v in values.items())
+        for d in cost_diagnostics(inc, path, source):
+            found.setdefault((d.line, d.column, d.message.split(":")[0]),
+                             replace(d, message=f"{d.message} [the costliest variant: {drawn}]"))
     return list(found.values())

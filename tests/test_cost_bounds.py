@@ -260,3 +260,52 @@ def test_the_built_in_points_fit_their_work_bounds() -> None:
     assert max(t for t, _ in work) <= fp.MAX_POINT_TOKENS / 2
     assert max(s for _, s in work) <= fp.MAX_POINT_STEPS / 2
     assert sum(s for _, s in work) <= fp.MAX_TOTAL_STEPS / 2
+
+
+def test_a_template_answers_for_its_costliest_variant_not_only_the_validated_seeds(tmp_path: Path) -> None:
+    """A variable whose costly end no validation seed happens to draw is still held to the bounds: the check
+    builds the variant with every numeric variable at its costlier end."""
+    from incidents.loader import source_map
+    from incidents.variants import VALIDATION_SEEDS
+
+    rates = [2.5 + 0.5 * k for k in range(40)] + [5000]
+    path = variant(tmp_path, "rare-costly-rate",
+                   ("  base_rps: 2.5\n", '  base_rps: "{{rps}}"\n'),
+                   ("\nbriefing:", f"\nvariables:\n  rps: {{choice: {rates}}}\n\nbriefing:"))
+    drawn = [load_incident(path, s).workload.base_rps for s in VALIDATION_SEEDS]
+    assert 5000 not in drawn, drawn  # the point of the case: the validated variants all fit
+    [found] = check_file_cost(str(path))
+    assert "costliest variant: rps=5000" in found.message and "base_rps" in found.message
+    line = path.read_text(encoding="utf-8").splitlines()[found.line - 1]
+    assert "base_rps" in line, (line, source_map(str(path)))
+    # the same template without the costly end fits
+    cheap = variant(tmp_path, "rare-cheap-rate", ("  base_rps: 2.5\n", '  base_rps: "{{rps}}"\n'),
+                    ("\nbriefing:", f"\nvariables:\n  rps: {{choice: {rates[:-1]}}}\n\nbriefing:"))
+    assert check_file_cost(str(cheap)) == []
+
+
+def test_every_build_is_guarded_not_only_validate_and_generate(tmp_path: Path) -> None:
+    """`play`, `query`, `export` and the worlds of `--deep` build through telemetry_gen.cache.ensure_database:
+    it refuses an incident over the bounds before simulating anything, naming the knob, unless the author
+    said --allow-large (the environment variable that flag sets for the process and its workers)."""
+    from incidents.loader import IncidentError
+    from telemetry_gen.cache import ensure_database
+    from telemetry_gen.cost import ALLOW_LARGE_ENV
+
+    edits, knob, _ = CASES["week-window"]
+    inc = load_incident(variant(tmp_path, "week-built", *edits))
+    env = {**os.environ, "SERVEDRILL_CACHE": str(tmp_path / "cache")}
+    os.environ.pop(ALLOW_LARGE_ENV, None)
+    started = time.perf_counter()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SERVEDRILL_CACHE", env["SERVEDRILL_CACHE"])
+        with pytest.raises(IncidentError) as err:
+            ensure_database(inc, 0)
+    assert time.perf_counter() - started < MAX_WALL_S
+    assert knob in str(err.value.diagnostics[0]) and "--allow-large" in str(err.value.diagnostics[0])
+    assert not list((tmp_path / "cache").glob("*.duckdb"))
+    # through a command that builds: `query` on the file
+    done = run_measured(["query", str(tmp_path / "week-built.yaml"), "SELECT 1", "--json"],
+                        env={"SERVEDRILL_CACHE": env["SERVEDRILL_CACHE"]})
+    assert done["rc"] == 1 and knob in done["out"] + done["err"], done
+    assert done["wall"] < MAX_WALL_S and done["rss_mb"] < MAX_RSS_MB

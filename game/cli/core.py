@@ -4,6 +4,7 @@ and then prints exactly one JSON object (keys documented in docs/cli.md)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -287,7 +288,7 @@ def generate(incident: str, seed: int, out: Path | None, force: bool, allow_larg
     """Simulate an incident and build its DuckDB database (cached by content, seed and code version)."""
     from incidents.loader import find_incident
     from telemetry_gen.cache import ensure_database
-    from telemetry_gen.cost import cost_diagnostics
+    from telemetry_gen.cost import ALLOW_LARGE_ENV, cost_diagnostics
 
     inc = _load(incident, as_json)
     if not allow_large:
@@ -295,6 +296,8 @@ def generate(incident: str, seed: int, out: Path | None, force: bool, allow_larg
         lines = [str(d) for d in cost_diagnostics(inc, str(find_incident(incident)))]
         if lines:
             raise CommandError(lines[0], diagnostics=lines, as_json=as_json)
+    else:
+        os.environ[ALLOW_LARGE_ENV] = "1"  # the build's own guard (telemetry_gen.cost.refuse_large) too
     info = ensure_database(inc, seed, out=out, force=force, progress=None if as_json else _Bar(inc.id))
     if as_json:
         emit({"ok": True, **info.to_dict()})

@@ -5,6 +5,7 @@ problem with one file becomes a diagnostic naming that file, never a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -293,6 +294,10 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
 
     if record and not deep:
         raise click.UsageError("--record needs --deep: a record says what the simulation proved")
+    if allow_large:
+        from telemetry_gen.cost import ALLOW_LARGE_ENV
+
+        os.environ[ALLOW_LARGE_ENV] = "1"  # --deep's builds, here and in its workers, pass the build guard too
     started = time.perf_counter()
     results: list[FileResult] = []
     for path, problems in expand_paths(paths):

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from test_serve_support import free_port, wait_for_port
+from test_serve_support import free_port, stop, wait_for_port
 from test_tui_support import FIXTURE
 
 from tui.serve_limits import DEFAULT_LIMITS, Limits, TokenBucket, input_events, size_from_message, size_from_query
@@ -134,13 +134,7 @@ def server(log: Path, *limits: str) -> Iterator[tuple[int, subprocess.Popen[byte
         wait_for_port(port, proc)
         yield port, proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        stop(proc)
 
 
 def children(pid: int) -> list[int]:

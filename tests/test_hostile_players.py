@@ -14,6 +14,10 @@ score of such a game may not pass 35 (90%) or 20 (even). The kinds:
   from a cut result may be in the rows not shown; identifiers are not evidence), and the distinct log
   messages (hundreds of lines: a missing line is found by asking for it, and digits are values);
 - the starter snippets the editor offers (they teach the dialect on the whole fleet);
+
+(A whole listing of a short table, the change log or the evaluations, is not among them: it fits on one
+screen and reading it is what an on-call engineer does first, so a cause that needs a change it does not
+show is fairly ruled out by it; docs/scoring.md.)
 - queries that return nothing.
 """
 

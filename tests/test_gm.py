@@ -65,7 +65,7 @@ def _started(incident_file: Path) -> Session:
 @pytest.mark.slow
 def test_an_item_from_another_process_is_delivered_once_and_not_again_after_resume(incident_file: Path) -> None:
     session = _started(incident_file)
-    code = ("import sys; from game import gm; "
+    code = ("import sys; from game.gameday import gm; "
             "gm.send(sys.argv[1], 'message', text='Talk me through your plan.', sender='Grace')")
     subprocess.run([sys.executable, "-c", code, str(session.path)], check=True, cwd=Path(__file__).parents[1])
     assert inbox_path(session.path).name == f"{session.session_id}.gm"

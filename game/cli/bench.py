@@ -14,7 +14,7 @@ reporting whether the engine ran as its mypyc-compiled build (`compiled`; see se
   metric pooled, per engine and per group (held out: nothing fitted to the point; fitted)
   (telemetry_gen.fidelity.harness). `meets_target` is the speed target like the others;
   `fidelity_meets_target` is decided on held-out vLLM points only (TTFT and TPOT median |error| at
-  most 15 %, no point off by more than 2x; `target` holds the figures), so fitted points cannot pass
+  most 15 %, no point off by more than 2x; `fidelity_target` holds the figures), so fitted points cannot pass
   it. Not run by default (`servedrill bench fidelity`).
 """
 

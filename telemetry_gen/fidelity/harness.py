@@ -428,7 +428,7 @@ def run_fidelity(points: list[FidelityPoint] | None = None, workers: int | None 
             f: summarise_groups(r for r in rows if engine_family(r["engine"]) == f) for f in families},
         "held_out_points": sum(point_group(r) == "held_out" for r in rows),
         "fitted_points": sum(point_group(r) == "fitted" for r in rows),
-        "target": target,
+        "fidelity_target": target,
         "target_median_abs_rel_error": TARGET_MEDIAN_ABS_ERROR,
         "target_worst_factor": TARGET_WORST_FACTOR,
         "aim_median_abs_rel_error": AIM_MEDIAN_ABS_ERROR,
@@ -483,8 +483,8 @@ def format_fidelity(result: dict[str, Any]) -> str:
             lines.append(f"{row['name']:<{w}}{metric:<25}{pub:>12.4g}{row['modelled'][metric]:>12.4g}"
                          f"{row['rel_error'][metric]:>+9.1%}{mark}")
     lines.append("")
-    if "target" in result:
-        lines.extend(_target_lines(result["target"]))
+    if "fidelity_target" in result:
+        lines.extend(_target_lines(result["fidelity_target"]))
         lines.append("")
     lines.append("all points pooled (fitted and held out together; a description, not the target):")
     lines.extend(_median_lines(result["summary"], "  "))

@@ -20,6 +20,7 @@ GOOD = """\
 points:
   - name: small-8b
     source: https://example.org/bench
+    fitted_to: []
     model: meta-llama/Llama-3.1-8B-Instruct
     gpu: h100
     engine: vLLM v0.11.0
@@ -34,6 +35,7 @@ TABLE_HEAD = """\
 tables:
   - name: grid
     source: https://example.org/grid
+    fitted_to: []
     engine: TensorRT-LLM
     metric: output_throughput_tok_s
     load: {kind: batch}
@@ -61,6 +63,7 @@ def test_every_problem_is_reported_at_its_line(tmp_path: Path) -> None:
     text = GOOD + """\
   - name: second
     source: https://example.org/bench
+    fitted_to: []
     model: Llama-9000
     gpu: H100
     input_tokens: 64
@@ -70,6 +73,7 @@ def test_every_problem_is_reported_at_its_line(tmp_path: Path) -> None:
     published: {output_throughput_tok_s: 500}
   - name: third
     source: https://example.org/bench
+    fitted_to: []
     model: Llama-3.1-8B
     gpu: H100
     input_tokens: 64
@@ -82,9 +86,9 @@ extra: 1
     path = write(tmp_path, text)
     found = problems(path)
     assert len(found) == 3, found  # all at once, in line order
-    assert found[0].startswith(f"{path}:14: second: unknown model 'Llama-9000'") and "did you mean" in found[0]
-    assert found[1].startswith(f"{path}:27: third: the rate must be a positive number, not 'fast'")
-    assert found[2].startswith(f"{path}:30: unknown section 'extra'")
+    assert found[0].startswith(f"{path}:16: second: unknown model 'Llama-9000'") and "did you mean" in found[0]
+    assert found[1].startswith(f"{path}:30: third: the rate must be a positive number, not 'fast'")
+    assert found[2].startswith(f"{path}:33: unknown section 'extra'")
     assert all("Traceback" not in line for line in found)
 
 
@@ -126,7 +130,7 @@ def test_table_problems_point_at_the_row(tmp_path: Path) -> None:
 """
     path = write(tmp_path, text)
     (line,) = problems(path)
-    assert line.startswith(f"{path}:12: grid: row 30/40 has 2 figures for 1 columns")
+    assert line.startswith(f"{path}:13: grid: row 30/40 has 2 figures for 1 columns")
 
 
 def test_unusable_files_are_one_clear_line(tmp_path: Path) -> None:
@@ -190,7 +194,7 @@ def test_fidelity_command_refuses_a_bad_file_without_a_traceback(tmp_path: Path)
     res = CliRunner().invoke(main, ["fidelity", "--points", str(path), "--json"])
     assert res.exit_code == 1 and "Traceback" not in res.output
     out = json.loads(res.output)
-    assert out["ok"] is False and out["diagnostics"][0].startswith(f"{path}:5: small-8b: unknown GPU")
+    assert out["ok"] is False and out["diagnostics"][0].startswith(f"{path}:6: small-8b: unknown GPU")
     res = CliRunner().invoke(main, ["fidelity", "--only", "no-such-point"])
     assert res.exit_code == 1 and "no point" in res.output and "Traceback" not in res.output
 
@@ -205,6 +209,7 @@ _ALL_FORMS = GOOD + TABLE_HEAD + """\
 serving_tables:
   - name: srv
     source: https://example.org/srv
+    fitted_to: []
     engine: TensorRT-LLM v0
     num_prompts: 20
     setups:
@@ -291,6 +296,7 @@ FIRST_TOKEN = """\
 tables:
   - name: ft
     source: https://example.org/first-token
+    fitted_to: []
     engine: TensorRT-LLM v0.5
     metric: prefill_ms
     load: {kind: batch}
@@ -349,3 +355,54 @@ def test_a_table_metric_names_a_published_figure(tmp_path: Path) -> None:
     (line,) = problems(write(tmp_path, text))
     assert "a table needs a source and a metric (the published figure its cells hold)" in line
     assert "'prefill_ms'" in line
+
+
+def test_a_point_that_does_not_say_what_was_fitted_to_it_is_refused(tmp_path: Path) -> None:
+    """Without `fitted_to` a point could pass as held out by omission: refused at the entry's line."""
+    (line,) = problems(write(tmp_path, GOOD.replace("    fitted_to: []\n", "")))
+    assert line.startswith(f"{tmp_path / 'points.yaml'}:2: small-8b: missing field 'fitted_to'"), line
+    assert "[] for a held-out point" in line
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("step_cost.HOST_STEP_S", "fitted_to must be a list"),
+    ("[3]", "fitted_to entries are constant names"),
+    ("['']", "fitted_to entries are constant names"),
+])
+def test_a_malformed_fitted_to_is_refused_at_its_line(tmp_path: Path, value: str, message: str) -> None:
+    (line,) = problems(write(tmp_path, GOOD.replace("fitted_to: []", f"fitted_to: {value}")))
+    assert line.startswith(f"{tmp_path / 'points.yaml'}:4: small-8b: {message}"), line
+
+
+def test_tables_say_what_was_fitted_to_them_and_columns_may_add_to_it(tmp_path: Path) -> None:
+    table = TABLE_HEAD + """\
+    columns:
+      - {name: a, model: llama-3.1-8b, gpu: H100, tp: 1}
+      - {name: b, model: llama-3.1-8b, gpu: H200, tp: 1, fitted_to: [profiles.GPUS.H200.hbm_reach]}
+    num_prompts: {"10/20": 5}
+    rows:
+      "10/20": [100, 200]
+"""
+    table = table.replace("    fitted_to: []\n", "    fitted_to: [step_cost.HOST_PER_SEQ_S]\n")
+    pts = {p.name: p for p in load_points(write(tmp_path, table))}
+    assert pts["grid-a-10-20"].fitted_to == ("step_cost.HOST_PER_SEQ_S",)
+    assert pts["grid-b-10-20"].fitted_to == ("step_cost.HOST_PER_SEQ_S", "profiles.GPUS.H200.hbm_reach")
+    assert not pts["grid-a-10-20"].held_out
+    (line,) = problems(write(tmp_path, table.replace("    fitted_to: [step_cost.HOST_PER_SEQ_S]\n", "")))
+    assert line.startswith(f"{tmp_path / 'points.yaml'}:2: grid: missing field 'fitted_to'"), line
+    serving = """\
+serving_tables:
+  - name: srv
+    source: https://example.org/srv
+    engine: TensorRT-LLM v0
+    num_prompts: 20
+    setups:
+      small: {model: Llama-3.1-8B, gpu: H100-SXM, tp: 1}
+    columns: [qps, ttft_ms]
+    rows:
+      small: {"100/10": [[2, 20]]}
+"""
+    (line,) = problems(write(tmp_path, serving))
+    assert line.startswith(f"{tmp_path / 'points.yaml'}:2: srv: missing field 'fitted_to'"), line
+    (p,) = load_points(write(tmp_path, serving.replace("    engine:", "    fitted_to: []\n    engine:")))
+    assert p.held_out and p.fitted_to == ()

@@ -2,8 +2,11 @@
 
 Each point of `data/fidelity_points.yaml` names its source, the model, GPU, engine version, TP degree,
 request lengths, load (an offline batch, Poisson arrivals at a rate, or a closed loop of N clients) and
-the published figures. `run_fidelity` simulates every point and reports model vs published per metric
-and the median |relative error| per metric over the points that publish it, over all points and per engine.
+the published figures, and what was fitted to it (`fitted_to`: the constants chosen on it; empty for a
+held-out point). `run_fidelity` simulates every point and reports model vs published per metric and the
+median |relative error| per metric over the points that publish it: pooled, per engine, per group
+(held out / fitted) and per engine and group. The verdict (`meets_target`, `decide_target`) is taken on
+held-out vLLM points only: a fit says nothing about figures outside it (docs/fidelity.md has the split).
 
 How the load is driven:
 * every point's client is a one-app workload built from the incident format's shapes (`point_workload`:
@@ -68,7 +71,17 @@ __all__ = ["METRICS", "POINTS_PATH", "FidelityPoint", "PointsError", "format_fid
 # per-request ShareGPT lengths (input, output tokens) for points with `lengths: sharegpt`; how the file was
 # made, and how it departs from the benchmark's own sample, is in tools/sharegpt_lengths.py
 SHAREGPT_LENGTHS_PATH = Path(__file__).resolve().parent.parent / "data" / "fidelity_sharegpt_lengths.csv"
-TARGET_MEDIAN_ABS_ERROR = 0.10  # issue 14: median |relative error| per metric at most 10 %
+# What the bench is judged on (issue 33): the points no constant was chosen on, of the engine the model
+# stands for. A fit is only evidence out of sample, so fitted points (and TensorRT-LLM's, which the model
+# does not claim to be) inform but never decide. The target: over held-out vLLM points, the median
+# |relative error| of TTFT and of TPOT at most 15 %, and no such point off by more than 2x either way.
+# The aim beyond it stays issue 14's 10 %; the result says how far each median is from it.
+TARGET_ENGINE = "vLLM"
+TARGET_METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms")
+TARGET_MEDIAN_ABS_ERROR = 0.15  # fraction: held-out vLLM median |model / published - 1| per target metric
+TARGET_WORST_FACTOR = 2.0  # max(model / published, published / model) of any held-out vLLM point
+AIM_MEDIAN_ABS_ERROR = 0.10  # fraction: issue 14's goal per metric; reported against, not decided on
+GROUPS = ("held_out", "fitted")
 _NO_TIMEOUT_S = 1e7  # benchmark clients wait for every response
 
 
@@ -242,7 +255,9 @@ def model_metrics(point: FidelityPoint, fig: RunFigures) -> dict[str, float]:
 
 
 def summarise(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per metric: how many points publish it, the median |relative error| and the median signed error."""
+    """Per metric: how many points publish it, the median |relative error|, the median signed error (both
+    fractions: modelled / published - 1) and `within_aim` (median |error| <= AIM_MEDIAN_ABS_ERROR; null
+    without points). A summary gives no verdict: the target is `decide_target`'s, on held-out vLLM points."""
     errors: dict[str, list[float]] = {m: [] for m in METRICS}
     for row in rows:
         for metric, err in row["rel_error"].items():
@@ -251,16 +266,76 @@ def summarise(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for metric, errs in errors.items():
         if not errs:
             out[metric] = {"points": 0, "median_abs_rel_error": None, "median_rel_error": None,
-                           "meets_target": None}
+                           "within_aim": None}
             continue
         med_abs = statistics.median(abs(e) for e in errs)
         out[metric] = {
             "points": len(errs),
             "median_abs_rel_error": round(med_abs, 4),
             "median_rel_error": round(statistics.median(errs), 4),
-            "meets_target": med_abs <= TARGET_MEDIAN_ABS_ERROR,
+            "within_aim": med_abs <= AIM_MEDIAN_ABS_ERROR,
         }
     return out
+
+
+def point_group(row: dict[str, Any]) -> str:
+    """"held_out" for a row nothing was fitted to (empty `fitted_to`), else "fitted"."""
+    return "fitted" if row.get("fitted_to") else "held_out"
+
+
+def summarise_groups(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """`summarise` over the held-out rows and over the fitted rows separately (GROUPS order)."""
+    listed = list(rows)
+    return {g: summarise(r for r in listed if point_group(r) == g) for g in GROUPS}
+
+
+def _factor(rel_error: float) -> float:
+    """How many times off a figure is, either way: max(m/p, p/m) for rel_error = m/p - 1 (inf if m <= 0)."""
+    ratio = 1.0 + rel_error
+    return math.inf if ratio <= 0 else max(ratio, 1.0 / ratio)
+
+
+def decide_target(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The bench's verdict, from the held-out rows of TARGET_ENGINE only (fitted rows and other engines'
+    rows are ignored whatever their errors): per TARGET_METRICS metric the held-out points, the median
+    |error| and signed error (fractions), `over_aim` (median |error| - AIM_MEDIAN_ABS_ERROR: how far from
+    10 %, negative when under it), the worst point (name, error, `worst_factor` = max(m/p, p/m)) and
+    whether both bounds hold. `meets` is true only when every target metric has held-out points, meets
+    both bounds, and no held-out vLLM point failed to run: no points is no evidence, never a pass."""
+    held = [r for r in rows if engine_family(r["engine"]) == TARGET_ENGINE and point_group(r) == "held_out"]
+    failed = [r["name"] for r in held if r.get("error")]
+    metrics: dict[str, dict[str, Any]] = {}
+    for metric in TARGET_METRICS:
+        errs = [(r["name"], float(r["rel_error"][metric])) for r in held if metric in r.get("rel_error", {})]
+        if not errs:
+            metrics[metric] = {"points": 0, "median_abs_rel_error": None, "median_rel_error": None,
+                               "over_aim": None, "worst_point": None, "worst_rel_error": None,
+                               "worst_factor": None, "meets": False}
+            continue
+        med_abs = statistics.median(abs(e) for _, e in errs)
+        worst_name, worst_err = max(errs, key=lambda ne: _factor(ne[1]))
+        worst = _factor(worst_err)
+        metrics[metric] = {
+            "points": len(errs),
+            "median_abs_rel_error": round(med_abs, 4),
+            "median_rel_error": round(statistics.median(e for _, e in errs), 4),
+            "over_aim": round(med_abs - AIM_MEDIAN_ABS_ERROR, 4),
+            "worst_point": worst_name,
+            "worst_rel_error": round(worst_err, 4),
+            "worst_factor": round(worst, 4) if math.isfinite(worst) else None,
+            "meets": med_abs <= TARGET_MEDIAN_ABS_ERROR and worst <= TARGET_WORST_FACTOR,
+        }
+    return {
+        "engine": TARGET_ENGINE,
+        "group": "held_out",
+        "points": len(held),
+        "failed_points": failed,
+        "max_median_abs_rel_error": TARGET_MEDIAN_ABS_ERROR,
+        "max_worst_factor": TARGET_WORST_FACTOR,
+        "aim_median_abs_rel_error": AIM_MEDIAN_ABS_ERROR,
+        "metrics": metrics,
+        "meets": not failed and all(m["meets"] for m in metrics.values()),
+    }
 
 
 def engine_family(engine: str) -> str:
@@ -290,6 +365,8 @@ def point_row(p: FidelityPoint) -> dict[str, Any]:
         "concurrency": p.concurrency or None,
         "num_prompts": p.num_prompts,
         "table": p.table or None,
+        "fitted_to": list(p.fitted_to),
+        "held_out": p.held_out,
         "published": {k: round(v, 4) for k, v in pub.items()},
     }
     try:
@@ -334,52 +411,91 @@ def run_fidelity(points: list[FidelityPoint] | None = None, workers: int | None 
             rows = list(ex.map(point_row, pts, chunksize=max(1, len(pts) // (8 * n))))
     else:
         rows = [point_row(p) for p in pts]
-    summary = summarise(rows)
     families = sorted({engine_family(row["engine"]) for row in rows})
     failed = [row["name"] for row in rows if row["error"]]
+    target = decide_target(rows)
     return {
         "points": rows,
-        "summary": summary,
+        # pooled over every point, fitted or not: a description, never the verdict (a pooled median
+        # passed on TensorRT-LLM points the constants were chosen on while held-out vLLM points missed)
+        "summary": summarise(rows),
         # the same medians per engine (vLLM, TensorRT-LLM): a good fit on one engine's points must not
         # hide a poor one on the other's
         "summary_by_engine": {f: summarise(r for r in rows if engine_family(r["engine"]) == f) for f in families},
+        # ... per group (held out: nothing fitted to the point; fitted), and per engine and group
+        "summary_by_group": summarise_groups(rows),
+        "summary_by_engine_and_group": {
+            f: summarise_groups(r for r in rows if engine_family(r["engine"]) == f) for f in families},
+        "held_out_points": sum(point_group(r) == "held_out" for r in rows),
+        "fitted_points": sum(point_group(r) == "fitted" for r in rows),
+        "fidelity_target": target,
         "target_median_abs_rel_error": TARGET_MEDIAN_ABS_ERROR,
+        "target_worst_factor": TARGET_WORST_FACTOR,
+        "aim_median_abs_rel_error": AIM_MEDIAN_ABS_ERROR,
         # points that could not run are named, not silently left out of the medians
         "failed_points": failed,
-        "meets_target": not failed and all(s["meets_target"] is not False for s in summary.values()),
+        "meets_target": target["meets"],
         "wall_s": round(time.perf_counter() - t0, 3),
         "workers": n if n > 1 and len(pts) > 1 else 1,
     }
 
 
-def _median_lines(summary: dict[str, dict[str, Any]], target: float, indent: str = "") -> list[str]:
+def _median_lines(summary: dict[str, dict[str, Any]], indent: str = "") -> list[str]:
     out = []
     for metric, s in summary.items():
         if s["points"]:
-            verdict = "meets" if s["meets_target"] else "MISSES"
             out.append(f"{indent}{metric:<25} median |error| {s['median_abs_rel_error']:.1%} over {s['points']} "
-                       f"points (median signed {s['median_rel_error']:+.1%}) - {verdict} {target:.0%}")
+                       f"points (median signed {s['median_rel_error']:+.1%})")
+    return out
+
+
+def _target_lines(target: dict[str, Any]) -> list[str]:
+    """The verdict: held-out vLLM medians and worst points against the target, and the 10 % aim."""
+    verdict = "MEETS" if target["meets"] else "MISSES"
+    out = [f"target (held-out {target['engine']} points only, {target['points']} of them; median |error| at most "
+           f"{target['max_median_abs_rel_error']:.0%} for TTFT and TPOT, no point off by more than "
+           f"{target['max_worst_factor']:g}x): {verdict}"]
+    for metric, m in target["metrics"].items():
+        if not m["points"]:
+            out.append(f"  {metric:<23} no held-out point publishes it - MISSES (no evidence is no pass)")
+            continue
+        factor = f"{m['worst_factor']:.2f}x" if m["worst_factor"] is not None else "inf"
+        out.append(f"  {metric:<23} median |error| {m['median_abs_rel_error']:.1%} over {m['points']} points "
+                   f"({m['over_aim']:+.1%} from the {target['aim_median_abs_rel_error']:.0%} aim; median signed "
+                   f"{m['median_rel_error']:+.1%}); worst {m['worst_point']} {m['worst_rel_error']:+.1%} ({factor})"
+                   f" - {'meets' if m['meets'] else 'MISSES'}")
+    if target["failed_points"]:
+        out.append(f"  held-out points that could not run: {', '.join(target['failed_points'][:5])}")
     return out
 
 
 def format_fidelity(result: dict[str, Any]) -> str:
-    """A table for people: one line per point and metric, the medians (all points, then per engine) and
-    the sources."""
+    """A table for people: one line per point and metric (held-out points marked), the verdict on held-out
+    vLLM points, the medians (pooled, per engine, per engine and group) and the sources."""
     w = max([len("point")] + [len(row["name"]) for row in result["points"]]) + 2
     lines = [f"{'point':<{w}}{'metric':<25}{'published':>12}{'model':>12}{'error':>9}"]
     for row in result["points"]:
         if row.get("error"):
             lines.append(f"{row['name']:<{w}}FAILED: {row['error']}")
             continue
+        mark = "  held out" if not row.get("fitted_to") else ""
         for metric, pub in row["published"].items():
             lines.append(f"{row['name']:<{w}}{metric:<25}{pub:>12.4g}{row['modelled'][metric]:>12.4g}"
-                         f"{row['rel_error'][metric]:>+9.1%}")
-    target = result["target_median_abs_rel_error"]
+                         f"{row['rel_error'][metric]:>+9.1%}{mark}")
     lines.append("")
-    lines.extend(_median_lines(result["summary"], target))
+    if "fidelity_target" in result:
+        lines.extend(_target_lines(result["fidelity_target"]))
+        lines.append("")
+    lines.append("all points pooled (fitted and held out together; a description, not the target):")
+    lines.extend(_median_lines(result["summary"], "  "))
     for family, summary in result.get("summary_by_engine", {}).items():
         lines.append(f"{family} points only:")
-        lines.extend(_median_lines(summary, target, "  "))
+        lines.extend(_median_lines(summary, "  "))
+        for group, gsum in result.get("summary_by_engine_and_group", {}).get(family, {}).items():
+            count = max((s["points"] for s in gsum.values()), default=0)
+            if count:
+                lines.append(f"  {family} {group.replace('_', '-')} points:")
+                lines.extend(_median_lines(gsum, "    "))
     if result.get("failed_points"):
         lines.append(f"{len(result['failed_points'])} point(s) could not run and are in no median: "
                      + ", ".join(result["failed_points"][:5]) + (" ..." if len(result["failed_points"]) > 5 else ""))

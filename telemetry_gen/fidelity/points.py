@@ -8,9 +8,11 @@ kept for review; not read). Tables become one point per cell or row.
 
 Anyone can bring their own file (`servedrill fidelity --points FILE`), so the reader treats it as input
 from a stranger: every problem is reported as `file:line: name: what is wrong (hint: ...)`, all of them
-at once (PointsError), never as a traceback; model and GPU names are matched like `calc` matches them
-(any case, Hugging Face ids, nvidia-smi spellings) and stored by their canonical name; sizes are bounded
-so that a typo cannot start a run of a billion requests.
+at once (PointsError), never as a traceback; every point, table and serving table must say what was
+fitted to it (`fitted_to`: the model constants chosen by comparing the engine model with it, `[]` for a
+held-out point), so that no figure can be counted as out of sample by omission; model and GPU names are
+matched like `calc` matches them (any case, Hugging Face ids, nvidia-smi spellings) and stored by their
+canonical name; sizes are bounded so that a typo cannot start a run of a billion requests.
 """
 
 from __future__ import annotations
@@ -86,6 +88,14 @@ class FidelityPoint:
     lengths: str = "fixed"  # fixed: every request input_tokens / output_tokens; sharegpt: fidelity.sharegpt_lengths
     table: str = ""  # the `tables:` or `serving_tables:` entry the point is a cell or row of; "" for a point
     server: str = ""  # what stands in front of the engine: one of SERVERS; "" = its load's default
+    # the engine-model constants whose values were chosen (set, or kept over a tried alternative) by
+    # comparing the model with this point, e.g. "step_cost.HOST_STEP_S"; empty = held out (docs/fidelity.md)
+    fitted_to: tuple[str, ...] = ()
+
+    @property
+    def held_out(self) -> bool:
+        """Whether no constant was chosen on this point: its error is an out-of-sample figure."""
+        return not self.fitted_to
 
     @property
     def front_end(self) -> str:
@@ -373,6 +383,32 @@ def _published(values: Any, *where: str | int) -> dict[str, float]:
     return out
 
 
+FITTED_HINT = ("fitted_to lists the constants chosen on this point, such as [step_cost.HOST_STEP_S], "
+               "or [] for a held-out point")
+
+
+def _fitted(entry: dict[str, Any], required: bool, *where: str | int) -> tuple[str, ...]:
+    """An entry's `fitted_to`: a list (maybe empty) of constant names, each one line of at most MAX_TEXT
+    characters. Required on every point, table and serving table: a file that does not say leaves the
+    reader unable to tell a fitted point from a held-out one, so it is refused rather than assumed."""
+    if "fitted_to" not in entry or entry["fitted_to"] is None:
+        if not required:
+            return ()
+        raise _Bad(f"missing field 'fitted_to' ({FITTED_HINT})", *where)
+    value = entry["fitted_to"]
+    if not isinstance(value, list):
+        raise _Bad(f"fitted_to must be a list, not {str(value)[:40]!r} ({FITTED_HINT})", *where, "fitted_to")
+    out: list[str] = []
+    for item in value:
+        text = str(item).strip() if isinstance(item, str) else ""
+        if not text or _CONTROL.search(text) or len(text) > MAX_TEXT:
+            raise _Bad(f"fitted_to entries are constant names (one line of at most {MAX_TEXT} characters), "
+                       f"not {str(item)[:40]!r}", *where, "fitted_to")
+        if text not in out:
+            out.append(text)
+    return tuple(out)
+
+
 def _check(point: FidelityPoint, *where: str | int) -> FidelityPoint:
     """The checks every point gets, whichever list it came from."""
     try:
@@ -433,6 +469,7 @@ def _point(item: dict[str, Any]) -> FidelityPoint:
         config=dict(config),
         lengths=lengths,
         server=_server(item, kind),
+        fitted_to=_fitted(item, True),
     )
     return _check(point)
 
@@ -473,10 +510,13 @@ def _setup_point(table: dict[str, Any], setup: dict[str, Any], name: str, isl: i
     if not isinstance(setup, dict):
         raise _Bad("a setup must be a mapping with model, gpu and tp", *where)
     table_knobs = _knobs(table.get("config"), "config")
+    table_fitted = _fitted(table, True)
     try:
         model, gpu = _names(_req(setup, "model"), _req(setup, "gpu"))
         tp = _int(setup, "tp", 1, 1, MAX_TP)
         setup_knobs = _knobs(setup.get("config"), "config")
+        # a setup (column) may name constants fitted to it alone, on top of the table's
+        setup_fitted = _fitted(setup, False)
     except _Bad as bad:
         raise _Bad(bad.message, *where, *bad.where) from None
     return _check(FidelityPoint(
@@ -490,6 +530,7 @@ def _setup_point(table: dict[str, Any], setup: dict[str, Any], name: str, isl: i
         output_tokens=osl,
         config={**base_knobs, **table_knobs, **setup_knobs},
         table=str(table.get("name", "?")),
+        fitted_to=tuple(dict.fromkeys(table_fitted + setup_fitted)),
         **fields,
     ), *where)
 

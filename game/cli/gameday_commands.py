@@ -1,4 +1,4 @@
-"""Game-day commands for the `servedrill` CLI: `gameday check|run|collect|submit` and `leaderboard`.
+"""Game-day commands for the `servedrill` CLI: `gameday check|roster|run|collect|submit` and `leaderboard`.
 
 COMMANDS lists them; game.cli.commands assembles the group. With --json a command prints exactly one JSON
 object (keys in docs/cli.md). Bad input gets one line per problem on stderr, in the form
@@ -71,6 +71,42 @@ def check_cmd(file: Path, as_json: bool) -> None:
     for r in gd.rounds:
         click.echo(f"  round {r.number}: {r.incident_id} seed {r.seed}, {r.time_limit_s / 60:g} min")
     click.echo(f"  results: {gd.results}")
+
+@gameday_group.command("roster")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--url", default="http://127.0.0.1:8000", show_default=True,
+              help="The address players reach `servedrill serve --gameday FILE` at.")
+@click.option("--reissue", multiple=True, metavar="PLAYER",
+              help="Give this player a new token (their old link stops working; repeatable).")
+@click.option("--reissue-all", is_flag=True, help="New tokens for everyone.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def roster_cmd(file: Path, url: str, reissue: tuple[str, ...], reissue_all: bool, as_json: bool) -> None:
+    """Give every roster player a secret token: write them (mode 0600) beside the plan, with the server's
+    journal key, and print each player's browser link and terminal join command."""
+    from game.gameday.roster import RosterError, make_roster
+
+    gd = _load(file, as_json)
+    if not url.startswith(("http://", "https://")):
+        fail(f"--url {url!r}: not an http:// or https:// address (hint: --url http://HOST:PORT)", as_json=as_json)
+    try:
+        roster = make_roster(gd, reissue, reissue_all)
+    except RosterError as exc:
+        fail(str(exc), as_json=as_json)
+        return
+    players = [{"player": p, "team": gd.players[p], "link": roster.link(url, p),
+                "join": roster.join_command(url, p)} for p in gd.players]
+    if as_json:
+        emit({"ok": True, "file": str(gd.path), "roster_file": str(roster.path), "key_file": str(roster.key_file),
+              "server_dir": str(roster.server_dir), "url": url, "players": players})
+        return
+    click.echo(f"roster: {roster.path} (mode 0600; keep it private)")
+    click.echo(f"journal key: {roster.key_file} (mode 0600; only the server uses it)")
+    click.echo(f"serve the game day with: servedrill serve --gameday {gd.path}")
+    for entry in players:
+        click.echo(f"  {entry['player']} ({entry['team']})")
+        click.echo(f"    browser:  {entry['link']}")
+        click.echo(f"    terminal: {entry['join']}")
+    click.echo("Each link is that player's identity for the whole game day: hand it to them alone.")
 
 @gameday_group.command("run")
 @click.argument("file", type=click.Path(path_type=Path))

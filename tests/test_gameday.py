@@ -194,9 +194,10 @@ def test_collect_takes_submitted_sessions_of_the_roster(data: Path, day: Path) -
     run = CliRunner().invoke(group(), ["gameday", "collect", str(day), "--json"])
     assert run.exit_code == 0, run.output
     doc = json.loads(run.stdout)
-    assert set(doc) == {"ok", "results", "player", "team", "rounds"}
+    assert set(doc) == {"ok", "results", "player", "team", "journals", "notice", "rounds"}
+    assert doc["journals"] == "trusted" and "trust the players" in doc["notice"]
     first, second = doc["rounds"]
-    assert set(first) == {"round", "handed_in", "new", "waiting", "files", "problems"}
+    assert set(first) == {"round", "handed_in", "new", "waiting", "files", "problems", "refused", "trusted"}
     assert first["handed_in"] == ["ana", "dara"] and first["waiting"] == ["ben", "eli"]
     assert second["handed_in"] == ["ben"]
     assert any("'zed' is on no team" in p for p in first["problems"])

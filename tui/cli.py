@@ -192,7 +192,24 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
         fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
 
 
-main = build_group(play, resume, bench, serve, *cli_watch.COMMANDS)  # watch, send, report: the interviewer's side
+@click.command("join")
+@click.argument("link")
+def join(link: str) -> None:
+    """Play a served game-day round in this terminal: LINK is your personal link from the facilitator
+    (http://HOST:PORT/?token=...). The game runs on the server, as in a browser tab."""
+    import asyncio
+
+    from tui.serve_join import JoinError, run
+
+    if not sys.stdin.isatty():
+        fail("servedrill join needs a terminal (hint: run it in a terminal, or open the link in a browser)")
+    try:
+        asyncio.run(run(link))
+    except JoinError as exc:
+        fail(str(exc))
+
+
+main = build_group(play, resume, bench, serve, join, *cli_watch.COMMANDS)  # watch, send, report: the interviewer's side
 
 __all__ = ["main"]
 

@@ -222,11 +222,16 @@ class Debrief:
 
 def debrief(session: Session, progress: ScoringProgress | None = None) -> Debrief:
     """Score the session (its queries re-run on every hypothesis's world) and write its debrief; a
-    submitted session is marked as debriefed. Slow when the worlds are not built yet: a worker thread."""
+    submitted session is marked as debriefed. In a served game-day round it raises SessionError until the
+    round ends (game.session.seat). Slow when the worlds are not built yet: a worker thread."""
     from game.rules.assess import score_session
     from game.rules.debrief import debrief_markdown
-    from game.session import SUBMITTED
+    from game.session import SUBMITTED, SessionError
+    from game.session.seat import debrief_held
 
+    held = debrief_held()  # a served game-day round: not before the round ends
+    if held is not None:
+        raise SessionError(held)
     events = session.events
     report = score_session(session.incident, session.header.seed, events, progress=progress)
     markdown = debrief_markdown(session.incident, events, report)

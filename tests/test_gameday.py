@@ -101,7 +101,8 @@ def test_the_shipped_example_checks_clean() -> None:
     assert set(doc) == {"ok", "file", "event", "date", "facilitator", "results", "data", "rounds", "teams",
                         "players", "diagnostics"}
     assert doc["ok"] is True and doc["diagnostics"] == [] and len(doc["teams"]) == 4 and doc["players"] == 12
-    assert set(doc["rounds"][0]) == {"round", "incident", "ref", "title", "path", "seed", "time_limit_s"}
+    assert set(doc["rounds"][0]) == {"round", "incident", "ref", "title", "path", "seed", "time_limit_s",
+                                         "debrief"}
     assert sum(r["time_limit_s"] for r in doc["rounds"]) <= 45 * 60
 
 
@@ -193,9 +194,10 @@ def test_collect_takes_submitted_sessions_of_the_roster(data: Path, day: Path) -
     run = CliRunner().invoke(group(), ["gameday", "collect", str(day), "--json"])
     assert run.exit_code == 0, run.output
     doc = json.loads(run.stdout)
-    assert set(doc) == {"ok", "results", "player", "team", "rounds"}
+    assert set(doc) == {"ok", "results", "player", "team", "journals", "notice", "rounds"}
+    assert doc["journals"] == "trusted" and "trust the players" in doc["notice"]
     first, second = doc["rounds"]
-    assert set(first) == {"round", "handed_in", "new", "waiting", "files", "problems"}
+    assert set(first) == {"round", "handed_in", "new", "waiting", "files", "problems", "refused", "trusted"}
     assert first["handed_in"] == ["ana", "dara"] and first["waiting"] == ["ben", "eli"]
     assert second["handed_in"] == ["ben"]
     assert any("'zed' is on no team" in p for p in first["problems"])

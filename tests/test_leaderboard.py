@@ -242,7 +242,8 @@ def test_leaderboard_command_json_keys(results: Path, tmp_path: Path) -> None:
     assert run.exit_code == 0, run.output
     doc = json.loads(run.stdout)
     assert set(doc) == {"ok", "results_dir", "event", "transcripts", "incidents", "overall", "skipped", "notices",
-                        "written"}
+                        "verified", "written"}
+    assert doc["verified"] is False and "trusts its files" in doc["notices"][0]
     assert doc["ok"] is True and doc["event"] == "Test day" and doc["transcripts"] == 6
     assert doc["written"] == [str(html)] and html.is_file()
     incident = doc["incidents"][0]

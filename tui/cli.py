@@ -139,12 +139,16 @@ def bench(ctx: click.Context, targets: tuple[str, ...], runs: int, incident: str
               help="Name recorded in every tab's sessions; without it each tab asks its player's name.")
 @click.option("--max-sessions", default=32, show_default=True, type=click.IntRange(1, 1000),
               help="Browser tabs (app processes) open at once; more are refused.")
+@click.option("--gameday", "gameday_file", type=click.Path(path_type=Path), default=None,
+              help="Serve a game day's rounds: players join by their roster links (servedrill gameday roster).")
+@click.option("--round", "round_no", type=int, default=None,
+              help="With --gameday: serve this round (default: the one the facilitator's console is running).")
 @click.option("--limit", "limits", multiple=True, metavar="NAME=VALUE",
               help="Change one of a tab's bounds (repeatable), e.g. idle_s=600 or app_rss_mb=1500; "
                    "docs/cli.md lists them.")
 def serve(incident: str | None, host: str, port: int, public: bool, public_url: str | None,
           library: tuple[Path, ...], seed: int | None, random_deal: bool, player: str | None,
-          max_sessions: int, limits: tuple[str, ...]) -> None:
+          max_sessions: int, gameday_file: Path | None, round_no: int | None, limits: tuple[str, ...]) -> None:
     """Serve the terminal UI in a browser: each tab runs its own `servedrill play` (the picker,
     INCIDENT highlighted) and so its own session. Sessions go to $SERVEDRILL_DATA as usual."""
     from tui.serve import ServeError, app_command, check_host, library_files
@@ -158,6 +162,14 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
     except (ServeError, ValueError) as exc:
         fail(str(exc))
         return
+    gate = None
+    if gameday_file is not None:
+        from tui.serve_gameday import gate_for
+
+        gate = gate_for(gameday_file, round_no, incident=incident, seed=seed, player=player, random_deal=random_deal,
+                        library=files)
+    elif round_no is not None:
+        fail("--round needs --gameday PLAN")
     if random_deal and files:
         fail("--random deals from the library; it does not combine with --incidents")
     if incident and not files:
@@ -175,12 +187,29 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
                           ask_player=player is None)
     try:
         run_server(command, host=host, port=port, public_url=public_url, max_sessions=max_sessions,
-                   loopback_only=warning is None, limits=bounds)
+                   loopback_only=warning is None, limits=bounds, gate=gate)
     except OSError as exc:  # the port is taken, the address is not this machine's...
         fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
 
 
-main = build_group(play, resume, bench, serve, *cli_watch.COMMANDS)  # watch, send, report: the interviewer's side
+@click.command("join")
+@click.argument("link")
+def join(link: str) -> None:
+    """Play a served game-day round in this terminal: LINK is your personal link from the facilitator
+    (http://HOST:PORT/?token=...). The game runs on the server, as in a browser tab."""
+    import asyncio
+
+    from tui.serve_join import JoinError, run
+
+    if not sys.stdin.isatty():
+        fail("servedrill join needs a terminal (hint: run it in a terminal, or open the link in a browser)")
+    try:
+        asyncio.run(run(link))
+    except JoinError as exc:
+        fail(str(exc))
+
+
+main = build_group(play, resume, bench, serve, join, *cli_watch.COMMANDS)  # watch, send, report: the interviewer's side
 
 __all__ = ["main"]
 

@@ -188,8 +188,10 @@ def is_loopback_name(host: str) -> bool:
 
 def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                 public_url: str | None = None, max_sessions: int = DEFAULT_MAX_SESSIONS,
-                loopback_only: bool = True, limits: Limits = DEFAULT_LIMITS) -> Any:
-    """A textual-serve Server running `command` per tab, with the checks this module describes."""
+                loopback_only: bool = True, limits: Limits = DEFAULT_LIMITS, gate: Any = None) -> Any:
+    """A textual-serve Server running `command` per tab, with the checks this module describes. `gate`: a
+    served game-day round (tui.serve_gameday.RoundGate): pages and tabs by roster token only, each tab's
+    command the gate's."""
     import aiohttp_jinja2
     import jinja2
     from aiohttp import web
@@ -224,6 +226,7 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
             app.add_routes([
                 web.get("/", self.handle_index, name="index"),
                 web.get("/ws", self.handle_websocket, name="websocket"),
+                web.get("/ws/{token}", self.handle_websocket),  # a game day's tabs: the player's token
                 web.get("/download/{key}", self.handle_download, name="download"),
                 web.static("/static", self.statics_path, show_index=False, name="static"),
             ])
@@ -239,6 +242,14 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
             if (why := self._refusal(request)) is not None:
                 log.warning("refused page: %s", why)
                 raise web.HTTPForbidden(text=why)
+            if gate is not None:
+                from tui.serve_gameday import Refused, refusal_page
+
+                try:
+                    gate.check_page(request.query.get("token"))
+                except Refused as refused:
+                    return web.Response(status=refused.status, text=refusal_page(refused.message),
+                                        content_type="text/html")
             if self.fixed_public_url is None:
                 # The page names its websocket URL: make it the address the browser used, so the
                 # Origin check passes whether the tab opened localhost or 127.0.0.1. Read
@@ -247,6 +258,10 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
             response = await super().handle_index(request)
             if isinstance(response, web.Response) and response.text is not None:
                 response.text = local_page(response.text)
+                if gate is not None:
+                    from tui.serve_gameday import websocket_url
+
+                    response.text = websocket_url(response.text, request.query.get("token", ""))
             return response
 
         async def handle_websocket(self, request: web.Request) -> Any:
@@ -256,11 +271,22 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
             if self.active >= self.max_sessions:
                 log.warning("refused websocket: %d sessions already open", self.active)
                 raise web.HTTPServiceUnavailable(text=f"servedrill: {self.max_sessions} sessions already open")
+            command, player = self.command, None
+            if gate is not None:
+                from tui.serve_gameday import Refused
+
+                try:
+                    player, command = gate.admit(request.match_info.get("token"))
+                except Refused as refused:
+                    log.warning("refused websocket: %s", refused.message)
+                    raise web.HTTPForbidden(text=refused.message) from None
             self.active += 1
             try:
-                return await run_tab(request, self.command, self.download_manager, self.limits)
+                return await run_tab(request, command, self.download_manager, self.limits)
             finally:
                 self.active -= 1
+                if player is not None:
+                    gate.release(player)
 
         async def on_startup(self, app: web.Application) -> None:
             """Quiet: textual-serve prints its banner here, before the port is bound."""

@@ -1,4 +1,4 @@
-"""Game-day commands for the `servedrill` CLI: `gameday check|run|collect|submit` and `leaderboard`.
+"""Game-day commands for the `servedrill` CLI: `gameday check|roster|run|collect|submit` and `leaderboard`.
 
 COMMANDS lists them; game.cli.commands assembles the group. With --json a command prints exactly one JSON
 object (keys in docs/cli.md). Bad input gets one line per problem on stderr, in the form
@@ -72,6 +72,42 @@ def check_cmd(file: Path, as_json: bool) -> None:
         click.echo(f"  round {r.number}: {r.incident_id} seed {r.seed}, {r.time_limit_s / 60:g} min")
     click.echo(f"  results: {gd.results}")
 
+@gameday_group.command("roster")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--url", default="http://127.0.0.1:8000", show_default=True,
+              help="The address players reach `servedrill serve --gameday FILE` at.")
+@click.option("--reissue", multiple=True, metavar="PLAYER",
+              help="Give this player a new token (their old link stops working; repeatable).")
+@click.option("--reissue-all", is_flag=True, help="New tokens for everyone.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def roster_cmd(file: Path, url: str, reissue: tuple[str, ...], reissue_all: bool, as_json: bool) -> None:
+    """Give every roster player a secret token: write them (mode 0600) beside the plan, with the server's
+    journal key, and print each player's browser link and terminal join command."""
+    from game.gameday.roster import RosterError, make_roster
+
+    gd = _load(file, as_json)
+    if not url.startswith(("http://", "https://")):
+        fail(f"--url {url!r}: not an http:// or https:// address (hint: --url http://HOST:PORT)", as_json=as_json)
+    try:
+        roster = make_roster(gd, reissue, reissue_all)
+    except RosterError as exc:
+        fail(str(exc), as_json=as_json)
+        return
+    players = [{"player": p, "team": gd.players[p], "link": roster.link(url, p),
+                "join": roster.join_command(url, p)} for p in gd.players]
+    if as_json:
+        emit({"ok": True, "file": str(gd.path), "roster_file": str(roster.path), "key_file": str(roster.key_file),
+              "server_dir": str(roster.server_dir), "url": url, "players": players})
+        return
+    click.echo(f"roster: {roster.path} (mode 0600; keep it private)")
+    click.echo(f"journal key: {roster.key_file} (mode 0600; only the server uses it)")
+    click.echo(f"serve the game day with: servedrill serve --gameday {gd.path}")
+    for entry in players:
+        click.echo(f"  {entry['player']} ({entry['team']})")
+        click.echo(f"    browser:  {entry['link']}")
+        click.echo(f"    terminal: {entry['join']}")
+    click.echo("Each link is that player's identity for the whole game day: hand it to them alone.")
+
 @gameday_group.command("run")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--sessions", "sessions", multiple=True, type=click.Path(path_type=Path),
@@ -89,15 +125,21 @@ def run_cmd(file: Path, sessions: tuple[Path, ...]) -> None:
 @click.option("--round", "round_no", type=int, default=None, help="Only this round (default: all).")
 @click.option("--sessions", "sessions", multiple=True, type=click.Path(path_type=Path),
               help="Another SERVEDRILL_DATA folder to collect from (repeatable).")
+@click.option("--trust-players", is_flag=True,
+              help="With a journal key: also collect unsigned journals (played outside the server), marked "
+                   "unverified.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def collect_cmd(file: Path, round_no: int | None, sessions: tuple[Path, ...], as_json: bool) -> None:
-    """Collect finished sessions into the results folder without the console."""
+def collect_cmd(file: Path, round_no: int | None, sessions: tuple[Path, ...], trust_players: bool,
+                as_json: bool) -> None:
+    """Collect finished sessions into the results folder without the console. With the game day's journal
+    key (servedrill gameday roster), only journals the server signed and that verify are collected."""
     gd = _load(file, as_json)
     rounds = _rounds(gd, round_no, as_json)
     folders = _folders(gd, sessions, mine=False)
+    key = _key(gd, as_json)
     with _results_folder():
-        done = _collect(gd, rounds, folders, None)
-    _report(gd, done, as_json, None)
+        done = _collect(gd, rounds, folders, None, key, trust_players)
+    _report(gd, done, as_json, None, key)
 
 @gameday_group.command("submit")
 @click.argument("file", type=click.Path(path_type=Path))
@@ -115,9 +157,10 @@ def submit_cmd(file: Path, player: str, round_no: int | None, as_json: bool) -> 
         fail(f"{file}: player '{player}' is on no team{hint}", as_json=as_json)
     rounds = _rounds(gd, round_no, as_json)
     folders = _folders(gd, (), mine=True)
+    key = _key(gd, as_json)
     with _results_folder():
-        done = _collect(gd, rounds, folders, player)
-    _report(gd, done, as_json, player)
+        done = _collect(gd, rounds, folders, player, key, False)
+    _report(gd, done, as_json, player, key)
 
 @click.command("leaderboard", cls=GuardedCommand)
 @click.argument("results_dir", type=click.Path(path_type=Path))
@@ -127,9 +170,11 @@ def submit_cmd(file: Path, player: str, round_no: int | None, as_json: bool) -> 
               help="Write a Markdown report here (and one SVG plot per incident next to it).")
 @click.option("--html", "html", type=click.Path(path_type=Path), default=None,
               help="Write a self-contained HTML report here (inline SVG plots).")
+@click.option("--trust-players", is_flag=True,
+              help="With a journal key: count unsigned transcripts too, marked unverified.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def leaderboard_cmd(results_dir: Path, gameday_file: Path | None, markdown: Path | None, html: Path | None,
-                    as_json: bool) -> None:
+                    trust_players: bool, as_json: bool) -> None:
     """Rank every transcript in RESULTS_DIR: players and teams, per incident and overall."""
     from game.reports.leaderboard import read_results
     from game.reports.leaderboard_report import format_text, render_html, write_markdown
@@ -137,9 +182,10 @@ def leaderboard_cmd(results_dir: Path, gameday_file: Path | None, markdown: Path
     if not results_dir.is_dir():
         fail(f"{results_dir}: no such folder (hint: give the game day's results folder)", as_json=as_json)
     gd = _load(gameday_file, as_json) if gameday_file is not None else None
+    key = _key(gd, as_json) if gd is not None else None
 
     with _results_folder():
-        board = read_results(results_dir, gd)
+        board = read_results(results_dir, gd, key=key, trust_players=trust_players)
         written = write_markdown(board, markdown) if markdown else []
         if html:
             html.parent.mkdir(parents=True, exist_ok=True)
@@ -169,22 +215,45 @@ def _rounds(gd: Any, round_no: int | None, as_json: bool) -> list[Any]:
     return [gd.rounds[round_no - 1]]
 
 
-def _collect(gd: Any, rounds: list[Any], folders: list[Path], player: str | None) -> list[Any]:
+def _key(gd: Any, as_json: bool) -> bytes | None:
+    """The game day's journal key, None without one; a key file that cannot be used fails the command."""
+    from game.gameday.collect import journal_key
+    from game.session.signing import KeyError_
+
+    try:
+        return journal_key(gd)
+    except KeyError_ as exc:
+        fail(str(exc), as_json=as_json)
+        return None
+
+
+def _collect(gd: Any, rounds: list[Any], folders: list[Path], player: str | None, key: bytes | None,
+             trust_players: bool) -> list[Any]:
     from game.gameday.collect import collect_round, journals, read_state, round_times, write_state
 
     state = read_state(gd.results)
     if not state:  # the leaderboard reads the teams and the round order from it
         write_state(gd, {})
     found = journals(folders)
-    return [collect_round(gd, r, folders, started=round_times(state, r.number)[0], only=player, found=found)
-            for r in rounds]
+    return [collect_round(gd, r, folders, started=round_times(state, r.number)[0], only=player, found=found,
+                          key=key, trust_players=trust_players) for r in rounds]
 
 
-def _report(gd: Any, done: list[Any], as_json: bool, player: str | None) -> None:
+def _report(gd: Any, done: list[Any], as_json: bool, player: str | None, key: bytes | None) -> None:
+    from game.gameday.collect import TRUST_NOTICE
+    from game.session.signing import key_file_for
+
+    trusted = any(c.trusted for c in done)
+    journals = "trusted" if key is None else ("signed+trusted" if trusted else "signed")
+    notice = (TRUST_NOTICE if key is None else
+              "unsigned journals were taken on the players' word (--trust-players)" if trusted else
+              f"only journals signed by the game-day server and verified with {key_file_for(gd.path)}")
     if as_json:
         emit({"ok": True, "results": str(gd.results), "player": player,
-              "team": gd.players.get(player) if player else None, "rounds": [c.to_dict() for c in done]})
+              "team": gd.players.get(player) if player else None, "journals": journals, "notice": notice,
+              "rounds": [c.to_dict() for c in done]})
         return
+    click.echo(("NOTE: " if key is None or trusted else "journals: ") + notice)
     for c in done:
         rnd = gd.rounds[c.round - 1]
         got = ", ".join(sorted(c.files)) or "nobody yet"
@@ -192,4 +261,6 @@ def _report(gd: Any, done: list[Any], as_json: bool, player: str | None) -> None
         click.echo(f"round {c.round} ({rnd.incident_id}): handed in: {got}{new}")
         for problem in c.problems:
             click.echo(f"  note: {problem}")
+        for refused in c.refused:
+            click.echo(f"  refused: {refused['file']} ({refused['player']}): {refused['reason']}")
     click.echo(f"results: {gd.results}")

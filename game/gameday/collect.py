@@ -9,6 +9,14 @@ the documented journal format (first line the header, then one event per line), 
 team, late, score). Only submitted sessions of roster players, for the round's incident and seed,
 submitted after the round started, are collected; a player's first submitted session counts.
 
+Whose word counts. When the game day has a journal key (`servedrill gameday roster` made one beside the
+plan; `servedrill serve --gameday` signs every journal its players' tabs write), collection reads only
+journals whose chain verifies under that key (game.session.signing): the player, every event and every
+time are the server's. An unsigned journal, or one whose chain breaks (a confidence, a time, a deleted
+line), is refused with its reason (`Collected.refused`); with `trust_players` unsigned ones are taken
+too, marked unverified. Without a key (a shared folder, no server) nothing can be verified: collection
+trusts its players, says so (`TRUST_NOTICE`), and still refuses a signed journal it cannot check.
+
 The results folder also holds `gameday.json` (format `servedrill-gameday`): the rounds with when
 each started and ended (epoch seconds, UTC) and the teams, which the leaderboard reads for teams.
 """
@@ -31,6 +39,8 @@ STATE_FILE = "gameday.json"
 STATE_FORMAT = "servedrill-gameday"
 TRANSCRIPT_FORMAT = "servedrill-transcript"
 SESSION_FORMAT = "servedrill-session"
+TRUST_NOTICE = ("journals are not signed (no server key for this game day): these results trust the players; "
+                "anyone who can write the data or results folder can change a result, a time or a name")
 MAX_STATE_BYTES = 1024 * 1024
 """Largest `gameday.json` read, bytes: rounds and teams are a few KB (a game-day file is at most 1 MB of
 YAML, incidents.yaml_reader.MAX_BYTES, and the state is its digest). A larger one is read as none."""
@@ -88,6 +98,10 @@ class Journal:
     path: Path
     header: dict[str, Any]
     events: list[dict[str, Any]]
+    numbers: list[int] = field(default_factory=list)
+    """Each event's line in the file."""
+    damaged: int | None = None
+    """The first line that is not an event (a signed journal with one does not verify)."""
 
     @property
     def player(self) -> str:
@@ -106,6 +120,24 @@ class Journal:
     def submitted(self) -> float | None:
         return next((float(e["time"]) for e in self.events if e.get("kind") == "submit"), None)
 
+    @property
+    def signed(self) -> bool:
+        from game.session.signing import is_signed
+
+        return is_signed(self.header)
+
+    def verify(self, key: bytes) -> str | None:
+        """None when the journal's chain verifies under `key`, else `file:line: why` (one line)."""
+        from game.session.signing import ChainBroken, verify_chain
+
+        if self.damaged is not None:
+            return f"{self.path}:{self.damaged}: a line that is not a journal event (changed by hand)"
+        try:
+            verify_chain(key, self.header, self.events, self.numbers or None)
+        except ChainBroken as exc:
+            return f"{self.path}:{exc.line}: {exc.reason}"
+        return None
+
     def transcript(self) -> dict[str, Any]:
         """The transcript document `Session.transcript` would write for this journal."""
         start = next((e for e in self.events if e.get("kind") == "start"), None)
@@ -114,7 +146,7 @@ class Journal:
         for e in self.events:
             state = {"start": "investigating", "submit": "submitted", "debrief_viewed": "debriefed"}.get(
                 str(e.get("kind")), state)
-        doc = {k: v for k, v in self.header.items() if k != "format"}
+        doc = {k: v for k, v in self.header.items() if k not in ("format", "mac")}
         doc.update({
             "format": TRANSCRIPT_FORMAT,
             "format_version": self.header.get("format_version", 1),
@@ -140,15 +172,20 @@ def read_journal(path: Path) -> Journal | None:
         return None
     if not isinstance(header, dict) or header.get("format") != SESSION_FORMAT:
         return None
-    events = []
-    for line in lines[1:]:
+    events, numbers, damaged = [], [], None
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
         try:
             event = json.loads(line)
         except ValueError:
-            continue
+            event = None
         if isinstance(event, dict) and {"seq", "time", "kind", "data"} <= event.keys():
             events.append(event)
-    return Journal(path, header, events)
+            numbers.append(number)
+        elif number < len(lines) and damaged is None:  # not the torn tail of a write cut short
+            damaged = number
+    return Journal(path, header, events, numbers, damaged)
 
 
 def journals(folders: Iterable[Path]) -> list[Journal]:
@@ -184,9 +221,28 @@ class Collected:
     waiting: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
+    refused: list[dict[str, str]] = field(default_factory=list)
+    """Journals not collected because their word cannot be taken: {"file", "player", "reason"}."""
+    trusted: bool = False
+    """Whether unsigned journals were taken on the players' word."""
+
     def to_dict(self) -> dict[str, Any]:
         return {"round": self.round, "handed_in": sorted(self.files), "new": self.new, "waiting": self.waiting,
-                "files": {p: str(f) for p, f in sorted(self.files.items())}, "problems": self.problems}
+                "files": {p: str(f) for p, f in sorted(self.files.items())}, "problems": self.problems,
+                "refused": self.refused, "trusted": self.trusted}
+
+
+AUTO: Any = object()
+"""`collect_round(key=AUTO)`: the game day's own journal key, when it has one."""
+
+
+def journal_key(gameday: GameDay) -> bytes | None:
+    """The game day's journal key (beside the plan), or None when it has none; KeyError_ (one line) when
+    the file is there but cannot be used (readable by others, not a key)."""
+    from game.session.signing import key_file_for, load_key
+
+    path = key_file_for(gameday.path)
+    return load_key(path) if path.exists() else None
 
 
 def round_folder(gameday: GameDay, rnd: Round) -> Path:
@@ -198,25 +254,51 @@ def transcript_target(gameday: GameDay, rnd: Round, player: str) -> Path:
 
 
 def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, started: float | None = None,
-                  only: str | None = None, found: list[Journal] | None = None) -> Collected:
+                  only: str | None = None, found: list[Journal] | None = None, key: Any = AUTO,
+                  trust_players: bool = False) -> Collected:
     """Collect round `rnd`'s submitted sessions from the journals in `folders` into the results folder.
 
     `started` (epoch seconds): sessions submitted before it are ignored (practice runs); the deadline
     is started + the time limit, and a later submission is collected with `late: true`. `only`: one
-    player (what `gameday submit` does). Idempotent: a transcript already collected stays."""
+    player (what `gameday submit` does). `key`: the journal key to verify with (default: the game
+    day's, see the module's notes); `trust_players`: with a key, take unsigned journals too. Idempotent:
+    a transcript already collected stays."""
     from game.rules.assess import score_session
     from game.session import TranscriptError, load_transcript
+    from game.session.seat import claimed
+    from game.session.signing import KeyError_
 
     result = Collected(rnd.number)
+    if key is AUTO:
+        try:
+            key = journal_key(gameday)
+        except KeyError_ as exc:
+            result.problems.append(f"{exc}; nothing collected")
+            return result
+    result.trusted = key is None or trust_players
+    registry = gameday.path.with_name(f"{gameday.path.stem}.server")
     roster = gameday.players
     deadline = None if started is None else started + rnd.time_limit_s
     candidates: dict[str, Journal] = {}
+    verified: dict[Path, bool] = {}
     for j in journals(folders) if found is None else found:
         if j.incident_id != rnd.incident_id or j.seed != rnd.seed or j.submitted is None:
             continue
-        if started is not None and j.submitted < started:
-            continue
         if only is not None and j.player != only:
+            continue
+        why = _refusal(j, key, trust_players)
+        if why is not None:
+            result.refused.append({"file": str(j.path), "player": j.player, "reason": why})
+            continue
+        verified[j.path] = key is not None and j.signed
+        if verified[j.path]:
+            mine = claimed(registry, rnd.number, j.player)
+            if mine is not None and mine != j.header.get("session_id"):
+                result.refused.append({"file": str(j.path), "player": j.player,
+                                       "reason": f"not {j.player}'s game of round {rnd.number} (the server "
+                                                 f"registered {mine}): a second game is not collected"})
+                continue
+        if started is not None and j.submitted < started:
             continue
         if j.player not in roster:
             result.problems.append(f"{j.path}: player '{j.player}' is on no team; not collected "
@@ -246,6 +328,9 @@ def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, star
             "event": gameday.event, "round": rnd.number, "team": roster[player], "player": player,
             "incident": rnd.incident_id, "seed": rnd.seed, "late": deadline is not None and submitted > deadline,
             "deadline": deadline, "score": report.total, "collected": time.time(), "session_file": str(j.path),
+            "verified": verified.get(j.path, False),
+            # the signed header as the server wrote it: the leaderboard verifies the events against it
+            "journal_header": j.header if verified.get(j.path) else None,
         }
         _write_json(target, doc)
         result.files[player] = target
@@ -253,6 +338,18 @@ def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, star
     wanted = [only] if only is not None else list(roster)
     result.waiting = [p for p in wanted if p not in result.files]
     return result
+
+
+def _refusal(journal: Journal, key: bytes | None, trust_players: bool) -> str | None:
+    """Why `journal` may not be collected (None: it may)."""
+    if key is None:
+        if journal.signed:
+            return "signed by a game-day server, but this game day has no journal key to check it with"
+        return None  # a shared folder: the players' word (TRUST_NOTICE)
+    if not journal.signed:
+        return None if trust_players else ("not written by the game-day server (unsigned): collected only with "
+                                           "--trust-players")
+    return journal.verify(key)
 
 
 def _already(target: Path, journal: Journal) -> bool:

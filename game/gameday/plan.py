@@ -19,7 +19,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -51,6 +51,9 @@ class RoundSpec(_Strict):
     seed: int = Field(0, ge=0, description="seed every player gets: the variant and the telemetry")
     time_limit_min: float | None = Field(
         None, gt=0, le=MAX_TIME_LIMIT_MIN, description="minutes for the round (default: the incident's limit)")
+    debrief: Literal["held", "immediate"] = Field(
+        "held", description="in a served round: 'held' until the round ends (default), or 'immediate' "
+                            "(practice rounds)")
 
     @field_validator("incident")
     @classmethod
@@ -86,6 +89,7 @@ class Round:
     path: Path
     seed: int
     time_limit_s: float
+    debrief: str = "held"
 
     @property
     def library(self) -> bool:
@@ -94,7 +98,8 @@ class Round:
 
     def to_dict(self) -> dict[str, Any]:
         return {"round": self.number, "incident": self.incident_id, "ref": self.ref, "title": self.title,
-                "path": str(self.path), "seed": self.seed, "time_limit_s": self.time_limit_s}
+                "path": str(self.path), "seed": self.seed, "time_limit_s": self.time_limit_s,
+                "debrief": self.debrief}
 
 
 @dataclass(frozen=True)
@@ -302,7 +307,7 @@ def _round(doc: _Doc, base: Path, index: int, spec: RoundSpec) -> tuple[Round | 
         return None, [doc.at(loc, f"rounds[{index}].incident: '{ref}' cannot be read ({exc.strerror or exc})")]
     limit_min = spec.time_limit_min
     limit_s = float(incident.time_limit_s or 15 * 60) if limit_min is None else float(limit_min) * 60.0
-    return Round(index + 1, ref, incident.id, incident.title, path, spec.seed, limit_s), []
+    return Round(index + 1, ref, incident.id, incident.title, path, spec.seed, limit_s, spec.debrief), []
 
 
 def load_gameday(path: Path | str, *, check_incidents: bool = True) -> GameDay:
@@ -330,7 +335,8 @@ def load_gameday(path: Path | str, *, check_incidents: bool = True) -> GameDay:
                 rounds.append(rnd)
         else:
             limit = (rs.time_limit_min or 15.0) * 60.0
-            rounds.append(Round(i + 1, rs.incident, rs.incident, rs.incident, base / rs.incident, rs.seed, limit))
+            rounds.append(Round(i + 1, rs.incident, rs.incident, rs.incident, base / rs.incident, rs.seed, limit,
+                                rs.debrief))
     seen: dict[tuple[str, int], int] = {}
     for rnd in rounds:
         key = (rnd.incident_id, rnd.seed)

@@ -20,6 +20,14 @@ A team's score on an incident is the mean over its roster (a player who handed n
 0; without a roster, over the players seen); its time is the mean over those who handed in. Overall
 scores are sums over the incidents, times too.
 
+Whose word counts. Given the game day's journal key (`servedrill leaderboard --gameday PLAN`, when
+`servedrill gameday roster` made one), a transcript counts only when the server's signed journal header
+it carries (`gameday.journal_header`) and its events verify as a chain under the key
+(game.session.signing) and its identity fields are the signed header's: an edited confidence, time,
+player or deleted event is refused with the reason, and times (which break ties) are the server's. The
+team is the roster's and `late` is recomputed from the round's start. Without a key nothing is verified
+and the board says it trusts its files (`TRUST_NOTICE`).
+
 Confidence in the true cause (the sum of the confidences on the true hypotheses, percent) is taken
 from every `rank` and `submit` event, against seconds since the player's `start`; before a player's
 first ranking it is the even spread (100 / number of hypotheses). A team's curve is the mean of its
@@ -44,6 +52,9 @@ TRANSCRIPT_COLUMNS = (
     "'player': 'VARCHAR', 'seed': 'BIGINT', 'state': 'VARCHAR', 'events': 'JSON', 'gameday': 'JSON'}"
 )
 NO_TEAM = None
+TRUST_NOTICE = ("result files are not verified (no game-day journal key: pass --gameday PLAN after `servedrill "
+                "gameday roster PLAN`): this board trusts its files, and whoever can write them")
+IDENTITY = ("session_id", "incident_id", "incident_digest", "incident_path", "seed", "player", "created")
 
 
 @dataclass
@@ -68,11 +79,12 @@ class Entry:
     truth: list[str]
     submitted_at: float | None = None
     round: int | None = None
+    verified: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"player": self.player, "team": self.team, "score": self.score, "time_s": self.time_s,
                 "submitted": self.submitted, "late": self.late, "rescored": self.rescored,
-                "file": str(self.file), "session_id": self.session_id}
+                "file": str(self.file), "session_id": self.session_id, "verified": self.verified}
 
 
 @dataclass
@@ -107,12 +119,14 @@ class Leaderboard:
     teams: list[dict[str, Any]]
     skipped: list[dict[str, str]] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    verified: bool = False
+    """Whether every counted transcript was verified against the game day's journal key."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"results_dir": str(self.results_dir), "event": self.event, "transcripts": len(self.entries),
                 "incidents": [b.to_dict() for b in self.incidents],
                 "overall": {"players": self.players, "teams": self.teams},
-                "skipped": self.skipped, "notices": self.notices}
+                "skipped": self.skipped, "notices": self.notices, "verified": self.verified}
 
 
 # ---------------------------------------------------------------- reading
@@ -205,13 +219,16 @@ def _state(results: Path, gameday: Any | None) -> tuple[str | None, dict[str, st
     return doc.get("event"), players, order, teams
 
 
-def read_results(results_dir: Path | str, gameday: Any | None = None) -> Leaderboard:
+def read_results(results_dir: Path | str, gameday: Any | None = None, *, key: bytes | None = None,
+                 trust_players: bool = False) -> Leaderboard:
     """Read, score and rank every transcript under `results_dir`. `gameday`: a loaded GameDay whose teams
-    and rounds take precedence over the folder's gameday.json."""
+    and rounds take precedence over the folder's gameday.json. `key`: the game day's journal key; with
+    it only verified transcripts count (unverified ones too with `trust_players`, marked)."""
     results = Path(results_dir)
     event, team_of, order, rosters = _state(results, gameday)
     skipped: list[dict[str, str]] = []
-    notices: list[str] = []
+    notices: list[str] = [] if key is not None else [TRUST_NOTICE]
+    deadlines = _deadlines(results, gameday)
     entries: list[Entry] = []
     files = sorted(p for p in results.rglob("*.json")
                    if p.is_file() and not any(part.startswith(".") for part in p.relative_to(results).parts)
@@ -223,16 +240,74 @@ def read_results(results_dir: Path | str, gameday: Any | None = None) -> Leaderb
             if row is None:
                 skipped.append({"file": str(path), "reason": why or "unreadable"})
                 continue
+            verified = False
+            if key is not None:
+                refused = _refusal(path, row, key)
+                if refused is not None and not (trust_players and refused.startswith("unsigned")):
+                    skipped.append({"file": str(path), "reason": f"refused: {refused}"})
+                    continue
+                verified = refused is None
             entry, why = _entry(con, path, row, team_of, notices)
             if entry is None:
                 skipped.append({"file": str(path), "reason": why or "unreadable"})
                 continue
+            if verified:
+                entry.verified = True
+                entry.team = team_of.get(entry.player, entry.team) if gameday is not None else entry.team
+                deadline = deadlines.get((entry.incident_id, entry.seed))
+                entry.late = deadline is not None and entry.submitted_at is not None and entry.submitted_at > deadline
+            elif key is not None:
+                notices.append(f"{path}: unverified (unsigned), counted on the player's word (--trust-players)")
             entries.append(entry)
         entries = _dedupe(entries, notices)
         boards, players, teams = _rank(con, entries, order, rosters)
     finally:
         con.close()
-    return Leaderboard(results, event, entries, boards, players, teams, skipped, notices)
+    return Leaderboard(results, event, entries, boards, players, teams, skipped, notices,
+                       key is not None and all(e.verified for e in entries))
+
+
+def _deadlines(results: Path, gameday: Any | None) -> dict[tuple[str, int], float]:
+    """(incident, seed) -> the round's deadline (its start in gameday.json + its time limit)."""
+    from game.gameday.collect import read_state, round_times
+
+    if gameday is None:
+        return {}
+    state = read_state(results)
+    out = {}
+    for rnd in gameday.rounds:
+        started = round_times(state, rnd.number)[0]
+        if started is not None:
+            out[(rnd.incident_id, rnd.seed)] = started + rnd.time_limit_s
+    return out
+
+
+def _refusal(path: Path, row: dict[str, Any], key: bytes) -> str | None:
+    """Why the transcript at `path` does not verify under `key` (None: it does). Starts with "unsigned"
+    when it carries no signed journal at all."""
+    from game.session.signing import ChainBroken, verify_chain
+    from game.session.transcripts import MAX_TRANSCRIPT_BYTES
+
+    meta = json.loads(row["gameday"]) if row["gameday"] else {}
+    header = meta.get("journal_header") if isinstance(meta, dict) else None
+    if not isinstance(header, dict):
+        return "unsigned: not a journal the game-day server signed (a hand-in from outside the server)"
+    try:
+        doc = json.loads(read_text(path, max_bytes=MAX_TRANSCRIPT_BYTES, what="transcript"))
+    except (OSError, ValueError) as exc:
+        return f"cannot be read again ({exc})"
+    events = doc.get("events") if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        return "no events"
+    try:
+        verify_chain(key, header, events)
+    except ChainBroken as exc:
+        where = "the signed header" if exc.line == 1 else f"events[{exc.line - 2}]"
+        return f"{where}: {exc.reason}"
+    for name in IDENTITY:
+        if doc.get(name) != header.get(name):
+            return f"its {name} is not the signed journal's ({doc.get(name)!r}, signed {header.get(name)!r})"
+    return None
 
 
 def _entry(con: duckdb.DuckDBPyConnection, path: Path, row: dict[str, Any], team_of: dict[str, str],

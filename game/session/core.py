@@ -95,11 +95,9 @@ class Session:
         incident = open_incident(path, int(seed))
         header = cls._new_header(incident, file_digest(path), str(path), seed, player)
         folder = sessions_dir(root)
-        target, fh = journal.create(folder, header.session_id)
+        target, fh = journal.begin(folder, header)  # a served round's checks; signed when the server says
         session = cls(header, incident, target)
         session._fh = fh
-        journal.append(fh, journal.line_of(header), target)
-        journal.fsync_dir(folder)
         session._hold()
         return session
 

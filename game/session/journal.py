@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from game.session import seat, signing
 from game.session.records import Event, Header, SessionError
 from incidents.bounded_read import ReadRefused, open_regular, read_capped, size_text
 
@@ -50,6 +51,32 @@ def create(folder: Path, session_id: str) -> tuple[Path, BinaryIO]:
     return target, fh
 
 
+def begin(folder: Path, header: Header) -> tuple[Path, BinaryIO]:
+    """A new journal for `header`, its header line written: `create`, then in a served round the seat's
+    checks and claim (game.session.seat), signed from its first line when the server gave its app a key
+    (game.session.signing). Durable, directory entry included, before returning."""
+    key = _key()
+    target, fh = create(folder, header.session_id)
+    try:
+        seat.check_new(header)
+    except BaseException:
+        fh.close()
+        target.unlink(missing_ok=True)
+        raise
+    if key is not None:
+        signing.attach(fh, signing.Chain(key))
+    append(fh, line_of(header), target)
+    fsync_dir(folder)
+    return target, fh
+
+
+def _key() -> bytes | None:
+    try:
+        return signing.key_from_env()
+    except signing.KeyError_ as exc:
+        raise SessionError(str(exc)) from None
+
+
 def open_locked(path: Path) -> BinaryIO:
     """An existing journal opened for reading and appending, locked; SessionError when another servedrill
     process holds it or it cannot be opened."""
@@ -74,6 +101,10 @@ def append(fh: BinaryIO | None, line: str, path: Path | None) -> None:
     where it was, so the next append does not glue onto half a line."""
     if fh is None:
         raise SessionError("the session is closed; resume it to continue")
+    chain = signing.chain_of(fh)
+    mac = None
+    if chain is not None:  # a served round's journal: every line carries the server's MAC
+        line, mac = chain.sign(line)
     data = (line + "\n").encode("utf-8")
     if len(data) > MAX_JOURNAL_LINE_BYTES:
         raise SessionError(f"could not save to {path}: the record is {size_text(len(data))}, over the "
@@ -87,6 +118,8 @@ def append(fh: BinaryIO | None, line: str, path: Path | None) -> None:
         with contextlib.suppress(OSError):  # best effort: the write error is the one to report
             fh.truncate(start)
         raise SessionError(f"could not save to {path}: {exc.strerror or exc}") from None
+    if chain is not None:
+        chain.head = mac
 
 
 def fsync_dir(folder: Path) -> None:
@@ -129,13 +162,48 @@ def read(fh: BinaryIO, path: Path) -> JournalText:
         header = Header.from_dict(json.loads(lines[0]))
     except (ValueError, TypeError) as exc:
         raise SessionError(f"{path}:1: bad session header: {exc}") from None
+    seat.check_resume(header)
     numbered = [(n, line) for n, line in enumerate(lines[1:], start=2) if line.strip()]
-    return JournalText(header, numbered, torn, len(lines) + 1, len(raw))
+    text = JournalText(header, numbered, torn, len(lines) + 1, len(raw))
+    _follow_chain(fh, path, json.loads(lines[0]), text)
+    return text
+
+
+def _follow_chain(fh: BinaryIO, path: Path, header: dict[str, object], text: JournalText) -> None:
+    """A signed journal is continued only by the key's holder, and only when its chain verifies up to its
+    last complete line (a torn last line that verifies may be completed: `repair_torn`)."""
+    if not signing.is_signed(header):
+        return
+    key = _key()
+    if key is None:
+        raise SessionError(f"{path}: this session was signed by a game-day server; it can only be continued "
+                           "there (open your personal link again)")
+    try:
+        records = [json.loads(line) for _, line in text.lines]
+        head = signing.verify_chain(key, header, records, [n for n, _ in text.lines])
+    except ValueError as exc:
+        raise SessionError(f"{path}: a line does not parse ({exc}); the signed journal was changed") from None
+    except signing.ChainBroken as exc:
+        raise SessionError(f"{path}:{exc.line}: {exc.reason}; it cannot be continued") from None
+    chain = signing.Chain(key, head)
+    if text.torn.strip():
+        try:
+            last = json.loads(text.torn)
+        except ValueError:
+            last = None  # half a line: repair_torn cuts it off
+        if last is not None:
+            try:
+                chain.pending = signing.verify_chain(key, header, [*records, last],
+                                                     [*(n for n, _ in text.lines), text.torn_number])
+            except signing.ChainBroken as exc:
+                raise SessionError(f"{path}:{exc.line}: {exc.reason}; it cannot be continued") from None
+    signing.attach(fh, chain)
 
 
 def repair_torn(fh: BinaryIO, text: JournalText, *, complete: bool) -> None:
     """Finish a journal whose last line was cut short: `complete` (it parsed as a whole event) adds the
     missing newline, else the tail is cut off. Durable before returning; then positioned at the end."""
+    chain = signing.chain_of(fh)
     if text.torn.strip():
         if complete:
             fh.seek(0, os.SEEK_END)
@@ -144,6 +212,8 @@ def repair_torn(fh: BinaryIO, text: JournalText, *, complete: bool) -> None:
             fh.truncate(text.size - len(text.torn))
         fh.flush()
         os.fsync(fh.fileno())
+        if chain is not None and complete and chain.pending is not None:
+            chain.head = chain.pending
     fh.seek(0, os.SEEK_END)
 
 

@@ -231,6 +231,7 @@ POINT = """points:
     load: {load}
     num_prompts: {prompts}
     published: {{ttft_ms: 10}}
+    fitted_to: []
 """
 
 

@@ -442,10 +442,11 @@ def test_apps_die_with_their_server(tui_env: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("limit", "code"), [("app_rss_mb=60", 4002), ("app_cpu_s=0.3", 4003)])
+@pytest.mark.parametrize(("limit", "code"), [("app_rss_mb=60", 4002), ("app_cpu_s=0.3", 4003),
+                                             ("app_cpu_share=0.01,app_cpu_window_s=1", 4004)])
 def test_an_app_over_its_memory_or_cpu_is_stopped(limit: str, code: int, tui_env: Path, tmp_path: Path) -> None:
-    """With the cap below what starting the app takes (it idles at ~95 MB after ~0.7 s of CPU), the tab
-    closes with the cap's code and its app is gone."""
+    """With the cap below what starting the app takes (it idles at ~95 MB after ~0.7 s of CPU, most of it
+    in its first second), the tab closes with the cap's code and its app is gone."""
 
     async def body(tab: Tab) -> None:
         await tab.until(lambda: tab.closed_at is not None, 30, "close")
@@ -453,7 +454,7 @@ def test_an_app_over_its_memory_or_cpu_is_stopped(limit: str, code: int, tui_env
         gone_within(tab.app, GONE_S)
         assert "over its" in tab.text()  # the player is told why
 
-    with server(tmp_path / "serve.log", limit) as (port, proc):
+    with server(tmp_path / "serve.log", *limit.split(",")) as (port, proc):
         tab = asyncio.run(with_tab(port, proc.pid, body))
     if code == 4002:
         cap = float(limit.split("=")[1])
@@ -529,3 +530,18 @@ def test_a_served_app_ends_with_its_server_even_while_its_input_stays_open(serve
     finally:
         os.close(read)
         os.close(write)
+
+
+def test_the_cpu_share_is_averaged_over_a_whole_window() -> None:
+    """No verdict before a window has passed; then the share of a core over the last window, with older
+    samples dropped (the one at the window's start is the baseline)."""
+    import collections
+
+    from tui.serve_session import _window_share
+
+    samples: collections.deque[tuple[float, float]] = collections.deque()
+    assert _window_share(samples, 0.0, 0.0, 10.0) is None
+    assert _window_share(samples, 5.0, 5.0, 10.0) is None  # a busy start, but half a window
+    assert _window_share(samples, 10.0, 5.0, 10.0) == pytest.approx(0.5)
+    assert _window_share(samples, 20.0, 5.5, 10.0) == pytest.approx(0.05)  # the busy start has left
+    assert len(samples) <= 3

@@ -38,6 +38,7 @@ CLOSE_IDLE = 4000
 CLOSE_SESSION_TIME = 4001
 CLOSE_APP_MEMORY = 4002
 CLOSE_APP_CPU = 4003
+CLOSE_APP_CPU_RATE = 4004
 CLOSE_APP_ENDED = 1000
 """The app quit (the player left the game) or died."""
 
@@ -79,6 +80,17 @@ class Limits:
     """CPU time (user + system) of one app process over its life. Idle, an app uses well under 1% of a
     core; playing a whole incident takes tens of seconds; 30 minutes of CPU is a runaway app (the SQL
     worker, a process of its own, has its own per-query time limit)."""
+    app_cpu_share: float = 0.5
+    """Share of one core the app process may use on average over `app_cpu_window_s` (its process group is
+    killed above it). A player's app averages a few percent of a core over a minute (a query's work is the
+    SQL worker's, a process of its own); a tab that keeps its app busy within the input limits (30-85% of
+    a core, measured) would otherwise hold a core for half an hour before `app_cpu_s` stops it."""
+    app_cpu_window_s: float = 60.0
+    """The window `app_cpu_share` is averaged over, seconds: long enough for a burst of rendering (a
+    500x200 redraw, a big result table) to pass."""
+    app_nice: int = 5
+    """The app process's scheduling niceness: the server's own loop (every other tab's messages) runs
+    ahead of any one app."""
     idle_s: float = 1800.0
     """A tab with no typed key, mouse event or resize for this long is closed (its app quits); its
     session is journalled, and `servedrill resume` picks it up."""

@@ -7,6 +7,7 @@ textual-serve's message loop (`Server._process_messages`), which trusted every m
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -22,6 +23,7 @@ from textual_serve.download_manager import DownloadManager
 
 from tui.serve_limits import (
     CLOSE_APP_CPU,
+    CLOSE_APP_CPU_RATE,
     CLOSE_APP_ENDED,
     CLOSE_APP_MEMORY,
     CLOSE_IDLE,
@@ -219,6 +221,9 @@ class Tab:
         process = self.service.process
         assert process is not None
         cap = limits.app_rss_mb * 1_000_000
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, process.pid, limits.app_nice)
+        samples: collections.deque[tuple[float, float]] = collections.deque()  # (monotonic s, CPU s)
         while self.close_code is None:
             await asyncio.sleep(limits.watch_interval_s)
             now = time.monotonic()
@@ -230,6 +235,11 @@ class Tab:
             elif (cpu := cpu_seconds(process.pid)) is not None and cpu > limits.app_cpu_s:
                 await self.end(CLOSE_APP_CPU, f"the game used {cpu:.0f} s of CPU, over its "
                                f"{limits.app_cpu_s:g} s limit, and was stopped", kill=True)
+            elif cpu is not None and (share := _window_share(samples, now, cpu, limits.app_cpu_window_s)) \
+                    is not None and share > limits.app_cpu_share:
+                await self.end(CLOSE_APP_CPU_RATE, f"the game kept {share:.0%} of a core busy for "
+                               f"{limits.app_cpu_window_s:g} s, over its {limits.app_cpu_share:.0%} limit, "
+                               f"and was stopped", kill=True)
             elif now - self.last_input > limits.idle_s:
                 await self.end(CLOSE_IDLE, f"closed after {limits.idle_s:g} s without input; the session is "
                                f"saved (servedrill resume)")
@@ -242,6 +252,20 @@ class Tab:
             self._resize_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._resize_task
+
+
+def _window_share(samples: collections.deque[tuple[float, float]], now: float, cpu: float,
+                  window_s: float) -> float | None:
+    """Add the sample (now, cpu) and return the share of a core used over the last `window_s` seconds, or
+    None until a whole window has been seen. Samples older than the window are dropped, but one: the
+    sample at or just before the window's start is the baseline."""
+    samples.append((now, cpu))
+    while len(samples) > 1 and samples[1][0] <= now - window_s:
+        samples.popleft()
+    start, base = samples[0]
+    if now - start < window_s:
+        return None
+    return (cpu - base) / (now - start)
 
 
 async def run_tab(request: web.Request, command: str, download_manager: DownloadManager,

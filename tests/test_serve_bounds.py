@@ -9,6 +9,7 @@ Every bound is asserted against its documented value: times within 2x, memory wi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -545,3 +546,28 @@ def test_the_cpu_share_is_averaged_over_a_whole_window() -> None:
     assert _window_share(samples, 10.0, 5.0, 10.0) == pytest.approx(0.5)
     assert _window_share(samples, 20.0, 5.5, 10.0) == pytest.approx(0.05)  # the busy start has left
     assert len(samples) <= 3
+
+
+def test_the_access_log_keeps_no_token() -> None:
+    """A game day's personal link is a password: the access log keeps the request without it."""
+    from tui.serve import redact
+
+    assert redact("/?token=s3cr3t") == "/?token=<token>"
+    assert redact("/?a=1&TOKEN=s3cr3t&b=2") == "/?a=1&TOKEN=<token>&b=2"
+    assert redact("/ws/s3cr3t?width=80") == "/ws/<token>?width=80"
+    assert redact("/static/js/textual.js") == "/static/js/textual.js"
+    assert "s3cr3t" not in redact("/ws/s3cr3t?token=s3cr3t")
+
+
+def test_a_served_request_with_a_token_is_logged_without_it(tui_env: Path, tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    with server(log) as (port, _):
+        for path in ("/?token=SECRET1", "/ws/SECRET2"):
+            with contextlib.suppress(urllib.error.HTTPError):
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30).read()
+        deadline = time.monotonic() + 30
+        while log.read_text(encoding="utf-8", errors="replace").count("<token>") < 2:
+            assert time.monotonic() < deadline, log.read_text(encoding="utf-8", errors="replace")
+            time.sleep(0.05)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    assert "SECRET" not in text and '"GET /?token=<token>"' in text

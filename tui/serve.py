@@ -305,10 +305,35 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                     loop.add_signal_handler(signum, self.request_exit)
             shown = self.fixed_public_url or f"http://{_url_host(host)}:{port}"
             web.run_app(self._make_app(), host=host, port=port, handle_signals=False, loop=loop,
+                        access_log_class=redacting_access_logger(),
                         print=lambda *_: print(f"servedrill: serving on {shown} (one game per browser tab; "
                                                f"ctrl+c stops)", flush=True))
 
     return ServedrillServer()
+
+
+_TOKEN_QUERY = re.compile(r"(?i)([?&]token=)[^&#\s]*")
+_TOKEN_PATH = re.compile(r"^(/ws/)[^/?#]+")
+
+
+def redact(path_qs: str) -> str:
+    """A request's path and query as the access log may keep it: a game day's personal token (in `?token=`
+    or in the tab's `/ws/TOKEN`) is a password, so it is replaced by `<token>`."""
+    return _TOKEN_PATH.sub(r"\1<token>", _TOKEN_QUERY.sub(r"\1<token>", path_qs))
+
+
+def redacting_access_logger() -> type:
+    """aiohttp's access logger, logging (client, request line, status, seconds) with tokens redacted
+    (aiohttp is imported only when a server starts)."""
+    from aiohttp import web
+    from aiohttp.abc import AbstractAccessLogger
+
+    class RedactingAccessLogger(AbstractAccessLogger):
+        def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+            self.logger.info('%s "%s %s" %s %.3fs', request.remote, request.method, redact(request.path_qs),
+                             response.status, time)
+
+    return RedactingAccessLogger
 
 
 def _url_host(host: str) -> str:

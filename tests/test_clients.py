@@ -141,6 +141,7 @@ def storm_runs() -> dict[str, SimResult]:
     }
 
 
+@pytest.mark.slow  # shares the three overloaded fleets of storm_runs: ~10 s
 def test_eager_retries_under_overload_multiply_attempts_and_cut_goodput(storm_runs: dict[str, SimResult]) -> None:
     none, eager = storm_runs["none"], storm_runs["eager"]
     assert amplification(none) == 1.0
@@ -154,6 +155,7 @@ def test_eager_retries_under_overload_multiply_attempts_and_cut_goodput(storm_ru
     assert waiting["eager"] > 10 * waiting["none"]
 
 
+@pytest.mark.slow  # shares the three overloaded fleets of storm_runs: ~10 s
 def test_backoff_with_jitter_damps_the_storm(storm_runs: dict[str, SimResult]) -> None:
     """Fewer attempts and more answers, but it does not end the storm: once the queue outlasts the timeout
     every new request fails too, and backoff only delays each one's retries."""
@@ -163,12 +165,14 @@ def test_backoff_with_jitter_damps_the_storm(storm_runs: dict[str, SimResult]) -
     assert np.mean(backoff.samples["waiting"]) < 0.8 * np.mean(eager.samples["waiting"])
 
 
+@pytest.mark.slow  # shares the three overloaded fleets of storm_runs: ~10 s
 def test_a_storm_is_reproducible(storm_runs: dict[str, SimResult]) -> None:
     again = overload(RetryPolicy(max_attempts=6, backoff_s=0.0, backoff_max_s=0.0, jitter=0.0))
     assert repr(again.requests) == repr(storm_runs["eager"].requests)
 
 
 # ----- the library's retry storm --------------------------------------------------------------------------
+@pytest.mark.slow  # builds two worlds of a library incident: ~13 s
 def test_the_retry_storm_incident_has_the_attempt_columns_in_both_worlds() -> None:
     """chat-fails-long-after-spike: its clients retry, so every world has attempt and first_request_id; the
     client release multiplies attempts, and without it nobody retries (nothing fails)."""

@@ -74,7 +74,7 @@ CASES: dict[str, tuple[tuple[tuple[str, str], ...], str, str]] = {
 }
 
 
-@pytest.mark.parametrize("command", ["validate", "generate"])
+@pytest.mark.parametrize("command", ["validate", pytest.param("generate", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_reviewer_case_is_refused_in_one_line_naming_the_knob(tmp_path: Path, case: str, command: str) -> None:
     edits, knob, key = CASES[case]
@@ -131,6 +131,7 @@ def test_each_bound_is_refused_just_over_it_and_not_just_under(tmp_path: Path) -
     assert found and found[0].message.startswith("workload.base_rps: 500 req/s"), found
 
 
+@pytest.mark.slow  # estimates every variant of every library incident: ~10 s
 def test_every_library_incident_fits_its_bounds_with_room() -> None:
     """Every incident (every validation variant) fits, at most half of each bound: the bounds have margin."""
     paths = iter_library()

@@ -214,6 +214,7 @@ def test_every_point_starts_and_no_step_it_allows_runs_out_of_memory(points: lis
         assert largest_step_activation_bytes(model, cfg) <= plan.activation_peak_bytes + plan.headroom_bytes, p.name
 
 
+@pytest.mark.slow  # replays all 445 points: ~30 s
 def test_harness_runs_every_point(points: list[F.FidelityPoint]) -> None:
     # the tables' points replay here with at most 300 requests each (the full replay, 1.8 M requests,
     # is `servedrill bench fidelity`; the test above shows no full replay can run out of memory); the

@@ -102,8 +102,8 @@ def test_the_first_seeds_need_their_worlds_proven(tmp_path: Path) -> None:
 
 def test_make_prove_proves_the_worlds_the_records_are_held_to() -> None:
     recipe = (Path(__file__).resolve().parents[1] / "Makefile").read_text().split("\nprove:", 1)[1].split("\n\n")[0]
-    assert "--claims-only --record incidents/" in recipe
-    assert f"--seeds {WORLD_PROOF_SEEDS} --record incidents/" in recipe
+    assert "--claims-only --record --changed-only incidents/" in recipe
+    assert f"--seeds {WORLD_PROOF_SEEDS} --record --changed-only incidents/" in recipe
 
 
 def test_records_merge_only_over_the_same_yaml_and_telemetry(tmp_path: Path) -> None:
@@ -171,3 +171,40 @@ def test_validate_record_writes_what_the_simulation_proved(tmp_path: Path, monke
     # claims only: seed 0's worlds were not proven, and the policy wants them
     [problem] = check_record(path, seeds=[0], world_seeds=[0])
     assert "hypothesis worlds not proven on seed 0" in problem
+
+
+def test_a_record_stands_under_new_code_that_simulates_to_the_same_telemetry(
+        tmp_path: Path, in_library_cache: Path) -> None:
+    """`make prove` proves again only what changed (`validate --changed-only`, telemetry_gen.proving.record.
+    still_proven): a record made from this YAML over the whole policy stands under other code when seed 0
+    still simulates to the recorded telemetry (and is then stamped with this code's version, so the next
+    check simulates nothing); another digest, an edited YAML or a missing seed mean proving again."""
+    from incidents.loader import load_incident
+    from telemetry_gen.cache import code_version, ensure_database
+    from telemetry_gen.proving.record import still_proven
+
+    path = incident(tmp_path)
+    inc = load_incident(path, 0)
+    faults, ablation = ensure_database(inc, 0).digest, ensure_database(inc, 0, ablate=True).digest
+
+    def recorded(seed0: tuple[str, str]) -> None:
+        runs = full_policy()
+        runs[0]["digests"] = {"faults": seed0[0], "ablation": seed0[1]}
+        write_record(path, "proof-slow-replica", runs)
+        data = json.loads(record_path(path).read_text())
+        record_path(path).write_text(json.dumps({**data, "code": "older-code"}))
+
+    recorded((faults, ablation))
+    assert still_proven(path)
+    assert read_record(path)["code"] == code_version()  # stamped: the next check builds nothing
+    assert still_proven(path)
+    recorded((faults, "another-ablation"))
+    assert not still_proven(path)
+    recorded((faults, ablation))
+    path.write_text(path.read_text() + "\n# an edit\n")
+    assert not still_proven(path)
+
+
+def test_changed_only_needs_a_record_to_write() -> None:
+    result = CliRunner().invoke(main, ["validate", "--deep", "--changed-only", str(FIXTURE)])
+    assert result.exit_code == 2 and "--changed-only needs --deep --record" in result.output

@@ -36,6 +36,8 @@ class FileResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     deep: list[dict[str, Any]] | None = None
     claims_only: bool = False
+    current: bool = False
+    """--changed-only found its proof record still standing: not proven again."""
 
     @property
     def ok(self) -> bool:
@@ -70,6 +72,7 @@ class FileResult:
         return {
             "path": self.path,
             "ok": self.ok,
+            "current": self.current,
             "diagnostics": [
                 {"line": d.line, "column": d.column, "message": d.message, "hint": d.hint}
                 for d in self.diagnostics
@@ -229,7 +232,9 @@ def check_text(check: str, subject: list[Any]) -> str:
 
 
 def _print_file(result: FileResult, verbose: bool = False) -> None:
-    if result.ok and result.deep is None:
+    if result.current:
+        click.echo(f"{result.path}: ok (its proof record stands: not proven again)")
+    elif result.ok and result.deep is None:
         click.echo(f"{result.path}: ok")
     for d in result.diagnostics:
         click.echo(str(d))
@@ -280,12 +285,16 @@ def _print_file(result: FileResult, verbose: bool = False) -> None:
 @click.option("--record", is_flag=True,
               help="--deep also writes each file's proof record (proofs/<id>.json beside it), which CI checks "
               "the library against; seeds already recorded from the same YAML and telemetry are kept.")
+@click.option("--changed-only", is_flag=True,
+              help="With --deep --record: skip a file whose record still stands (same YAML, the whole policy "
+              "proven, and this code or code that simulates seed 0 to the same telemetry).")
 @click.option("--verbose", "-v", is_flag=True, help="Print every check of every seed, not only the failures.")
 @click.option("--allow-large", is_flag=True, help="Accept an incident whose estimated build cost exceeds the "
               "bounds (docs/authoring.md, 'Bounds'): for authors who mean a long, large or finely scraped run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tuple[int, ...], jobs: int | None,
-             claims_only: bool, record: bool, verbose: bool, allow_large: bool, as_json: bool) -> None:
+             claims_only: bool, record: bool, changed_only: bool, verbose: bool, allow_large: bool,
+             as_json: bool) -> None:
     """Check incident files (default: the whole library); PATHS may be files, folders or library ids.
 
     Prints every problem as file:line:column: message (hint: ...) and exits 1 if there is any.
@@ -294,6 +303,8 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
 
     if record and not deep:
         raise click.UsageError("--record needs --deep: a record says what the simulation proved")
+    if changed_only and not record:
+        raise click.UsageError("--changed-only needs --deep --record: it skips files whose record still stands")
     if allow_large:
         from telemetry_gen.cost import ALLOW_LARGE_ENV
 
@@ -309,7 +320,7 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
         # print files in order: everything before `upto` (which is now complete), then `upto` itself
         nonlocal printed
         while printed < len(results) and (upto is None or results[printed] is not upto):
-            if not deep or results[printed].diagnostics:
+            if not deep or results[printed].diagnostics or results[printed].current:
                 _print_file(results[printed], verbose)
             printed += 1
         if upto is not None and printed < len(results):
@@ -325,7 +336,13 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
         if not as_json:
             show(result)
 
-    proving = [r for r in results if not r.diagnostics] if deep else []
+    if changed_only:
+        from telemetry_gen.proving.record import still_proven
+
+        for r in results:
+            if not r.diagnostics and still_proven(r.path):
+                r.current = True  # its record stands: nothing to prove again
+    proving = [r for r in results if not r.diagnostics and not r.current] if deep else []
     chosen = chosen_seeds(seeds, sample)
     workers = jobs or default_jobs()
     if proving:

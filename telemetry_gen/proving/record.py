@@ -193,3 +193,37 @@ def check_record(incident_path: Path | str, runs: Iterable[Mapping[str, Any]] = 
                             f"{run['seed']} now simulates to other telemetry (hint: {PROVE_HINT})")
             break
     return problems
+
+
+def still_proven(incident_path: Path | str, probe_seeds: Iterable[int] = (0,)) -> bool:
+    """Whether the record of `incident_path` still proves it without proving it again: it covers the whole
+    seed policy (check_record), and it was made by this code, or by code that simulates `probe_seeds` to the
+    same telemetry (their databases with and without the faults are rebuilt and their digests compared: a
+    refactor or a speed-up of the engine keeps every record). A record found current under other code is
+    rewritten with this code's version, so the next check needs no simulation. Never raises: a record it
+    cannot judge is not current."""
+    from incidents.loader import load_incident
+    from telemetry_gen.cache import code_version, ensure_database
+
+    try:
+        record = read_record(incident_path)
+        if record is None or check_record(incident_path):
+            return False
+        if record.get("code") == code_version():
+            return True
+        recorded = record.get("seeds", {})
+        for seed in probe_seeds:
+            entry = recorded.get(str(seed)) or {}
+            incident = load_incident(incident_path, seed)
+            fault = ensure_database(incident, seed).digest
+            ablation = ensure_database(incident, seed, ablate=True).digest
+            if (fault, ablation) != (entry.get("faults"), entry.get("ablation")):
+                return False
+        refreshed = {**record, "code": code_version()}
+        target = record_path(incident_path)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(refreshed, indent=1, sort_keys=True) + "\n")
+        tmp.replace(target)
+        return True
+    except Exception:
+        return False

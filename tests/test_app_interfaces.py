@@ -53,3 +53,41 @@ def test_the_tui_group_is_its_own_and_leaves_the_game_group_alone() -> None:
     assert {"serve", "watch", "send", "report"} <= set(tui_main.commands)
     assert not {"serve", "watch"} & set(commands.main.commands)
     assert set(commands.GAME_COMMANDS) <= set(tui_main.commands)
+
+
+def test_the_game_api_names_what_it_exports_and_loads_the_session_only_when_asked() -> None:
+    """Every name of game.api's __all__ is there (the session's and the channel's errors loaded on first
+    use), and importing the API before the first paint does not import the session package (half a second)."""
+    import subprocess
+    import sys
+
+    from game import api
+
+    missing = [name for name in api.__all__ if not hasattr(api, name)]
+    assert missing == []
+    from game.gameday.gm import GMError
+    from game.session import SessionError
+
+    assert api.SessionError is SessionError and api.GMError is GMError
+    code = "import sys, game.api; print('game.session' in sys.modules, 'game.gameday.gm' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.split() == ["False", "False"]
+
+
+def test_the_api_offers_only_the_players_own_free_sessions(tmp_path: Path) -> None:
+    """A session of another player, or one another process holds, is not offered to continue; the player's
+    record counts both kinds as unfinished."""
+    from game import api
+
+    variant = api.load_variant(api.find_incident("one-slow-replica"), 0)
+    mine = api.new_session(variant, "ada", root=tmp_path)
+    theirs = api.new_session(variant, "grace", root=tmp_path)
+    theirs.close()
+    # `mine` is still held by this process: in use, so not offered
+    assert api.unfinished_sessions("ada", variant.incident.id, tmp_path) == []
+    mine.close()
+    offered = api.unfinished_sessions("ada", variant.incident.id, tmp_path)
+    assert [s.session_id for s in offered] == [mine.session_id]
+    assert api.unfinished_sessions("ada", "another-incident", tmp_path) == []
+    record = api.player_record("ada", tmp_path)
+    assert len(record.unfinished[variant.incident.id]) == 2 and record.best == {}

@@ -1,7 +1,11 @@
 """Dependencies point one way: tui -> game -> telemetry_gen -> incidents -> engine_model. A layer may
 import any layer below it, except that tui presents game only. An import under `if TYPE_CHECKING:` is
 for the type checker alone (it never runs), so it may name any layer below: that is how a seam is typed
-instead of `Any`."""
+instead of `Any`.
+
+One game behind every front end: the terminal and the browser (tui/), line mode and the facilitator's
+console (game/frontends/) call `game.api` and nothing below it at run time (FRONT_ENDS); the CLI modules of
+tui may also use the command-line assembly (`game.cli`)."""
 
 from __future__ import annotations
 
@@ -17,6 +21,29 @@ ALLOWED = {
     "game": {"engine_model", "incidents", "telemetry_gen"},
     "tui": {"game"},
 }
+
+
+PRODUCT = ("engine_model", "incidents", "telemetry_gen", "game")
+"""The layers below tui, whose modules a front end reaches only through game.api."""
+
+FRONT_ENDS: dict[str, tuple[str, ...]] = {
+    "tui": ("game.api",),
+    "game/frontends": ("game.api", "game.frontends"),
+}
+"""A front end's folder -> the product modules it may import at run time (a name and what lies under it)."""
+
+ALSO: dict[str, tuple[str, ...]] = {
+    # the CLI is its own front end: these wrap its commands and use its emit/fail helpers
+    "tui/cli.py": ("game.cli",),
+    "tui/cli_watch.py": ("game.cli",),
+}
+"""Files of a front end allowed more than its folder."""
+
+NOT_YET: dict[str, str] = {
+    "game/frontends/autoplay.py": "scripted players build in-memory sessions on an in-process gateway and score "
+                                  "them through game.rules directly; no API for that yet",
+}
+"""Files of a front end's folder not held to FRONT_ENDS yet, and why."""
 
 
 def _type_only(tree: ast.AST) -> set[int]:
@@ -72,3 +99,61 @@ def test_an_import_for_the_type_checker_is_told_from_one_that_runs(tmp_path: Pat
                       "    from incidents.spec import Incident\nelse:\n    import telemetry_gen\n")
     assert _imports(source) == {"game", "telemetry_gen"}
     assert _imports(source, runtime_only=False) == {"game", "incidents", "telemetry_gen"}
+
+
+def _runtime_modules(path: Path) -> set[str]:
+    """The dotted names a module imports at run time (not under `if TYPE_CHECKING:`), each as far as it
+    is spelled: `from game import api` is game.api, `from game.api import Game` is game.api.Game."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_only(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _below_the_api(path: Path, allowed: tuple[str, ...]) -> list[str]:
+    """The product modules `path` imports at run time that `allowed` does not cover."""
+    return sorted(name for name in _runtime_modules(path)
+                  if name.split(".")[0] in PRODUCT and not any(name == a or name.startswith(a + ".") for a in allowed))
+
+
+def test_front_ends_call_the_game_api_and_nothing_below_it() -> None:
+    wrong = []
+    for folder, allowed in FRONT_ENDS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel in NOT_YET:
+                continue
+            wrong += [f"{rel} imports {name}" for name in _below_the_api(path, allowed + ALSO.get(rel, ()))]
+    assert wrong == []
+
+
+def test_the_exceptions_name_files_that_exist() -> None:
+    assert all((ROOT / rel).is_file() for rel in [*ALSO, *NOT_YET])
+
+
+def test_what_lies_below_the_api_is_told_from_the_api(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from game import api\n"
+        "import game.api.play\n"
+        "from game.api import SessionError\n"
+        "from game.cli.core import emit\n"
+        "import textual\n"
+        "if TYPE_CHECKING:\n"
+        "    from game.session import Session\n"
+        "def f():\n"
+        "    from game.session import find_session\n"
+        "    import incidents.spec\n"
+        "    from game.apiary import x\n")
+    assert _below_the_api(source, ("game.api",)) == ["game.apiary.x", "game.cli.core.emit", "game.session.find_session",
+                                                     "incidents.spec"]
+    assert _below_the_api(source, ("game.api", "game.cli")) == ["game.apiary.x", "game.session.find_session",
+                                                                "incidents.spec"]

@@ -20,14 +20,14 @@ from textual import events
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-from game.api import library
-from game.query.limits import PLAYER_LIMITS, QueryLimits
-from game.rules.library import LibraryEntry, library_paths, read_entry
+from game import api
 from tui.actions import bindings, commands
 from tui.app_api import Play
 
 if TYPE_CHECKING:
-    from game.api import Telemetry
+    import subprocess
+
+    from game.api import LibraryEntry, QueryLimits, Telemetry
     from game.session import Session
 
 CSS_FILE = Path(__file__).with_name("servedrill.tcss")
@@ -58,7 +58,7 @@ class ServedrillApp(App[None]):
     - `watch_reveal`: that screen shows the answer (truth, evidence, score) before the candidate submits;
     - `clock`: wall clock in epoch seconds for the elapsed-time display;
     - `steady`: no blinking cursors and no query timings, so screenshots are repeatable;
-    - `limits`: the query gateway's limits (default the player's, game.query.limits)."""
+    - `limits`: the query gateway's limits (default the player's, game.api.PLAYER_LIMITS)."""
 
     CSS_PATH = CSS_FILE
     TITLE = "servedrill"
@@ -82,7 +82,7 @@ class ServedrillApp(App[None]):
         watch_reveal: bool = False,
         clock: Callable[[], float] = time.time,
         steady: bool = False,
-        limits: QueryLimits = PLAYER_LIMITS,
+        limits: QueryLimits = api.PLAYER_LIMITS,
         ask_player: bool = False,
     ) -> None:
         super().__init__()
@@ -102,7 +102,7 @@ class ServedrillApp(App[None]):
         self.marks: dict[str, float] = {}
         self.mark_hook: Callable[[str], None] | None = None
         # background processes building every hypothesis's world, by (incident file, seed)
-        self.world_builds: dict[tuple[str, int], Any] = {}
+        self.world_builds: dict[tuple[str, int], subprocess.Popen[bytes] | None] = {}
         self._world_lock = threading.Lock()
         self._exiting = False
         self._terminal_watch: Any = None
@@ -118,13 +118,13 @@ class ServedrillApp(App[None]):
 
         if self.steady:
             self.theme = "textual-dark"
-        self.push_screen(PickerScreen(library(self.incident_paths), self.preselect))
+        self.push_screen(PickerScreen(api.library(self.incident_paths), self.preselect))
         if self.ask_player:
             from tui.screens.dialogs import PlayerNameScreen
 
             self.push_screen(PlayerNameScreen(self.player), self._set_player)
         if self.resume_session is not None:
-            self.open_briefing(entry_for_session(self.resume_session), resume_path=self.resume_session)
+            self.open_briefing(api.session_entry(self.resume_session), resume_path=self.resume_session)
         elif self.watch_session is not None:
             self.open_watch(self.watch_session, reveal=self.watch_reveal)
         if not self.is_headless:
@@ -245,15 +245,13 @@ class ServedrillApp(App[None]):
         self.exit()
 
     def start_world_build(self, incident_path: Path | str, seed: int) -> None:
-        """Start building the incident's worlds in a background process (`game.rules.assess.start_world_build`)
-        unless one was started for this file and seed already. Safe from a worker thread."""
-        from game.rules.assess import start_world_build
-
+        """Start building the incident's worlds in a background process (`game.api.build_worlds`) unless one
+        was started for this file and seed already. Safe from a worker thread."""
         key = (str(Path(incident_path).resolve()), int(seed))
         with self._world_lock:
             if self._exiting or key in self.world_builds:
                 return
-            self.world_builds[key] = start_world_build(incident_path, seed)
+            self.world_builds[key] = api.build_worlds(incident_path, seed)
 
     def stop_world_builds(self, wait_s: float = 5.0) -> None:
         """Stop the world builds still running (the cache keeps what they finished); each gets `wait_s`
@@ -303,26 +301,21 @@ class ServedrillApp(App[None]):
         self.play.telemetry, self.play.seed = telemetry, telemetry.seed
 
     def adopt_session(self, session: Session) -> None:
-        from game.api import variant_of
-
         if self.play is None:
             session.close()
             return
         if self.play.session is not None and self.play.session is not session:
             self.play.session.close()
         self.play.session = session
-        self.play.variant = variant_of(session)
+        self.play.variant = api.variant_of(session)
 
     def start_session(self, session: Session) -> None:
         """Leave the briefing of a session still in its briefing state."""
-        from game.api import start
-        from game.session import SessionError
-
         if self.play is None or self.play.telemetry is None:
             return
         try:
-            start(session, self.play.telemetry)
-        except SessionError as exc:
+            api.start(session, self.play.telemetry)
+        except api.SessionError as exc:
             self.notify(str(exc), severity="error", markup=False)
             self.drop_typeahead()
             return
@@ -356,16 +349,12 @@ class ServedrillApp(App[None]):
     def export_transcript(self, score: Mapping[str, float] | None = None) -> Path | None:
         """Write the session's transcript to the transcripts folder, with `score` (`{"total": ...}`
         once scored: what the picker shows as the best score); None (and a notice) on failure."""
-        from game.session import SessionError, transcripts_dir
-
         play = self.play
         if play is None or play.session is None:
             return None
-        target = transcripts_dir(self.data_root) / f"{play.session.session_id}.json"
         try:
-            digest = play.telemetry.digest if play.telemetry else None
-            return play.session.export_transcript(target, digest, score)
-        except (OSError, SessionError) as exc:
+            return api.export_transcript(play.session, play.telemetry, score, root=self.data_root)
+        except (OSError, api.SessionError) as exc:
             self.call_later(self.notify, f"Cannot write the transcript: {exc}", severity="error", markup=False)
             return None
 
@@ -378,10 +367,9 @@ class ServedrillApp(App[None]):
 
     def action_watch_session(self) -> None:
         """Choose a session of the data directory to watch as the interviewer."""
-        from game.session import list_sessions
         from tui.screens.gm import SessionChooser
 
-        sessions = list_sessions(self.data_root)
+        sessions = api.sessions(self.data_root)
         if not sessions:
             self.notify("No sessions to watch yet.", severity="warning")
             return
@@ -444,30 +432,13 @@ def _default_player() -> str:
     return os.environ.get("USER") or "player"
 
 
-def entry_for_session(path: Path) -> LibraryEntry:
-    """The picker entry for a session file's incident, read from its header line (no full load)."""
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            header = json.loads(fh.readline())
-    except (OSError, ValueError):
-        return LibraryEntry(path, path.stem, path.stem, problem="unreadable session file")
-    stored = Path(str(header.get("incident_path") or ""))
-    if stored.is_file():
-        return read_entry(stored)
-    wanted = str(header.get("incident_id", ""))
-    found = next((p for p in library_paths() if p.stem == wanted), None)
-    return read_entry(found) if found else LibraryEntry(path, wanted, wanted, problem="incident not found")
-
-
 def run(incident: Path | str | None = None, seed: int = 0, player: str | None = None,
         incidents: Sequence[Path | str] | None = None, ask_player: bool = False) -> None:
     """Play in the terminal: the picker with `incident` highlighted (an id or a file path). A file
     outside the library joins the list. `ask_player`: ask the player's name first (browser tabs)."""
     paths: list[Path] | None = None
     if incident is not None and Path(str(incident)).is_file():
-        paths = [*(Path(p) for p in incidents or library_paths()), Path(str(incident))]
+        paths = [*api.library_files(incidents or None), Path(str(incident))]
     elif incidents is not None:
         paths = [Path(p) for p in incidents]
     ServedrillApp(incidents=paths, preselect=incident, seed=seed, player=player, ask_player=ask_player).run()

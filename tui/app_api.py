@@ -15,14 +15,12 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from textual.app import App
 
-from game.query.limits import QueryLimits
-from game.rules.library import LibraryEntry
-
 if TYPE_CHECKING:
-    from game.api import Game, Telemetry, Variant
+    from game.api import Game, LibraryEntry, QueryLimits, Telemetry, Variant
     from game.query.sandbox import Gateway
     from game.session import Session
     from incidents.spec import Incident
+    from telemetry_gen.cache import BuildInfo
 
 
 @dataclass
@@ -46,16 +44,21 @@ class Play:
         return None if self.variant is None else self.variant.incident
 
     @property
+    def build(self) -> BuildInfo | None:
+        """The telemetry's database as built (or found in the cache): path, digest, rows, build time."""
+        return None if self.telemetry is None else self.telemetry.build
+
+    @property
     def gateway(self) -> Gateway | None:
         return None if self.telemetry is None else self.telemetry.gateway
 
     @property
     def game(self) -> Game:
         """The game once variant, telemetry and session are all there (the workspace and later)."""
-        from game.api import Game
+        from game import api
 
         assert self.variant is not None and self.telemetry is not None and self.session is not None
-        return Game(self.variant, self.telemetry, self.session)
+        return api.Game(self.variant, self.telemetry, self.session)
 
     def close(self) -> None:
         """Stop any query, close the gateway, write the draft and release the session file (resumable
@@ -77,7 +80,8 @@ class GameApp(Protocol):
 
     Settings: `seed` (telemetry seed for new sessions), `player`, `data_root` (sessions and transcripts;
     None: game.session.data_dir()), `clock` (epoch seconds), `steady` (repeatable screenshots),
-    `limits` for the query gateway (game.query.limits). `play`: the game in progress."""
+    `limits` for the query gateway (game.api.PLAYER_LIMITS unless a test passes others). `play`: the game in
+    progress."""
 
     seed: int
     player: str

@@ -81,9 +81,9 @@ def resume(ctx: click.Context, session_id: str | None, plain: bool, as_json: boo
     if session_id is None or plain:
         ctx.invoke(_GAME_RESUME, session_id=session_id, plain=plain, as_json=as_json)
         return
-    from game.session import find_session
+    from game import api
 
-    path = find_session(session_id)  # an unknown id fails as one line (the group guards it)
+    path = api.find_session(session_id)  # an unknown id fails as one line (the group guards it)
     from tui.app import resume as resume_tui
 
     resume_tui(path)
@@ -177,9 +177,9 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
 
         incident_path(incident, 0 if seed is None else seed)  # fail now, not per tab
     elif incident and not Path(incident).is_file() and incident not in {p.stem for p in files}:
-        from game.rules.library import read_entry
+        from game import api
 
-        if incident not in {read_entry(p).id for p in files}:
+        if incident not in {e.id for e in api.library(files)}:
             fail(f"incident {incident!r} is not among the --incidents files")
     if warning:
         click.echo(warning, err=True)

@@ -7,6 +7,7 @@ JSON keys are in docs/cli.md."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -14,11 +15,11 @@ from game.cli.core import emit, fail
 
 
 def _session_path(ref: str, as_json: bool) -> Path:
-    from game.session import SessionError, find_session
+    from game import api
 
     try:
-        return find_session(ref)
-    except SessionError as exc:
+        return api.find_session(ref)
+    except api.SessionError as exc:
         fail(str(exc), as_json=as_json)
         raise AssertionError from None  # fail exits
 
@@ -33,12 +34,12 @@ def watch(session: str, as_json: bool, reveal: bool) -> None:
     """Follow a candidate's SESSION live (an id, a unique prefix of one, or a session file): their
     queries and board, with keys to send a message (m), a hint (h) or an inject (i). The ground truth
     and the running score appear once they submit (or at once with --reveal)."""
-    from game.gameday.gm import GMError, Watch
+    from game import api
 
     path = _session_path(session, as_json)
     try:
-        follower = Watch(path, reveal=reveal)
-    except GMError as exc:
+        follower = api.watch(path, reveal=reveal)
+    except api.GMError as exc:
         fail(str(exc), as_json=as_json)
         return
     if as_json:
@@ -61,18 +62,18 @@ def send(session: str, kind: str, text: str | None, sender: str | None, cost: in
          index: int | None, as_json: bool) -> None:
     """Send a message, a hint or an inject into a candidate's SESSION; their screen shows it at once.
     A hint without TEXT is the incident's next hint; an inject without TEXT needs --index."""
-    from game.gameday import gm
+    from game import api
 
     path = _session_path(session, as_json)
     try:
-        item = gm.send(path, kind, text=text, sender=sender, cost=cost, index=index)
-    except gm.GMError as exc:
+        sent = api.send(path, kind, text=text, sender=sender, cost=cost, index=index)
+    except api.GMError as exc:
         fail(str(exc), as_json=as_json)
         return
     if as_json:
-        emit({"ok": True, "item": item, "inbox": str(gm.inbox_path(path))})
+        emit({"ok": True, "item": sent.item, "inbox": str(sent.inbox)})
     else:
-        click.echo(f"Sent {kind} {item['id']} to {path.stem}.")
+        click.echo(f"Sent {kind} {sent.item['id']} to {path.stem}.")
 
 @click.command("report")
 @click.argument("session")
@@ -87,22 +88,23 @@ def report(session: str, markdown_path: Path | None, html_path: Path | None, as_
     """The interview report of a SESSION: timeline, first looks, what each query ruled out, the pins,
     the score breakdown and room for notes (the answer and score once submitted, or with --reveal).
     Without --markdown, --html or --json it prints Markdown."""
-    from game.gameday.gm import GMError
-    from game.reports.interview_report import report_for, to_html, to_markdown
+    from game import api
 
     path = _session_path(session, as_json)
     try:
-        doc = report_for(path, reveal=reveal)
-    except GMError as exc:
+        doc = api.interview_report(path, reveal=reveal)
+    except api.GMError as exc:
         fail(str(exc), as_json=as_json)
         return
     written: dict[str, str] = {}
-    for target, render, key in ((markdown_path, to_markdown, "markdown"), (html_path, to_html, "html")):
+    formats: tuple[tuple[Path | None, Literal["markdown", "html"]], ...] = ((markdown_path, "markdown"),
+                                                                           (html_path, "html"))
+    for target, key in formats:
         if target is None:
             continue
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(render(doc), encoding="utf-8")
+            target.write_text(api.render_report(doc, key), encoding="utf-8")
         except OSError as exc:
             fail(f"cannot write {target}: {exc.strerror or exc}", as_json=as_json)
         written[key] = str(target)
@@ -111,7 +113,7 @@ def report(session: str, markdown_path: Path | None, html_path: Path | None, as_
     elif written:
         click.echo("Wrote " + " and ".join(written.values()))
     else:
-        click.echo(to_markdown(doc))
+        click.echo(api.render_report(doc, "markdown"))
 
 COMMANDS: tuple[click.Command, ...] = (watch, send, report,)
 """The commands of this module, in the order `servedrill --help` lists them."""

@@ -88,7 +88,7 @@ class QueryRefused(Message):
 class LibraryScanned(Message):
     """Unfinished sessions and best scores by incident id, for the picker."""
 
-    def __init__(self, unfinished: dict[str, list[Any]], best: dict[str, float]) -> None:
+    def __init__(self, unfinished: dict[str, list[SessionSummary]], best: dict[str, float]) -> None:
         super().__init__()
         self.unfinished = unfinished
         self.best = best

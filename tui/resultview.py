@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from game.query.limits import ROW_CAP
+from game.api import ROW_CAP
 from tui.formatting import duration_text, table_rows
 from tui.plotting import PlotSpec, plot_spec
 
 SHOWN_ROWS = ROW_CAP
-"""Rows that go into the results table: every row the gateway returns (game.query.limits.ROW_CAP; a DataTable
+"""Rows that go into the results table: every row the gateway returns (game.api.ROW_CAP; a DataTable
 costs ~0.15 ms a row to load)."""
 
 

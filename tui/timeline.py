@@ -7,28 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from game.api import read_span
 from tui.formatting import clock_text, one_line
 
 STRIP = 40
 """Characters the incident window is drawn across."""
-
-
-def read_span(reads: Sequence[Mapping[str, Any]], t0: Any, duration_s: float) -> tuple[float, float] | None:
-    """[start, end] simulated seconds a query's reads covered, from their `ts` bounds (none: the whole
-    window), clipped to the window; None when it read no table."""
-    from game.rules.observe import ts_bounds
-
-    if not reads:
-        return None
-    low, high = duration_s, 0.0
-    for read in reads:
-        bounds = ts_bounds(read.get("filters") or [], t0)
-        a = 0.0 if bounds.low is None else max(0.0, bounds.low)
-        b = duration_s if bounds.high is None else min(duration_s, bounds.high)
-        if a > b:  # bounds that contradict each other come from different scans: count the whole window
-            a, b = 0.0, duration_s
-        low, high = min(low, a), max(high, b)
-    return low, high
 
 
 def _cell(seconds: float, duration_s: float, width: int) -> int:

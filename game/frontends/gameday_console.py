@@ -7,7 +7,8 @@ leaderboard so far), `help`, `quit`. While a round runs, the console wakes up ev
 left, time up. Round start and end times are kept in the results folder's gameday.json, so a
 console that was closed picks up where it was.
 
-Input and the clock are injected (`read_line`, `clock`) so tests can drive it line by line.
+Input and the clock are injected (`read_line`, `clock`) so tests can drive it line by line. Every game-day
+operation (the rounds' times, collecting, the standings) is the facilitator's part of `game.api`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,15 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from game.gameday.collect import Collected, collect_round, read_state, round_times, write_state
-from game.gameday.plan import GameDay, Round
+from game import api
+
+if TYPE_CHECKING:
+    from game.gameday.collect import Collected
+    from game.gameday.plan import GameDay, Round
 
 TICK_S = 30.0
 """Seconds between automatic collections while a round runs."""
@@ -68,9 +73,7 @@ class Console:
         self.read_line = read_line
         self.echo = echo
         self.clock = clock
-        state = read_state(gameday.results)
-        self.times: dict[int, tuple[float | None, float | None]] = {
-            r.number: round_times(state, r.number) for r in gameday.rounds}
+        self.times: api.RoundTimes = api.round_times(gameday)
         self.announced: set[tuple[int, float]] = set()
         self.seen: dict[int, set[str]] = {}
 
@@ -87,7 +90,7 @@ class Console:
         return started + rnd.time_limit_s - self.clock()
 
     def _save(self) -> None:
-        write_state(self.gameday, self.times)
+        api.save_round_times(self.gameday, self.times)
 
     # ------------------------------------------------------------ the loop
 
@@ -157,7 +160,7 @@ class Console:
                       else f"{_mmss(mark)} left in round {rnd.number}")
 
     def collect(self, rnd: Round) -> Collected:
-        return collect_round(self.gameday, rnd, self.folders, started=self.times[rnd.number][0])
+        return api.collect_round(self.gameday, rnd, self.folders, started=self.times[rnd.number][0])
 
     # ------------------------------------------------------------ commands
 
@@ -247,17 +250,8 @@ class Console:
         self._show_round(rnd)
 
     def _show_round(self, rnd: Round) -> None:
-        from game.reports.leaderboard import read_results
-
-        board = read_results(self.gameday.results, self.gameday)
-        mine = next((b for b in board.incidents if (b.incident_id, b.seed) == (rnd.incident_id, rnd.seed)), None)
-        if mine is None:
-            return
-        for t in mine.teams:
+        for t in api.round_standings(self.gameday, rnd):
             self.echo(f"  {t['rank']:>2}. {t['team']:<12} {t['score']:5.1f}  ({t['handed_in']}/{t['size']} handed in)")
 
     def do_board(self, _arg: str) -> None:
-        from game.reports.leaderboard import read_results
-        from game.reports.leaderboard_report import format_text
-
-        self.echo(format_text(read_results(self.gameday.results, self.gameday)))
+        self.echo(api.leaderboard_text(self.gameday))

@@ -2,12 +2,13 @@
 
 A line is a command when its first word is one (see `help_text`), SQL when it starts like a read query
 (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN, ...), and otherwise a mistake: it is answered
-with the nearest command ("did you mean") and runs nothing. Every action goes through `Session`, so a
-line-mode game is journalled and resumable exactly like a TUI game.
+with the nearest command ("did you mean") and runs nothing. Every action goes through `game.api` to the
+session, so a line-mode game is journalled and resumable exactly like a TUI game.
 
 A statement that fails (refused, a SQL error, a timeout, cancelled) is shown and not recorded: it costs
-no query from the budget and gets no Qn. That rule is the session's (`Session.run_query`), so the terminal
-and this mode cannot differ on it; the game is opened through `game.api`, as every front end does.
+no query from the budget and gets no Qn. That rule is the session's (`Session.run_query`, reached through
+`game.api.run_query`), so the terminal and this mode cannot differ on it; the game is opened through `game.api`,
+as every front end does, and this module calls nothing below it at run time.
 """
 
 from __future__ import annotations
@@ -21,28 +22,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from game.query.limits import ROW_CAP
-from game.session import (
-    BRIEFING,
-    DEBRIEFED,
-    INVESTIGATING,
-    SUBMITTED,
-    Session,
-    SessionError,
-    Update,
-    transcripts_dir,
-)
+from game import api
+from game.api import ROW_CAP
 
 if TYPE_CHECKING:
     from game.api import Game
     from game.query.gateway import QueryResult
     from game.query.sandbox import Gateway
+    from game.session import Session, Update
     from game.session.hypotheses import Shown as ShownHypothesis
     from incidents.spec import Incident, Inject
 
 PROMPT = "servedrill> "
 SHOWN_ROWS = 40
-"""Rows of a result printed at once; `more` prints the next ones (a query returns up to game.query.limits.ROW_CAP)."""
+"""Rows of a result printed at once; `more` prints the next ones (a query returns up to game.api.ROW_CAP)."""
 MORE_HINT = "type more to see them"
 """Said after a page of rows when the result has more."""
 
@@ -167,8 +160,6 @@ def _cut(text: str, width: int) -> str:
 
 def briefing_text(incident: Incident, board: list[ShownHypothesis] | None = None) -> str:
     """The page, then the hypotheses in board order (`board`; default: the seed-0 shuffle)."""
-    from game.session.hypotheses import shown_hypotheses
-
     b = incident.briefing
     lines = [f"== {incident.title} ==", f"Reported by {b.reported_by}, {b.since}.", "", b.summary.strip()]
     if b.evidence:
@@ -180,7 +171,7 @@ def briefing_text(incident: Incident, board: list[ShownHypothesis] | None = None
         limits.append(f"query budget {incident.query_budget}")
     if limits:
         lines += ["", "; ".join(limits).capitalize() + "."]
-    shown = board if board is not None else shown_hypotheses(incident, 0)
+    shown = board if board is not None else api.board(incident, 0)
     lines += ["", "Hypotheses:"] + [f"  {h.label}  {h.title}" for h in shown]
     lines += ["", "Type help for commands; anything else runs as SQL."]
     return "\n".join(lines)
@@ -204,7 +195,7 @@ def split_words(text: str) -> list[str]:
     try:
         return shlex.split(text)
     except ValueError as exc:
-        raise SessionError(f"cannot read the line: {exc} (close the quotes)") from None
+        raise api.SessionError(f"cannot read the line: {exc} (close the quotes)") from None
 
 
 def parse_ranking(words: list[str]) -> list[tuple[str, float]]:
@@ -213,17 +204,17 @@ def parse_ranking(words: list[str]) -> list[tuple[str, float]]:
     for word in words:
         match = re.fullmatch(r"(.+?)\s*[=:]\s*(-?[0-9]*\.?[0-9]+)%?", word, re.DOTALL)
         if not match:
-            raise SessionError(f"cannot read {word[:80]!r}: write hypothesis=percent, e.g. rank A=60 B=40")
+            raise api.SessionError(f"cannot read {word[:80]!r}: write hypothesis=percent, e.g. rank A=60 B=40")
         pairs.append((match.group(1).strip(), float(match.group(2))))
     if not pairs:
-        raise SessionError("rank needs hypothesis=percent pairs, e.g. rank A=60 B=40")
+        raise api.SessionError("rank needs hypothesis=percent pairs, e.g. rank A=60 B=40")
     return sorted(pairs, key=lambda p: -p[1])
 
 
 def parse_query_ref(word: str) -> int:
     match = re.fullmatch(r"[Qq]?(\d+)", word)
     if not match:
-        raise SessionError(f"{word!r} is not a query number; write Q3 (see: queries)")
+        raise api.SessionError(f"{word!r} is not a query number; write Q3 (see: queries)")
     return int(match.group(1))
 
 
@@ -263,17 +254,17 @@ class PlainGame:
     def run(self) -> str:
         """Play until submit (then show the debrief), quit or end of input. Returns the final state."""
         incident = self.session.incident
-        if self.session.state == BRIEFING:
+        if self.session.state == "briefing":
             self.say(briefing_text(incident, self.session.board))
-            self.session.start(self.telemetry_digest)
-        elif self.session.state == INVESTIGATING:
+            api.start(self.session, self.telemetry_digest)
+        elif self.session.state == "investigating":
             self.say(f"Resumed {self.session.session_id}: {len(self.session.queries)} queries so far.")
             self._show_hypotheses()
             self._updates(quiet=True)
-        if self.session.state == SUBMITTED:
+        if self.session.state == "submitted":
             self._finish()
             return self.session.state
-        if self.session.state == DEBRIEFED:
+        if self.session.state == "debriefed":
             self.say("This session is finished.")
             return self.session.state
         while True:
@@ -291,9 +282,9 @@ class PlainGame:
             try:
                 if not self._dispatch(line):
                     return self.session.state
-            except SessionError as exc:
+            except api.SessionError as exc:
                 self.say(f"error: {exc}")
-            if self.session.state == SUBMITTED:
+            if self.session.state == "submitted":
                 self._finish()
                 return self.session.state
 
@@ -332,7 +323,7 @@ class PlainGame:
 
     def _deliver_injects(self) -> None:
         # timed injects and whatever an interviewer sent into the session's inbox
-        for update in self.session.due_updates():
+        for update in api.updates(self.session):
             self.say(update_text(update))
 
     def _updates(self, quiet: bool = False) -> None:
@@ -351,7 +342,8 @@ class PlainGame:
                  "was counted.)")
 
     def _query(self, sql: str) -> None:
-        event, result = self.session.run_query(self.gateway, sql)
+        ran = api.run_query(self.session, self.gateway, sql)
+        event, result = ran.event, ran.result
         if event is not None:
             self.last, self.last_index, self.shown = result, event.data["index"], min(SHOWN_ROWS, len(result.rows))
         self.say(self._result_text(None if event is None else event.data["index"], result))
@@ -369,10 +361,10 @@ class PlainGame:
     def _more(self, rest: str) -> None:
         """The next SHOWN_ROWS rows of the last result. Not a query: nothing runs, nothing is recorded."""
         if rest:
-            raise SessionError("usage: more")
+            raise api.SessionError("usage: more")
         result = self.last
         if result is None:
-            raise SessionError("no result to page through yet: run a query first, then more shows its next "
+            raise api.SessionError("no result to page through yet: run a query first, then more shows its next "
                                f"{SHOWN_ROWS} rows")
         start = self.shown
         if start >= len(result.rows):
@@ -388,7 +380,7 @@ class PlainGame:
 
     def _schema(self) -> None:
         current = None
-        for entry in self.gateway.catalog():
+        for entry in api.catalog(self.gateway):
             if entry.table != current:
                 current = entry.table
                 self.say(f"{entry.table}")
@@ -401,31 +393,31 @@ class PlainGame:
             self.say(f"{mark}  {h.label}  {h.title}")
 
     def _rank(self, rest: str) -> None:
-        event = self.session.rank(parse_ranking(split_words(rest)))
+        event = api.rank(self.session, parse_ranking(split_words(rest)))
         label = self.session.label_of
         self.say("ranked: " + ", ".join(f"{label(r['id'])} {r['confidence']:g}%" for r in event.data["ranking"]))
 
     def _pin(self, rest: str) -> None:
         words = split_words(rest)
         if len(words) != 3:
-            raise SessionError("usage: pin Q3 A supports|refutes")
-        event = self.session.pin(parse_query_ref(words[0]), words[1], words[2].lower())
+            raise api.SessionError("usage: pin Q3 A supports|refutes")
+        event = api.pin(self.session, parse_query_ref(words[0]), words[1], words[2].lower())
         self.say(f"pinned Q{event.data['query']} as {event.data['stance']} "
                  f"{self.session.label_of(event.data['hypothesis'])}")
 
     def _unpin(self, rest: str) -> None:
         words = split_words(rest)
         if len(words) != 3:
-            raise SessionError("usage: unpin Q3 A supports|refutes")
-        event = self.session.unpin(parse_query_ref(words[0]), words[1], words[2].lower())
+            raise api.SessionError("usage: unpin Q3 A supports|refutes")
+        event = api.unpin(self.session, parse_query_ref(words[0]), words[1], words[2].lower())
         self.say(f"unpinned Q{event.data['query']} ({event.data['stance']}) from "
                  f"{self.session.label_of(event.data['hypothesis'])}")
 
     def _note(self, rest: str) -> None:
         words = split_words(rest)
         if len(words) < 2:
-            raise SessionError("usage: note A your text")
-        self.session.note(words[0], " ".join(words[1:]))
+            raise api.SessionError("usage: note A your text")
+        api.note(self.session, words[0], " ".join(words[1:]))
         self.say("noted")
 
     def _queries(self) -> None:
@@ -436,29 +428,26 @@ class PlainGame:
             self.say("no queries yet")
 
     def _hint(self) -> None:
-        event = self.session.take_hint()
+        event = api.hint(self.session)
         self.say(f"hint ({event.data['cost']} points): {event.data['text']}")
 
     def _submit(self, rest: str) -> None:
         words = split_words(rest) if rest else []
         if len(words) > 1:
-            raise SessionError("usage: submit")
+            raise api.SessionError("usage: submit")
         # a query named after submit is kept for older scripts; scoring reads pins instead
         discriminator = parse_query_ref(words[0]) if words else None
-        self.session.submit(None, discriminator)
+        api.submit(self.session, None, discriminator)
 
     def _finish(self) -> None:
-        from game.api import debrief
-
         self.say("Scoring: re-running your queries on every hypothesis's world...")
-        done = debrief(self.session)
+        done = api.debrief(self.session)
         report = done.report
         # the debrief holds the score table and what each query ruled out: printed once, then the total
         self.say(done.markdown)
         self.say(f"Score {report.total:.1f} / 100" + ("" if report.submitted else " (not submitted)"))
-        path = self.session.export_transcript(
-            transcripts_dir(self.transcript_root) / f"{self.session.session_id}.json", self.telemetry_digest,
-            {"total": report.total})
+        path = api.export_transcript(self.session, self.telemetry_digest, {"total": report.total},
+                                     root=self.transcript_root)
         self.say(f"Transcript: {path}")
 
     def _leave(self) -> None:

@@ -15,7 +15,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
-from game.rules.library import LibraryEntry, entry_for_incident
+from game import api
 from tui.actions import bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.formatting import clock_text
@@ -31,6 +31,7 @@ from tui.text import clean, literal, one_line, template
 from tui.widgets.keybar import KeyBar
 
 if TYPE_CHECKING:
+    from game.api import LibraryEntry
     from game.session import Session, SessionSummary
 
 
@@ -119,10 +120,6 @@ class BriefingScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="prepare", exit_on_error=False)
     def _prepare(self, resume_path: Path | None) -> None:
-        from game import api
-        from game.api import IncidentError
-        from game.session import SessionError, list_unfinished
-
         served = self.served
         try:
             if resume_path is not None:
@@ -134,14 +131,13 @@ class BriefingScreen(Screen[None]):
                 # the variant of the game's seed: the card, the board and the telemetry all come from it
                 variant = api.load_variant(self.entry.path, served.seed)
                 # a session open elsewhere (another tab of `servedrill serve`, another terminal) is not ours
-                mine = [s for s in list_unfinished(served.data_root)
-                        if s.incident_id == variant.incident.id and s.player == served.player and not s.in_use]
+                mine = api.unfinished_sessions(served.player, variant.incident.id, served.data_root)
                 self.post_message(IncidentLoaded(variant, mine, variant.board))
             telemetry = api.open_telemetry(variant, limits=served.limits, progress=self._progress)
-        except IncidentError as exc:
+        except api.IncidentError as exc:
             self.post_message(PrepareFailed([str(d) for d in exc.diagnostics] or ["invalid incident"]))
             return
-        except SessionError as exc:
+        except api.SessionError as exc:
             self.post_message(PrepareFailed([str(exc)]))
             return
         except Exception as exc:  # the worker's boundary: show it, never crash the app
@@ -166,7 +162,7 @@ class BriefingScreen(Screen[None]):
     def on_incident_loaded(self, message: IncidentLoaded) -> None:
         self.play.variant = message.variant
         # the card was painted from a quick peek at the file; now show this seed's variant of it
-        self.entry = entry_for_incident(self.entry, message.variant.incident, message.board)
+        self.entry = api.briefing_entry(self.entry, message.variant.incident, message.board)
         self.query_one("#alert-card", Static).update(alert_card(self.entry, self.hints))
         self.query_one("#briefing-limits", Static).update(limits_text(self.entry))
         self.unfinished = message.unfinished
@@ -279,9 +275,6 @@ class BriefingScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="session", exit_on_error=False)
     def _open_session(self, resume_path: Path | None) -> None:
-        from game import api
-        from game.session import SessionError
-
         served, play = self.served, self.play
         try:
             if resume_path is not None:
@@ -294,7 +287,7 @@ class BriefingScreen(Screen[None]):
             if session.state == "briefing":
                 assert play.telemetry is not None  # _begin waits for the telemetry
                 api.start(session, play.telemetry)
-        except SessionError as exc:
+        except api.SessionError as exc:
             self.post_message(SessionFailed(str(exc)))
             return
         except Exception as exc:  # the worker's boundary: say it, and let go of the held keys
@@ -305,7 +298,5 @@ class BriefingScreen(Screen[None]):
 
     def _reopen_telemetry(self, session: Session) -> None:
         """A resumed session with another seed needs its own variant's database (worker thread)."""
-        from game import api
-
         telemetry = api.open_telemetry(api.variant_of(session), limits=self.served.limits, progress=self._progress)
         self.app.call_from_thread(self.served.adopt_telemetry, telemetry)

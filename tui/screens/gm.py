@@ -1,7 +1,7 @@
 """The interviewer's (game master's) screen: one candidate's session followed live from another process.
 
-It shows what `game.gameday.gm.Watch.snapshot` holds: the candidate's queries as they arrive (SQL, rows or the
-error), the hypothesis board (labelled as the candidate sees it) with its pins, and what was delivered
+It shows what `game.api.look` gives (a snapshot of the session): the candidate's queries as they arrive (SQL,
+rows or the error), the hypothesis board (labelled as the candidate sees it) with its pins, and what was delivered
 and is waiting. The answer (the ground truth, which rivals each query ruled out, the running score)
 shows once the candidate submitted, or from the start when the watch was opened with `reveal`
 (`servedrill watch --reveal`): someone looking over the interviewer's shoulder would see the cause.
@@ -257,16 +257,15 @@ class GMScreen(Screen[None]):
 
     @work(thread=True, group="gm-look", exit_on_error=False)
     def _look(self, force: bool) -> None:
-        from game.gameday.gm import GMError, Watch
+        from game import api
 
         try:
             with self._lock:
                 if self.gm_watch is None:
-                    self.gm_watch = Watch(self.path, reveal=self.reveal)
+                    self.gm_watch = api.watch(self.path, reveal=self.reveal)
                     force = True
-                changed = self.gm_watch.refresh()
-                snap = self.gm_watch.snapshot(self.clock()) if changed or force else None
-        except GMError as exc:
+                snap = api.look(self.gm_watch, self.clock(), force=force)
+        except api.GMError as exc:
             self.post_message(Looked(None, str(exc)))
             return
         except Exception as exc:  # the worker's boundary: show it, keep watching
@@ -290,10 +289,10 @@ class GMScreen(Screen[None]):
         if self.snap is not None and self.snap["session"]["state"] == "investigating":
             session = self.snap["session"]  # the clock moves between looks
             if session["started"] is not None:
-                from game.session import held_clock, read_held
+                from game import api
 
                 # the game clock as the candidate sees it: only while a process held the session
-                session["elapsed_s"] = max(0.0, held_clock(read_held(self.path), [], session["started"], self.clock()))
+                session["elapsed_s"] = api.candidate_clock(self.path, session["started"], self.clock())
             self.query_one("#gm-status", Static).update(status_text(self.snap))
 
     def render_snapshot(self, snap: dict[str, Any]) -> None:
@@ -346,15 +345,15 @@ class GMScreen(Screen[None]):
 
     @work(thread=True, group="gm-send", exit_on_error=False)
     def _send(self, choice: dict[str, Any]) -> None:
-        from game.gameday.gm import GMError, send
+        from game import api
 
         try:
             with self._lock:
-                item = send(self.path, choice.pop("kind"), watch=self.gm_watch, **choice)
-        except GMError as exc:
+                sent = api.send(self.path, choice.pop("kind"), follower=self.gm_watch, **choice)
+        except api.GMError as exc:
             self.post_message(Done(str(exc), "error"))
             return
-        self.post_message(Done(f"Sent the {item['kind']}; it shows when the candidate's screen picks it up."))
+        self.post_message(Done(f"Sent the {sent.item['kind']}; it shows when the candidate's screen picks it up."))
 
     def action_write_report(self) -> None:
         if self.gm_watch is not None:
@@ -362,16 +361,12 @@ class GMScreen(Screen[None]):
 
     @work(thread=True, group="gm-report", exit_on_error=False)
     def _write_report(self, watch: Watch) -> None:
-        from game.reports.interview_report import build_report, to_html, to_markdown
+        from game import api
 
-        md = self.path.with_name(self.path.stem + ".interview.md")
-        html = md.with_suffix(".html")
         try:
             with self._lock:
-                watch.refresh()
-                report = build_report(watch)
-            md.write_text(to_markdown(report), encoding="utf-8")
-            html.write_text(to_html(report), encoding="utf-8")
+                report = api.interview_report(watch)
+            md, html = api.write_interview_report(report, self.path)
         except OSError as exc:
             self.post_message(Done(f"Cannot write the report: {exc.strerror or exc}", "error"))
             return

@@ -13,7 +13,8 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from game.rules.library import TOPICS, LibraryEntry, covers, default_index, filter_entries, topic_coverage
+from game import api
+from game.api import SOLVED_SCORE
 from tui.actions import bindings
 from tui.app_api import GameApp, game_app
 from tui.formatting import one_line
@@ -24,8 +25,10 @@ from tui.widgets.keybar import KeyBar
 if TYPE_CHECKING:
     from textual.timer import Timer
 
-SOLVED_SCORE = 70.0
-"""A best score at least this counts an incident (and the topics it covers) as solved."""
+    from game.api import LibraryEntry
+    from game.session import SessionSummary
+
+__all__ = ["SOLVED_SCORE", "PickerScreen", "coverage_line", "scan_library", "stars"]
 
 FIXED_COLUMNS = {"difficulty": 10, "best": 4, "session": 8}
 """Widths of the picker's short columns; the title and the tags share the rest."""
@@ -40,44 +43,23 @@ def stars(difficulty: int | None) -> str:
     return "★" * difficulty + "☆" * max(0, 5 - difficulty)
 
 
-def scan_library(root: Path | None, player: str) -> tuple[dict[str, list[Any]], dict[str, float]]:
-    """Unfinished sessions by incident id, and the player's best submitted score by incident id: the
-    total each of the player's exported transcripts recorded at its debrief (scoring re-runs every
-    query on every world, far too slow for a list; a transcript without a recorded total is unscored
-    and left out)."""
-    from game.session import TranscriptError, list_unfinished, load_transcript, transcripts_dir
-
-    unfinished: dict[str, list[Any]] = {}
-    for summary in list_unfinished(root):
-        unfinished.setdefault(summary.incident_id, []).append(summary)
-    best: dict[str, float] = {}
-    folder = transcripts_dir(root)
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            transcript = load_transcript(path)
-        except TranscriptError:
-            continue
-        total = transcript.recorded_total
-        if transcript.submission is None or transcript.header.player != player or total is None:
-            continue
-        incident_id = transcript.header.incident_id
-        best[incident_id] = max(best.get(incident_id, total), total)
-    return unfinished, best
+def scan_library(root: Path | None, player: str) -> tuple[dict[str, list[SessionSummary]], dict[str, float]]:
+    """Unfinished sessions by incident id, and the player's best submitted score by incident id
+    (`game.api.player_record`)."""
+    record = api.player_record(player, root)
+    return record.unfinished, record.best
 
 
 def coverage_line(entries: Sequence[LibraryEntry], best: dict[str, float] | None, player: str = "") -> str:
     """One line: how many incidents the player has solved (a best score of SOLVED_SCORE or more) and how
     many interview topics those cover, of what the library covers. `best` None: not looked up yet."""
-    coverage = topic_coverage([(e.id, e.tags) for e in entries])
-    covered = [key for key, ids in coverage.items() if ids]
+    got = api.coverage(entries, best or {})
     who = f"{player}: " if player else ""
     if best is None:
-        return f"{who}solved … of {len(entries)} incidents · … of the {len(covered)} topics the library covers"
-    ids = {e.id for e in entries}
-    solved = sorted(i for i in ids if best.get(i, 0.0) >= SOLVED_SCORE)
-    topics = [key for key, tids in coverage.items() if any(i in solved for i in tids)]
-    return (f"{who}solved {len(solved)} of {len(entries)} incidents (score {SOLVED_SCORE:.0f}+) · "
-            f"{len(topics)} of the {len(covered)} topics the library covers")
+        return (f"{who}solved … of {got.incidents} incidents · … of the {got.topics_covered} topics the "
+                "library covers")
+    return (f"{who}solved {got.solved} of {got.incidents} incidents (score {SOLVED_SCORE:.0f}+) · "
+            f"{got.topics_solved} of the {got.topics_covered} topics the library covers")
 
 
 class PickerScreen(Screen[None]):
@@ -94,7 +76,7 @@ class PickerScreen(Screen[None]):
         self.entries = list(entries)
         self.shown: list[LibraryEntry] = list(entries)
         self.preselect = preselect
-        self.unfinished: dict[str, list[Any]] = {}
+        self.unfinished: dict[str, list[SessionSummary]] = {}
         self.best: dict[str, float] = {}
         self.scanned = False
         # scans finished: a rescan on return keeps the old figures on show (scanned stays True) until it lands
@@ -117,7 +99,7 @@ class PickerScreen(Screen[None]):
         yield KeyBar("picker")
 
     def on_mount(self) -> None:
-        self._fill(default_index(self.entries, self.preselect))
+        self._fill(api.preselected(self.entries, self.preselect))
         self.query_one(Input).focus()
         if self.served.steady:
             self.query_one(Input).cursor_blink = False
@@ -176,7 +158,7 @@ class PickerScreen(Screen[None]):
 
     @on(Input.Changed, "#picker-filter")
     def _filter(self, event: Input.Changed) -> None:
-        self.shown = filter_entries(self.entries, event.value)
+        self.shown = api.filter_library(self.entries, event.value)
         self._fill(0)
 
     @on(Input.Submitted, "#picker-filter")
@@ -206,8 +188,7 @@ class PickerScreen(Screen[None]):
         resume = (f" · you have an unfinished session here ({sessions[0].queries} queries)"
                   if sessions else "")
         # topic tags can name the cause: what an incident teaches shows once the player has finished it
-        tags = entry.tags if entry.id in self.best else entry.shown_tags
-        teaches = [t.key for t in TOPICS if covers(tags, t)]
+        teaches = api.teaches(entry, finished=entry.id in self.best)
         tag_line = ", ".join(entry.shown_tags)
         detail.update(template("[b]$title[/b]\n$id · $stars · $limits$resume · $tags\n$summary"
                                + ("\n[dim]teaches: $teaches[/dim]" if teaches else ""),

@@ -35,9 +35,9 @@ def ranking_table(board: Board) -> Table:
 
 def pins_text(events: Iterable[Any]) -> str:
     """What the dialog says about pins: how many there are, and that they count both ways."""
-    from game.session import active_pins
+    from game import api
 
-    n = len(active_pins(events))
+    n = api.pin_count(events)
     have = (f"You pinned {n} result{'s' if n != 1 else ''}." if n
             else "You pinned no results (on the board, s or x pins the result on screen to a hypothesis).")
     return (f"{have} Pins count: a pin earns points when its query's result really points that way "
@@ -103,7 +103,7 @@ class SubmitScreen(ModalScreen[bool]):
         self._fill()
 
     def action_confirm(self) -> None:
-        from game.session import SessionError
+        from game.api import SessionError
 
         try:
             assert self.served.play is not None

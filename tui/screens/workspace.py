@@ -34,7 +34,6 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
 
 from game import api
-from game.rules.library import entry_for_incident
 from tui.actions import PANE_SCOPES, bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.board import Board, evidence_by_hypothesis, latest_notes
@@ -300,15 +299,13 @@ class WorkspaceScreen(Screen[None]):
 
     def poll_updates(self) -> None:
         """Deliver what is due (timed injects, the interviewer's inbox) and show each one at once."""
-        from game.session import SessionError
-
         session = self.play.session if self.served.play is not None else None
         if session is None:
             return
         self.polls += 1
         try:
-            updates = session.due_updates(self.served.clock())
-        except (SessionError, OSError) as exc:
+            updates = api.updates(session, self.served.clock())
+        except (api.SessionError, OSError) as exc:
             self.notify(f"Could not deliver an update: {exc}", severity="error", markup=False)
             return
         for update in updates:
@@ -353,13 +350,13 @@ class WorkspaceScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="schema", exit_on_error=False)
     def _load_schema(self) -> None:
-        gateway = self.play.gateway
-        assert gateway is not None  # the workspace opens once the telemetry is ready
+        telemetry = self.play.telemetry
+        assert telemetry is not None  # the workspace opens once the telemetry is ready
         try:
-            catalog = gateway.catalog()
+            catalog = api.catalog(telemetry)
         except Exception:
             catalog = []
-        result = gateway.run(MARKERS_SQL)
+        result = api.glance(telemetry, MARKERS_SQL)
         markers = markers_from_rows(result.rows) if result.ok else []
         self.post_message(SchemaLoaded(catalog, markers))
 
@@ -436,11 +433,9 @@ class WorkspaceScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="query", exit_on_error=False)
     def _run(self, sql: str) -> None:
-        from game.session import SessionError
-
         try:
             ran = self.play.game.run_query(sql)
-        except SessionError as exc:
+        except api.SessionError as exc:
             self.post_message(QueryRefused(str(exc)))
             return
         self.post_message(QueryDone(ran.event, from_result(ran.index or 0, ran.result)))
@@ -481,7 +476,7 @@ class WorkspaceScreen(Screen[None]):
         return True
 
     def action_cancel_query(self) -> None:
-        if self.play.gateway is not None and self.play.gateway.cancel():
+        if self.play.telemetry is not None and api.cancel(self.play.telemetry):
             self.query_one("#results-info", Static).update("Cancelling…")
 
     @on(QueryLog.Recalled)
@@ -537,8 +532,6 @@ class WorkspaceScreen(Screen[None]):
 
     def save_draft(self) -> None:
         """Write the board and the editor's text to the session's draft now (resume shows them again)."""
-        from game.session import SessionError
-
         if self._draft_timer is not None:
             self._draft_timer.stop()
             self._draft_timer = None
@@ -550,16 +543,16 @@ class WorkspaceScreen(Screen[None]):
         board_widget, editor = self._draft_widgets  # kept: at unmount the screen no longer finds its children
         board = board_widget.board
         try:
-            play.session.save_draft(board=[{"id": i.id, "confidence": i.confidence} for i in board.items],
-                                    editor=editor.text)
-        except (SessionError, OSError):
+            api.save_draft(play.session, board=[{"id": i.id, "confidence": i.confidence} for i in board.items],
+                           editor=editor.text)
+        except (api.SessionError, OSError):
             return
         self.drafts_saved += 1
 
     def _heartbeat(self) -> None:
         play = self.served.play
         if play is not None and play.session is not None:
-            play.session.heartbeat()
+            api.heartbeat(play.session)
 
     def on_unmount(self) -> None:
         play = self.served.play
@@ -584,8 +577,6 @@ class WorkspaceScreen(Screen[None]):
         board.set_hint("shift+↑↓ move · +/- confidence · s/x pin · u unpin · n note · N normalise")
 
     def action_save_ranking(self) -> None:
-        from game.session import SessionError
-
         board = self.query_one(HypothesisBoard).board
         problems = board.problems()
         if problems:
@@ -594,7 +585,7 @@ class WorkspaceScreen(Screen[None]):
             return
         try:
             event = self.play.game.rank(board.ranking())
-        except SessionError as exc:
+        except api.SessionError as exc:
             self.notify(one_line(str(exc), 500), severity="error", markup=False)
             return
         self.saved_at = event.time
@@ -604,8 +595,6 @@ class WorkspaceScreen(Screen[None]):
 
     @on(HypothesisBoard.PinRequested)
     def _pin(self, message: HypothesisBoard.PinRequested) -> None:
-        from game.session import SessionError
-
         view = self.current
         board = self.query_one(HypothesisBoard)
         if view is None or not view.counted:
@@ -614,7 +603,7 @@ class WorkspaceScreen(Screen[None]):
             return
         try:
             self.play.game.pin(view.index, message.hypothesis, message.stance)
-        except SessionError as exc:
+        except api.SessionError as exc:
             board.flash(one_line(str(exc), 300), error=True)
             return
         self._reload_board_marks()
@@ -625,8 +614,6 @@ class WorkspaceScreen(Screen[None]):
     @on(HypothesisBoard.UnpinRequested)
     def _unpin(self, message: HypothesisBoard.UnpinRequested) -> None:
         """Take a pin off a hypothesis: the only one at once, else the player picks which."""
-        from game.session import SessionError
-
         board = self.query_one(HypothesisBoard)
         ev = board.evidence.get(message.hypothesis)
         pins = [(q, "supports") for q in (ev.supports if ev else [])] + \
@@ -645,7 +632,7 @@ class WorkspaceScreen(Screen[None]):
             query, stance = pins[choice]
             try:
                 unpin(query, message.hypothesis, stance)
-            except SessionError as exc:
+            except api.SessionError as exc:
                 board.flash(one_line(str(exc), 300), error=True)
                 return
             self._reload_board_marks()
@@ -659,8 +646,6 @@ class WorkspaceScreen(Screen[None]):
 
     @on(HypothesisBoard.NoteRequested)
     def _note(self, message: HypothesisBoard.NoteRequested) -> None:
-        from game.session import SessionError
-
         existing = latest_notes(self.session.events).get(message.hypothesis, "")
 
         def save(text: str | None) -> None:
@@ -668,7 +653,7 @@ class WorkspaceScreen(Screen[None]):
                 return
             try:
                 self.play.game.note(message.hypothesis, text)
-            except SessionError as exc:
+            except api.SessionError as exc:
                 self.notify(one_line(str(exc), 500), severity="error", markup=False)
                 return
             self._reload_board_marks()
@@ -694,13 +679,11 @@ class WorkspaceScreen(Screen[None]):
         cost = incident.hints[taken].cost
 
         def take(yes: bool | None) -> None:
-            from game.session import SessionError
-
             if not yes:
                 return
             try:
                 event = self.play.game.hint()
-            except SessionError as exc:
+            except api.SessionError as exc:
                 self.notify(one_line(str(exc), 500), severity="error", markup=False)
                 return
             self.notify(clean(event.data["text"], 2000, multiline=True, lines=40),
@@ -716,7 +699,7 @@ class WorkspaceScreen(Screen[None]):
 
         hints = [str(e.data.get("text", "")) for e in self.session.events if e.kind == "hint"]
         # the variant being played, its hypotheses in this session's board order
-        entry = entry_for_incident(self.play.entry, self.session.incident, self.session.board)
+        entry = api.briefing_entry(self.play.entry, self.session.incident, self.session.board)
         self.app.push_screen(BriefingScreen(entry, review=True, hints=hints))
 
     def action_submit(self) -> None:

@@ -1,5 +1,7 @@
-"""The game as every front end plays it: the terminal and the browser (`tui/`; `servedrill serve` runs the
-same app), line mode (`game.frontends.line_mode`) and the CLI commands that play (`game.cli.game_commands`).
+"""Playing one game: the incident at a seed, its telemetry, the session and every action on it, the debrief.
+(`game.api` re-exports this module's public names; the other parts of the API are the library and the
+player's record (`game.api.shelf`), the interviewer's operations (`game.api.interviewer`) and the
+facilitator's (`game.api.facilitator`).)
 
 The rules a front end must not get to choose live here or below, once:
 
@@ -24,15 +26,17 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from game.query.limits import PLAYER_LIMITS, QueryLimits
+from game.query.limits import PLAYER_LIMITS, ROW_CAP, QueryLimits
 from game.rules.library import LibraryEntry, read_library
 from incidents.diagnostics import IncidentError
 
 if TYPE_CHECKING:
+    import subprocess
+
     from game.query.gateway import QueryResult
-    from game.query.sandbox import Gateway
+    from game.query.sandbox import CatalogEntry, Gateway
     from game.rules.scoring import ScoreReport
     from game.session import Event, Session, Update
     from game.session.hypotheses import Shown
@@ -41,10 +45,13 @@ if TYPE_CHECKING:
     from telemetry_gen.cache import BuildInfo
 
 __all__ = [
-    "Debrief", "Game", "IncidentError", "Ran", "Telemetry", "Truth", "Variant", "debrief", "find_incident", "library",
-    "load_variant", "new_session", "open_game", "open_telemetry", "resume_game", "resume_session", "run_query",
-    "snippets", "start", "truth", "variant_of",
+    "PLAYER_LIMITS", "ROW_CAP", "Debrief", "Game", "IncidentError", "QueryLimits", "Ran", "Runs", "Telemetry",
+    "Truth", "Variant", "board", "build_worlds", "cancel", "catalog", "debrief", "end_with_parent",
+    "export_transcript", "find_incident", "glance", "heartbeat", "hint", "library", "load_variant", "new_session",
+    "note", "open_game", "open_telemetry", "pin", "rank", "read_span", "resume_game", "resume_session",
+    "run_query", "save_draft", "snippets", "start", "submit", "truth", "unpin", "updates", "variant_of",
 ]
+
 
 BuildProgress = Callable[[float, str], None]
 """Called while a database builds: (fraction done 0..1, stage name)."""
@@ -83,6 +90,13 @@ class Variant:
         from game.session.hypotheses import shown_hypotheses
 
         return shown_hypotheses(self.incident, self.seed)
+
+
+def board(incident: Incident, seed: int) -> list[Shown]:
+    """The hypotheses of `incident` as a player at `seed` sees them: shuffled, labelled A, B, ..."""
+    from game.session.hypotheses import shown_hypotheses
+
+    return shown_hypotheses(incident, seed)
 
 
 def snippets(incident: Incident) -> list[Snippet]:
@@ -163,9 +177,10 @@ def resume_session(path: Path | str) -> Session:
         return Session.resume(path)
 
 
-def start(session: Session, telemetry: Telemetry) -> Event:
-    """Leave the briefing; the transcript records which telemetry the player saw."""
-    return session.start(telemetry.digest)
+def start(session: Session, telemetry: Telemetry | str | None) -> Event:
+    """Leave the briefing; the transcript records which telemetry the player saw (the telemetry, or its
+    digest). Raises SessionError when the session is past its briefing."""
+    return session.start(telemetry.digest if isinstance(telemetry, Telemetry) else telemetry)
 
 
 @dataclass(frozen=True)
@@ -182,11 +197,98 @@ class Ran:
         return None if self.event is None else int(self.event.data["index"])
 
 
-def run_query(session: Session, telemetry: Telemetry, sql: str) -> Ran:
-    """Run the player's SQL on the game's telemetry under the session's rules. Raises SessionError when
-    the session is not investigating. Blocks while the query runs (a worker thread in a UI)."""
-    event, result = session.run_query(telemetry.gateway, sql)
+class Runs(Protocol):
+    """What runs a player's SQL: a gateway (`Telemetry.gateway`), or a stand-in for one in a test."""
+
+    def run(self, sql: str) -> QueryResult: ...
+
+
+def run_query(session: Session, telemetry: Telemetry | Runs, sql: str) -> Ran:
+    """Run the player's SQL on the game's telemetry (or its gateway) under the session's rules: a
+    statement that fails is shown and costs nothing (`Ran.event` None). Raises SessionError when the
+    session is not investigating. Blocks while the query runs (a worker thread in a UI)."""
+    event, result = session.run_query(telemetry.gateway if isinstance(telemetry, Telemetry) else telemetry, sql)
     return Ran(event, result)
+
+
+def rank(session: Session, ranking: Sequence[tuple[str, float]] | Mapping[str, float]) -> Event:
+    """Set the ranking: (hypothesis, percent) pairs, most likely first; a hypothesis is its id, label or
+    title. Raises SessionError (and records nothing) when the ranking is not allowed."""
+    return session.rank(ranking)
+
+
+def pin(session: Session, query: int, hypothesis: str, stance: str) -> Event:
+    """Pin Qn `query` to `hypothesis` as evidence that "supports" or "refutes" it."""
+    return session.pin(query, hypothesis, stance)
+
+
+def unpin(session: Session, query: int, hypothesis: str, stance: str) -> Event:
+    """Take a pin off again (it no longer counts)."""
+    return session.unpin(query, hypothesis, stance)
+
+
+def note(session: Session, hypothesis: str, text: str) -> Event:
+    """Write a note on a hypothesis."""
+    return session.note(hypothesis, text)
+
+
+def hint(session: Session) -> Event:
+    """Take the incident's next hint (it costs points)."""
+    return session.take_hint()
+
+
+def updates(session: Session, now: float | None = None) -> list[Update]:
+    """Injects and the interviewer's items that fell due by `now` (default: the time now) since the
+    last call, each journalled once."""
+    return session.due_updates(now)
+
+
+def submit(session: Session, ranking: Sequence[tuple[str, float]] | Mapping[str, float] | None = None,
+           discriminator: int | None = None) -> Event:
+    """Submit `ranking` (default: the current board). `discriminator` (a Qn) is kept for older scripts;
+    scoring reads the pins."""
+    return session.submit(ranking, discriminator)
+
+
+def save_draft(session: Session, *, board: Sequence[Mapping[str, Any]] | None = None,
+               editor: str | None = None) -> None:
+    """Keep what the front end has not recorded yet (the board being arranged, the editor's text) in
+    the session's draft, which a resume shows again."""
+    session.save_draft(board=board, editor=editor)
+
+
+def heartbeat(session: Session) -> None:
+    """Say the session is still held (the game clock counts only held time)."""
+    session.heartbeat()
+
+
+def catalog(telemetry: Telemetry | Gateway) -> list[CatalogEntry]:
+    """The telemetry's (or its gateway's) tables and columns with their descriptions: the schema a player
+    may query."""
+    return (telemetry.gateway if isinstance(telemetry, Telemetry) else telemetry).catalog()
+
+
+def glance(telemetry: Telemetry, sql: str) -> QueryResult:
+    """A read the front end makes for its own display (the plot's fault markers), not the player's query:
+    run on the game's gateway under the same limits and never recorded."""
+    return telemetry.gateway.run(sql)
+
+
+def cancel(telemetry: Telemetry) -> bool:
+    """Stop the query running on the telemetry now, if one is (True when there was one to stop)."""
+    return telemetry.gateway.cancel()
+
+
+def export_transcript(session: Session, telemetry: Telemetry | str | None = None,
+                      score: Mapping[str, Any] | None = None, *, root: Path | None = None) -> Path:
+    """Write the session's transcript into the transcripts folder under `root` (default: the data folder),
+    named by the session id, with the telemetry's digest and `score` (`{"total": ...}` once scored: what
+    the picker shows as the player's best). Returns its path; raises SessionError or OSError."""
+    from game.session import transcripts_dir
+
+    digest = telemetry.digest if isinstance(telemetry, Telemetry) else telemetry
+    target = transcripts_dir(root) / f"{session.session_id}.json"
+    return session.export_transcript(target, digest, score)
 
 
 # ---------------------------------------------------------------- the debrief
@@ -240,6 +342,25 @@ def debrief(session: Session, progress: ScoringProgress | None = None) -> Debrie
     return Debrief(report, markdown, truth(session.incident))
 
 
+def read_span(reads: Sequence[Mapping[str, Any]], t0: Any, duration_s: float) -> tuple[float, float] | None:
+    """[start, end] simulated seconds of the incident window that a query's reads covered (the `reads` a
+    query event records), from the bounds its filters put on `ts` (none: the whole window), clipped to the
+    window that starts at `t0`; None when it read no table. The debrief draws it under the fault timeline."""
+    from game.rules.observe import ts_bounds
+
+    if not reads:
+        return None
+    low, high = duration_s, 0.0
+    for read in reads:
+        bounds = ts_bounds(read.get("filters") or [], t0)
+        a = 0.0 if bounds.low is None else max(0.0, bounds.low)
+        b = duration_s if bounds.high is None else min(duration_s, bounds.high)
+        if a > b:  # bounds that contradict each other come from different scans: count the whole window
+            a, b = 0.0, duration_s
+        low, high = min(low, a), max(high, b)
+    return low, high
+
+
 # ---------------------------------------------------------------- a game in one object
 
 
@@ -263,30 +384,48 @@ class Game:
     def run_query(self, sql: str) -> Ran:
         return run_query(self.session, self.telemetry, sql)
 
+    def glance(self, sql: str) -> QueryResult:
+        return glance(self.telemetry, sql)
+
+    def cancel(self) -> bool:
+        return cancel(self.telemetry)
+
+    def catalog(self) -> list[CatalogEntry]:
+        return catalog(self.telemetry)
+
     def rank(self, ranking: Sequence[tuple[str, float]] | Mapping[str, float]) -> Event:
-        return self.session.rank(ranking)
+        return rank(self.session, ranking)
 
     def pin(self, query: int, hypothesis: str, stance: str) -> Event:
-        return self.session.pin(query, hypothesis, stance)
+        return pin(self.session, query, hypothesis, stance)
 
     def unpin(self, query: int, hypothesis: str, stance: str) -> Event:
-        return self.session.unpin(query, hypothesis, stance)
+        return unpin(self.session, query, hypothesis, stance)
 
     def note(self, hypothesis: str, text: str) -> Event:
-        return self.session.note(hypothesis, text)
+        return note(self.session, hypothesis, text)
 
     def hint(self) -> Event:
-        return self.session.take_hint()
+        return hint(self.session)
 
-    def updates(self) -> list[Update]:
+    def updates(self, now: float | None = None) -> list[Update]:
         """Injects and interviewer's items that fell due since the last call (each journalled once)."""
-        return self.session.due_updates()
+        return updates(self.session, now)
+
+    def save_draft(self, *, board: Sequence[Mapping[str, Any]] | None = None, editor: str | None = None) -> None:
+        save_draft(self.session, board=board, editor=editor)
+
+    def heartbeat(self) -> None:
+        heartbeat(self.session)
 
     def submit(self, ranking: Sequence[tuple[str, float]] | Mapping[str, float] | None = None,
                discriminator: int | None = None) -> Event:
         """Submit `ranking` (default: the current board). `discriminator` (a Qn) is kept for older
         scripts; scoring reads the pins."""
-        return self.session.submit(ranking, discriminator)
+        return submit(self.session, ranking, discriminator)
+
+    def export_transcript(self, score: Mapping[str, Any] | None = None, *, root: Path | None = None) -> Path:
+        return export_transcript(self.session, self.telemetry, score, root=root)
 
     def debrief(self, progress: ScoringProgress | None = None) -> Debrief:
         return debrief(self.session, progress)
@@ -320,6 +459,15 @@ def resume_game(session_path: Path | str, *, limits: QueryLimits = PLAYER_LIMITS
     except BaseException:
         session.close()
         raise
+
+
+def build_worlds(incident_path: Path | str, seed: int) -> subprocess.Popen[bytes] | None:
+    """Start building every hypothesis's world of the incident at `seed` in a background process (at low
+    priority), so that scoring at the debrief finds them in the cache. Returns the process, to poll,
+    terminate or wait on; None when it could not start."""
+    from game.rules.assess import start_world_build
+
+    return start_world_build(incident_path, seed)
 
 
 def end_with_parent() -> None:

@@ -1,0 +1,184 @@
+"""The library as a player meets it, and the player's record: what the picker lists and filters, what an
+incident teaches and when that may be said, which sessions a player left unfinished, their best scores, and
+the sessions on disk (to resume one or to watch one). `game.api` re-exports these names.
+
+Every call is quick (no incident is loaded in full, no database opened): the picker calls them on the UI
+thread or a short worker. Heavy modules are imported inside the calls."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from game.rules.library import LibraryEntry
+
+if TYPE_CHECKING:
+    from game.session import Event, SessionSummary
+    from game.session.hypotheses import Shown
+    from incidents.spec import Incident
+
+__all__ = [
+    "SOLVED_SCORE", "Coverage", "LibraryEntry", "PlayerRecord", "briefing_entry", "coverage", "filter_library",
+    "find_session", "library_files", "pin_count", "player_record", "preselected", "session_entry", "sessions",
+    "teaches", "unfinished_sessions",
+]
+
+SOLVED_SCORE = 70.0
+"""A best score at least this counts an incident (and the topics it covers) as solved."""
+
+
+# ---------------------------------------------------------------- the library
+
+
+def library_files(incidents: Iterable[Path | str] | None = None) -> list[Path]:
+    """The incident files a picker lists: `incidents` as paths, or (None) the installed library's files,
+    sorted by name."""
+    from game.rules.library import library_paths
+
+    return library_paths() if incidents is None else [Path(p) for p in incidents]
+
+
+def filter_library(entries: Sequence[LibraryEntry], text: str) -> list[LibraryEntry]:
+    """The entries matching every word of `text` (title, id, shown tags); all of them for blank text."""
+    from game.rules.library import filter_entries
+
+    return filter_entries(entries, text)
+
+
+def preselected(entries: Sequence[LibraryEntry], preselect: str | Path | None = None) -> int:
+    """The row a picker highlights first: `preselect` (an id or a path), else the default incident
+    (one-slow-replica), else 0."""
+    from game.rules.library import default_index
+
+    return default_index(entries, preselect)
+
+
+def teaches(entry: LibraryEntry, finished: bool) -> list[str]:
+    """The interview topics an incident teaches, said only once the player has finished it (`finished`):
+    its topic tags can name the cause, so before that only the symptom tags count."""
+    from incidents.coverage import TOPICS, covers
+
+    tags = entry.tags if finished else entry.shown_tags
+    return [t.key for t in TOPICS if covers(tags, t)]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How far a player has got through the library: incidents solved (a best score of SOLVED_SCORE or
+    more) and the interview topics those cover, of the topics the library covers at all."""
+
+    incidents: int
+    solved: int
+    topics_solved: int
+    topics_covered: int
+
+
+def coverage(entries: Sequence[LibraryEntry], best: Mapping[str, float]) -> Coverage:
+    """The player's coverage of `entries` given their best scores by incident id (`player_record`)."""
+    from incidents.coverage import topic_coverage
+
+    by_topic = topic_coverage([(e.id, e.tags) for e in entries])
+    covered = [key for key, ids in by_topic.items() if ids]
+    ids = {e.id for e in entries}
+    solved = sorted(i for i in ids if best.get(i, 0.0) >= SOLVED_SCORE)
+    topics = [key for key, tids in by_topic.items() if any(i in solved for i in tids)]
+    return Coverage(len(entries), len(solved), len(topics), len(covered))
+
+
+def briefing_entry(entry: LibraryEntry, incident: Incident, board: Sequence[Shown] | None = None) -> LibraryEntry:
+    """`entry` (a quick peek at the file) with the display fields of the loaded incident (its variant's text
+    for the seed) and its hypotheses as the player's `board` lists them, in that order; without a board,
+    none are listed."""
+    from game.rules.library import entry_for_incident
+
+    return entry_for_incident(entry, incident, board)
+
+
+def session_entry(path: Path) -> LibraryEntry:
+    """The library entry of a session file's incident, read from the file's header line (no full load);
+    an unreadable file or a lost incident comes back with `problem` set."""
+    import json
+
+    from game.rules.library import library_paths, read_entry
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            header = json.loads(fh.readline())
+    except (OSError, ValueError):
+        return LibraryEntry(path, path.stem, path.stem, problem="unreadable session file")
+    stored = Path(str(header.get("incident_path") or ""))
+    if stored.is_file():
+        return read_entry(stored)
+    wanted = str(header.get("incident_id", ""))
+    found = next((p for p in library_paths() if p.stem == wanted), None)
+    return read_entry(found) if found else LibraryEntry(path, wanted, wanted, problem="incident not found")
+
+
+# ---------------------------------------------------------------- the player's record and the sessions on disk
+
+
+@dataclass
+class PlayerRecord:
+    """What the picker shows beside each incident: the unfinished sessions by incident id (anyone's), and
+    the player's best submitted score by incident id."""
+
+    unfinished: dict[str, list[SessionSummary]] = field(default_factory=dict)
+    best: dict[str, float] = field(default_factory=dict)
+
+
+def player_record(player: str, root: Path | None = None) -> PlayerRecord:
+    """Unfinished sessions under `root` (default: the data folder) by incident id, and `player`'s best
+    score by incident id: the total each of the player's exported transcripts recorded at its debrief
+    (scoring re-runs every query on every world, far too slow for a list; a transcript without a recorded
+    total is unscored and left out)."""
+    from game.session import TranscriptError, list_unfinished, load_transcript, transcripts_dir
+
+    record = PlayerRecord()
+    for summary in list_unfinished(root):
+        record.unfinished.setdefault(summary.incident_id, []).append(summary)
+    folder = transcripts_dir(root)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            transcript = load_transcript(path)
+        except TranscriptError:
+            continue
+        total = transcript.recorded_total
+        if transcript.submission is None or transcript.header.player != player or total is None:
+            continue
+        incident_id = transcript.header.incident_id
+        record.best[incident_id] = max(record.best.get(incident_id, total), total)
+    return record
+
+
+def unfinished_sessions(player: str, incident_id: str | None = None, root: Path | None = None) -> list[SessionSummary]:
+    """`player`'s sessions not yet debriefed (of `incident_id`, or of every incident), most recent first,
+    leaving out those open in a live process (another terminal, another tab of `servedrill serve`): a
+    session held elsewhere is not this player's to continue here."""
+    from game.session import list_unfinished
+
+    return [s for s in list_unfinished(root)
+            if (incident_id is None or s.incident_id == incident_id) and s.player == player and not s.in_use]
+
+
+def sessions(root: Path | None = None) -> list[SessionSummary]:
+    """Every readable session under `root` (default: the data folder), most recently active first."""
+    from game.session import list_sessions
+
+    return list_sessions(root)
+
+
+def find_session(ref: str, root: Path | None = None) -> Path:
+    """The session file of `ref`: a session id, a unique prefix of one, or a path. Raises SessionError."""
+    from game.session import find_session as find
+
+    return find(ref, root)
+
+
+def pin_count(events: Iterable[Event]) -> int:
+    """How many pins are in force among `events` (a pin counts once; an unpin withdraws it): what the
+    score reads."""
+    from game.session import active_pins
+
+    return len(active_pins(events))

@@ -77,7 +77,7 @@ def data(in_library_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def seat_env(monkeypatch: pytest.MonkeyPatch, day: Path, player: str, round_no: int = 1) -> None:
     """What the server gives the app of `player`'s tab: the seat and the journal key."""
-    from tui.serve_gameday import RoundGate
+    from game.gameday.gate import RoundGate
 
     gd = load_gameday(day)
     gate = RoundGate.load(gd, round_no)
@@ -135,7 +135,7 @@ def test_a_roster_others_may_read_is_refused(day: Path) -> None:
 
 def test_impersonation_is_refused(day: Path) -> None:
     """A wrong, missing or reissued token gets no page and no tab; the name is the roster's."""
-    from tui.serve_gameday import Refused, RoundGate
+    from game.gameday.gate import Refused, RoundGate
 
     gd = load_gameday(day)
     roster = make_roster(gd)
@@ -220,7 +220,7 @@ def test_a_served_round_collects_the_signed_game_and_refuses_the_rest(
     assert len(ben.path.read_text().splitlines()) == len(lines)
 
     # the server reopens ben's link: his same game, not a new one
-    from tui.serve_gameday import RoundGate
+    from game.gameday.gate import RoundGate
 
     command = RoundGate.load(gd, 1).command("ben", gd.rounds[0])
     assert f"resume {ben.session_id}" in command

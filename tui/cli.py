@@ -166,8 +166,11 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
     if gameday_file is not None:
         from tui.serve_gameday import gate_for
 
-        gate = gate_for(gameday_file, round_no, incident=incident, seed=seed, player=player, random_deal=random_deal,
-                        library=files)
+        try:
+            gate = gate_for(gameday_file, round_no, incident=incident, seed=seed, player=player,
+                            random_deal=random_deal, library=files)
+        except ValueError as exc:
+            fail(str(exc))
     elif round_no is not None:
         fail("--round needs --gameday PLAN")
     if random_deal and files:

@@ -190,7 +190,7 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                 public_url: str | None = None, max_sessions: int = DEFAULT_MAX_SESSIONS,
                 loopback_only: bool = True, limits: Limits = DEFAULT_LIMITS, gate: Any = None) -> Any:
     """A textual-serve Server running `command` per tab, with the checks this module describes. `gate`: a
-    served game-day round (tui.serve_gameday.RoundGate): pages and tabs by roster token only, each tab's
+    served game-day round (game.gameday.gate.RoundGate): pages and tabs by roster token only, each tab's
     command the gate's."""
     import aiohttp_jinja2
     import jinja2
@@ -243,11 +243,12 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                 log.warning("refused page: %s", why)
                 raise web.HTTPForbidden(text=why)
             if gate is not None:
-                from tui.serve_gameday import Refused, refusal_page
+                from game.api import RoundRefused
+                from tui.serve_gameday import refusal_page
 
                 try:
                     gate.check_page(request.query.get("token"))
-                except Refused as refused:
+                except RoundRefused as refused:
                     return web.Response(status=refused.status, text=refusal_page(refused.message),
                                         content_type="text/html")
             if self.fixed_public_url is None:
@@ -273,11 +274,11 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                 raise web.HTTPServiceUnavailable(text=f"servedrill: {self.max_sessions} sessions already open")
             command, player = self.command, None
             if gate is not None:
-                from tui.serve_gameday import Refused
+                from game.api import RoundRefused
 
                 try:
                     player, command = gate.admit(request.match_info.get("token"))
-                except Refused as refused:
+                except RoundRefused as refused:
                     log.warning("refused websocket: %s", refused.message)
                     raise web.HTTPForbidden(text=refused.message) from None
             self.active += 1

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from game.gameday.collect import Collected
+    from game.gameday.gate import RoundGate
     from game.gameday.plan import GameDay, Round
 
-__all__ = ["RoundTimes", "collect_round", "leaderboard_text", "round_standings", "round_times", "save_round_times"]
+__all__ = ["RoundTimes", "collect_round", "leaderboard_text", "round_gate", "round_standings", "round_times",
+           "save_round_times"]
 
 RoundTimes = dict[int, tuple[float | None, float | None]]
 """Round number -> (started, ended), epoch seconds or None."""
@@ -62,3 +64,11 @@ def leaderboard_text(gameday: GameDay) -> str:
     from game.reports.leaderboard_report import format_text
 
     return format_text(read_results(gameday.results, gameday))
+
+
+def round_gate(plan: Path, round_no: int | None = None) -> RoundGate:
+    """The gate of a served game day (`serve --gameday PLAN`): tokens, the running round, one tab per player
+    (game.gameday.gate). ValueError with one line when the plan, its roster or its key cannot be used."""
+    from game.gameday.gate import load_gate
+
+    return load_gate(plan, round_no)

@@ -673,7 +673,7 @@ class Incident(_Strict):
 
     id: str = Field(pattern=SLUG_RE, description="Slug, equal to the file name without .yaml.")
     title: str = Field(min_length=1)
-    difficulty: int = Field(ge=1, le=5)
+    difficulty: int = Field(ge=0, le=5)
     tags: list[str] = Field(default_factory=list, description="Symptom family and interview topics.")
     time_limit_s: float | None = Field(None, gt=0, description="Wall-clock seconds the player gets.")
     query_budget: int | None = Field(None, ge=1, description="Queries the player may run.")

@@ -435,3 +435,27 @@ def test_keys_typed_while_the_investigation_opens_reach_the_editor(tui_env: Path
     assert len(list((tui_env / "sessions").glob("*.jsonl"))) == 1
     [query] = [e for e in _session_events(tui_env) if e["kind"] == "query"]
     assert query["data"]["sql"] == sql
+
+
+def test_a_newcomer_lands_on_the_tutorial_and_a_returning_player_on_the_default(tui_env: Path) -> None:
+    """With no score and no session of theirs, the picker highlights the tutorial once it has read the
+    player's record; a player with a session keeps the default incident highlighted."""
+    from game import api
+    from game.rules.library import DEFAULT_INCIDENT, TUTORIAL_INCIDENT
+
+
+    files = [api.find_incident(i) for i in (DEFAULT_INCIDENT, TUTORIAL_INCIDENT, "oom-at-peak")]
+
+    async def highlighted(data: Path) -> str:
+        app = make_app(data, incidents=files, preselect=None)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await until(pilot, lambda: "picker" in app.marks)
+            await until(pilot, lambda: app.screen.scanned, timeout=30)
+            await pilot.pause()
+            table = app.screen.query_one("#picker-table")
+            return str(table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value)
+
+    assert Path(run_async(highlighted(tui_env))).stem == TUTORIAL_INCIDENT
+    returning = tui_env.parent / "returning"
+    journal(returning / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
+    assert Path(run_async(highlighted(returning))).stem == DEFAULT_INCIDENT

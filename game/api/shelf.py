@@ -47,12 +47,16 @@ def filter_library(entries: Sequence[LibraryEntry], text: str) -> list[LibraryEn
     return filter_entries(entries, text)
 
 
-def preselected(entries: Sequence[LibraryEntry], preselect: str | Path | None = None) -> int:
-    """The row a picker highlights first: `preselect` (an id or a path), else the default incident
-    (one-slow-replica), else 0."""
+def preselected(entries: Sequence[LibraryEntry], preselect: str | Path | None = None, *,
+                record: PlayerRecord | None = None, player: str = "") -> int:
+    """The row a picker highlights first: `preselect` (an id or a path), else the tutorial for a player
+    whose `record` holds nothing of theirs (no score, no open session), else the default incident
+    (one-slow-replica), else 0. Without a record (not read yet): as for a player with history."""
     from game.rules.library import default_index
 
-    return default_index(entries, preselect)
+    new = record is not None and not record.best and not any(
+        s.player == player for found in record.unfinished.values() for s in found)
+    return default_index(entries, preselect, new_player=new)
 
 
 def teaches(entry: LibraryEntry, finished: bool) -> list[str]:

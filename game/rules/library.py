@@ -25,11 +25,28 @@ if TYPE_CHECKING:
     from game.session.hypotheses import Shown
     from incidents.spec import Incident
 
-__all__ = ["DEFAULT_INCIDENT", "TOPICS", "BriefingCard", "LibraryEntry", "Topic", "covers", "default_index",
-           "entry_for_incident", "entry_from_data", "filter_entries", "hide_placeholders", "library_paths",
-           "read_entry", "read_library", "topic_coverage"]
+__all__ = [
+    "DEFAULT_INCIDENT",
+    "TOPICS",
+    "TUTORIAL_INCIDENT",
+    "BriefingCard",
+    "LibraryEntry",
+    "Topic",
+    "covers",
+    "default_index",
+    "entry_for_incident",
+    "entry_from_data",
+    "filter_entries",
+    "hide_placeholders",
+    "library_paths",
+    "read_entry",
+    "read_library",
+    "topic_coverage",
+]
 
 DEFAULT_INCIDENT = "one-slow-replica"
+TUTORIAL_INCIDENT = "first-shift-one-replica-lags"
+"""The incident a player with no history starts on: short, and its updates walk through the game."""
 
 
 @dataclass(frozen=True)
@@ -173,9 +190,12 @@ def read_library(paths: Iterable[Path] | None = None) -> list[LibraryEntry]:
     return out
 
 
-def default_index(entries: Sequence[LibraryEntry], preselect: str | Path | None = None) -> int:
-    """Row to highlight first: `preselect` (an id or a path), else the default incident, else 0."""
-    wanted: list[str | Path] = [DEFAULT_INCIDENT] if preselect is None else [preselect, DEFAULT_INCIDENT]
+def default_index(entries: Sequence[LibraryEntry], preselect: str | Path | None = None, *,
+                  new_player: bool = False) -> int:
+    """Row to highlight first: `preselect` (an id or a path), else the tutorial for a `new_player` (no
+    score and no session yet), else the default incident, else 0."""
+    first: list[str | Path] = [TUTORIAL_INCIDENT] if new_player else []
+    wanted: list[str | Path] = [*first, DEFAULT_INCIDENT] if preselect is None else [preselect, DEFAULT_INCIDENT]
     for want in wanted:
         for i, entry in enumerate(entries):
             if isinstance(want, Path) or "/" in str(want) or str(want).endswith((".yaml", ".yml")):

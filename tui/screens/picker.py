@@ -152,9 +152,15 @@ class PickerScreen(Screen[None]):
         self.post_message(LibraryScanned(unfinished, best))
 
     def on_library_scanned(self, message: LibraryScanned) -> None:
+        first = not self.scanned
         self.unfinished, self.best, self.scanned = message.unfinished, message.best, True
         self.scans += 1
-        self._fill(self.query_one(DataTable).cursor_row)
+        cursor = self.query_one(DataTable).cursor_row
+        if first and self.shown == self.entries and cursor == api.preselected(self.shown, self.preselect):
+            # the player has not moved yet: a newcomer starts on the tutorial
+            record = api.PlayerRecord(self.unfinished, self.best)
+            cursor = api.preselected(self.shown, self.preselect, record=record, player=self.served.player)
+        self._fill(cursor)
 
     @on(Input.Changed, "#picker-filter")
     def _filter(self, event: Input.Changed) -> None:

@@ -8,6 +8,7 @@ DEPS := $(VENV)/.deps-stamp
 STAMP := $(VENV)/.installed-stamp
 DEFAULT := $(VENV)/.default-incident-stamp
 DEFAULT_INCIDENT := one-slow-replica
+TUTORIAL_INCIDENT := first-shift-one-replica-lags
 LOG := $(VENV)/setup.log
 ARGS ?=
 # quiet about pip itself (its version, running as root): what is left is about this project
@@ -58,11 +59,12 @@ $(STAMP): pyproject.toml setup.py $(wildcard engine_model/*.py) | $(DEPS)
 	@echo "servedrill is installed: the command is $(BIN)/servedrill. Run it with make run ARGS=\"list\","
 	@echo "or as $(BIN)/servedrill list, or after 'source $(BIN)/activate' as plain servedrill list."
 
-# the default incident's telemetry, so the first game opens at once (the cache lives outside the repo: if it
-# was cleared, the briefing builds it again with a progress bar)
+# the telemetry of the default incident and of the tutorial (a newcomer's first pick), so the first game
+# opens at once (the cache lives outside the repo: if it was cleared, the briefing builds it again with a
+# progress bar)
 $(DEFAULT): $(STAMP)
-	$(call step,4/4,simulating the default incident and building its telemetry,a few seconds,\
-		$(BIN)/servedrill generate $(DEFAULT_INCIDENT))
+	$(call step,4/4,simulating the default incident and the tutorial and building their telemetry,a few seconds,\
+		$(BIN)/servedrill generate $(DEFAULT_INCIDENT) && $(BIN)/servedrill generate $(TUTORIAL_INCIDENT))
 	@touch $(DEFAULT)
 
 setup: $(DEFAULT)

@@ -1,8 +1,9 @@
 """One game behind every front end: for every library incident with variants, at seeds 0, 7 and 23, the API
 (`game.api`), line mode (`servedrill play --plain`) and the terminal (Textual's Pilot) open the same
 telemetry (the same database digest, and the same count of requests in it), show the same board (titles in
-order), state the same truth in the debrief, and all let a failed statement go free. A browser tab of
-`servedrill serve` does the same at one incident and seed.
+order), state the same truth in the debrief, and all let a failed statement go free. Browser tabs of
+`servedrill serve` open every one of these incidents, each at one of the three seeds, on the same telemetry
+(tests/test_serve_browser.py), and play one of them with a failed statement and a query.
 
 Seed 0 alone would not do: it was the one seed where the terminal's seed-less load and the variant agreed
 (issue 29). Each case builds one database (cached under the shared build cache) and the three front ends

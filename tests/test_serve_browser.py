@@ -66,11 +66,15 @@ class Screen:
 
 def events(data: Path) -> list[dict[str, Any]]:
     """Every event of every session file under `data` (header lines left out)."""
+    return [e for path in sorted((data / "sessions").glob("*.jsonl")) for e in events_of(path)]
+
+
+def events_of(path: Path) -> list[dict[str, Any]]:
+    """The events of one session file (its header line left out; a line being written skipped)."""
     out: list[dict[str, Any]] = []
-    for path in sorted((data / "sessions").glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines()[1:]:
-            with contextlib.suppress(ValueError):  # a line being written
-                out.append(json.loads(line))
+    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
     return out
 
 
@@ -230,3 +234,79 @@ def test_a_browser_tab_plays_the_seeds_variant_and_a_failed_statement_is_free(
     assert ran["index"] == 1 and ran["sql"] == SQL and ran["ok"] is True
     counts = {row[0]: row[1] for row in ran["rows"]}
     assert sum(counts.values()) == expected.build.rows["requests"]
+
+
+@pytest.mark.skipif(CHROMIUM is None,
+                    reason="Debian chromium is not installed (apt-get install chromium; make test tries)")
+def test_every_incident_with_variants_opens_its_seeds_variant_in_a_browser_tab(
+        library_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every library incident that has variants, each at one of the seeds 0, 7 and 23 (in turn, so every
+    seed is served), opened in a browser tab of `serve --seed S`: the session the tab starts is that
+    variant's (incident and seed in its header) on the telemetry `game.api` builds for it (the start event's
+    digest). tests/test_one_game.py plays every incident at all three seeds through the API, line mode and
+    the terminal; the tab runs that same terminal app, so one seed per incident here checks the browser's
+    path to it (the page, the websocket, the app's arguments)."""
+    from game import api
+    from incidents.loader import has_variables
+
+    assert CHROMIUM is not None
+    data = tmp_path / "data"
+    monkeypatch.setenv("SERVEDRILL_CACHE", str(library_cache))
+    monkeypatch.setenv("SERVEDRILL_DATA", str(data))
+    paths = [p.resolve() for p in api.library_files(None) if has_variables(p)]
+    by_seed: dict[int, list[Path]] = {0: [], 7: [], 23: []}
+    for i, path in enumerate(paths):
+        by_seed[(0, 7, 23)[i % 3]].append(path)
+    expected: dict[tuple[str, int], str] = {}
+    for seed, group in by_seed.items():
+        for path in group:
+            variant = api.load_variant(path, seed)
+            telemetry = api.open_telemetry(variant)  # built now, so the tab finds it in the cache
+            expected[(variant.incident.id, seed)] = telemetry.digest
+            telemetry.close()
+    seen: dict[tuple[str, int], str] = {}
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            for seed, group in by_seed.items():
+                args = [*(a for path in group for a in ("--incidents", str(path))), "--seed", str(seed),
+                        "--player", "browser"]
+                with serving(args, tmp_path / f"serve-{seed}.log") as port:
+                    for path in group:
+                        before = set((data / "sessions").glob("*.jsonl")) if (data / "sessions").is_dir() else set()
+                        page = browser.new_page(viewport={"width": 1400, "height": 900})
+                        screen = Screen()
+                        page.on("websocket", lambda ws, s=screen: ws.on("framereceived", s.feed))
+                        page.goto(f"http://127.0.0.1:{port}/", timeout=20_000)
+                        page.wait_for_selector("body.-first-byte", timeout=20_000)
+                        shows(page, screen, "pick an incident", "picker")
+                        # the picker's title line: a click on the table would take the focus from the filter
+                        page.click("#terminal", position={"x": 10, "y": 8})
+                        page.wait_for_function(FOCUSED_JS, timeout=20_000)
+                        # the filter: its id and the words of its title leave this incident alone (the id alone
+                        # also matches the tutorial, whose tags name one-slow-replica)
+                        [entry] = api.library([path])
+                        words = " ".join(w for w in entry.title.split() if w.isalnum())
+                        page.keyboard.type(f"{path.stem} {words}")
+                        shows(page, screen, path.stem, f"the filter holding {path.stem}")
+                        page.keyboard.press("Enter")
+                        shows(page, screen, f"seed {seed}", f"{path.stem}'s briefing")
+                        shows(page, screen, "start the investigation", f"{path.stem}'s telemetry ready")
+                        page.keyboard.press("Enter")
+
+                        def started(before: set[Path] = before) -> Path | None:
+                            for new in set((data / "sessions").glob("*.jsonl")) - before:
+                                if any(e["kind"] == "start" for e in events_of(new)):
+                                    return new
+                            return None
+
+                        assert wait_until(lambda: started() is not None, 60, 0.05, page), f"{path.stem}: no start"
+                        journal = started()
+                        assert journal is not None
+                        header = json.loads(journal.read_text(encoding="utf-8").splitlines()[0])
+                        start = next(e for e in events_of(journal) if e["kind"] == "start")
+                        seen[(header["incident_id"], header["seed"])] = start["data"]["telemetry_digest"]
+                        page.close()
+        finally:
+            browser.close()
+    assert seen == expected

@@ -150,8 +150,9 @@ class AgentPlay:
                                                        "description": e.description})
             return {"tables": [{"table": t, "columns": cols} for t, cols in tables.items()]}
 
-    def status(self) -> dict[str, Any]:
-        """Where the game stands: state, queries used of the budget, game clock, ranking, pins, notes."""
+    def status(self, *, deliver: bool = True) -> dict[str, Any]:
+        """Where the game stands: state, queries used of the budget, game clock, ranking, pins, notes; with
+        `deliver`, the updates that fell due too (each delivered once)."""
         with self._lock:
             game = self._game()
             s = game.session
@@ -169,7 +170,7 @@ class AgentPlay:
                           for e in s.events if e.kind == "note"],
                 "queries": [{"query": q.data["index"], "sql": q.data["sql"], "row_count": q.data.get("row_count")}
                             for q in s.queries],
-                **self._new_updates(),
+                **(self._new_updates() if deliver else {}),
             }
 
     def updates(self) -> dict[str, Any]:
@@ -179,6 +180,13 @@ class AgentPlay:
             with _refusals():
                 game.updates()
             return {"updates": [_update(u) for u in game.session.updates]}
+
+    def queries_left(self) -> int | None:
+        """Queries left in the budget (0 when spent); None when the incident sets no budget."""
+        with self._lock:
+            s = self._game().session
+            budget = s.incident.query_budget
+            return None if not budget else max(0, budget - len(s.queries))
 
     # ---------------------------------------------------------------- acting
 

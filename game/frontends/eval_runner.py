@@ -37,6 +37,7 @@ from game.frontends.mcp_agents import INCIDENT_ENV, SEED_ENV, SERVER_ENV, STRATE
 from game.frontends.mcp_server import server_command
 
 BUILTIN = "builtin:"
+EVAL_ENV = (SERVER_ENV, INCIDENT_ENV, SEED_ENV)
 DEFAULT_TIMEOUT_S = 600.0
 KILL_GRACE_S = 5.0
 """After the wall-clock limit, seconds between SIGTERM and SIGKILL to the agent's process group."""
@@ -109,8 +110,10 @@ def run_episode(episode: Episode, out: Path, timeout_s: float = DEFAULT_TIMEOUT_
     folder = out / "episodes" / episode.name
     data = folder / "data"
     data.mkdir(parents=True, exist_ok=True)
+    settings = {k: v for k, v in os.environ.items() if k.startswith("SERVEDRILL_") and k not in EVAL_ENV}
+    settings["SERVEDRILL_DATA"] = str(data)
     server = server_command(python, player=f"eval:{episode.agent}", incident=episode.incident,
-                            seed=episode.seed, data=data)
+                            seed=episode.seed, data=data, env=settings)
     env = {**os.environ, SERVER_ENV: json.dumps(server), INCIDENT_ENV: episode.incident,
            SEED_ENV: str(episode.seed), "SERVEDRILL_DATA": str(data)}
     started = time.monotonic()

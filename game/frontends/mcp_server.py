@@ -15,7 +15,8 @@ server keeps answering pings meanwhile.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -168,10 +169,14 @@ def serve_stdio(play: AgentPlay) -> None:
 
 
 def server_command(python: str, *, player: str, incident: str | Path | None = None, seed: int | None = None,
-                   data: Path | None = None) -> list[str]:
+                   data: Path | None = None, env: Mapping[str, str] | None = None) -> list[str]:
     """The argv that starts `servedrill mcp` with these options under the interpreter `python` (the
-    game's command group as a module: no terminal app is imported)."""
-    argv = [python, "-m", "game.cli.commands", "mcp", "--player", player]
+    game's command group as a module: no terminal app is imported). `env` is set by the argv itself
+    (through env(1)): MCP clients start a stdio server with a reduced environment of their own choosing
+    (the SDK's keeps only HOME, PATH and a few more), so settings such as $SERVEDRILL_CACHE must travel
+    in the command."""
+    prefix = [shutil.which("env") or "/usr/bin/env", *(f"{k}={v}" for k, v in sorted((env or {}).items()))]
+    argv = [*(prefix if env else []), python, "-m", "game.cli.commands", "mcp", "--player", player]
     if incident is not None:
         argv += ["--incident", str(incident)]
     if seed is not None:

@@ -102,22 +102,23 @@ class AgentPlay:
     def _choose(self, incident: str | None, seed: int | None) -> tuple[Path, int]:
         from game import api
 
+        if seed is not None and self.seed is not None and seed != self.seed:
+            raise AgentError(f"this server plays seed {self.seed} only")
+        if seed is not None and seed < 0:
+            raise AgentError(f"a seed is a whole number of 0 or more, got {seed}")
+        chosen = self.seed if self.seed is not None else int(seed or 0)
         if self.incident is not None:
             if incident not in (None, "") and incident != self.incident:
                 raise AgentError(f"this server plays incident {self.incident} only")
-            if seed is not None and self.seed is not None and seed != self.seed:
-                raise AgentError(f"this server plays seed {self.seed} only")
             with _refusals():
-                return api.find_incident(self.incident), self.seed if self.seed is not None else int(seed or 0)
+                return api.find_incident(self.incident), chosen
         if not incident:
             raise AgentError("name an incident: one of the ids list_incidents gives")
         known = {e.id: e.path for e in api.library() if e.problem is None}
         known.update({p.stem: p for p in list(known.values())})
         if incident not in known:
             raise AgentError(f"unknown incident {incident[:80]!r}; the incidents are: {', '.join(sorted(known))}")
-        if seed is not None and seed < 0:
-            raise AgentError(f"a seed is a whole number of 0 or more, got {seed}")
-        return known[incident], int(seed or 0)
+        return known[incident], chosen
 
     # ---------------------------------------------------------------- reading
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import click
 
-from game.cli import core, game_commands, gameday_commands, incident_commands
+from game.cli import agent_commands, core, game_commands, gameday_commands, incident_commands
 
 GAME_COMMANDS: dict[str, click.Command] = {
     str(c.name): c for c in (*core.COMMANDS, *game_commands.COMMANDS, *incident_commands.COMMANDS,
-                           *gameday_commands.COMMANDS)
+                           *gameday_commands.COMMANDS, *agent_commands.COMMANDS)
 }
 """Every game command by name (the line-mode play and resume, the engine-only bench)."""
 

@@ -117,7 +117,7 @@ def test_json_shape() -> None:
     data = json.loads(result.output)
     assert set(data) == {"ok", "files"} and data["ok"] is False
     good, bad = data["files"]
-    assert good == {"path": str(GOOD), "ok": True, "diagnostics": [], "deep": None}
+    assert good == {"path": str(GOOD), "ok": True, "current": False, "diagnostics": [], "deep": None}
     assert bad["ok"] is False and bad["deep"] is None
     assert bad["diagnostics"] and set(bad["diagnostics"][0]) == {"line", "column", "message", "hint"}
     assert bad["diagnostics"][0]["line"] == 4

@@ -229,10 +229,11 @@ class Simulation:
     def _result(self, wall0: float) -> SimResult:
         """The run's requests (as columns), samples, events and counters; `wall0`: perf_counter at the start."""
         rows = self._req_rows
-        for j, name in enumerate(REQUEST_FIELDS):  # column by column: no transposed copy of all rows
-            col = self.req_cols[name]
-            for row in rows:  # compiled, a plain loop beats extend(map(itemgetter(j), rows)) by far
-                col.append(row[j])
+        if rows:
+            # zip transposes in C, one column tuple at a time (never a transposed copy of all rows); a
+            # compiled per-element loop cost about 3 % of the standard fleet's run
+            for name, column in zip(REQUEST_FIELDS, zip(*rows, strict=True), strict=True):
+                self.req_cols[name].extend(column)
         rows.clear()
         events = [e for r in self.replicas for e in r.events] + self.router_events
         events.sort(key=lambda e: e.t)

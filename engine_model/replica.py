@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from engine_model.config import EngineConfig
 from engine_model.determinism import first_token_logprob, output_hash
@@ -30,9 +30,9 @@ from engine_model.results import EngineEvent
 from engine_model.scheduler import Scheduler, Sequence, StepPlan
 from engine_model.step_cost import HardwareState, StepCostModel
 
-GIB = 1024**3
+GIB: Final = 1024**3
 # vLLM's inter-token latency histogram buckets, seconds (vllm/v1/metrics/loggers.py)
-ITL_BUCKETS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+ITL_BUCKETS: Final[tuple[float, ...]] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
                                   7.5, 10.0, 20.0, 40.0, 80.0)
 
 

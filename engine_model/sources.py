@@ -256,9 +256,14 @@ class ClientTimeouts(EventSource):
         super().__init__("client_timeout", bounded=True)
         self.queues: dict[float, deque[Deadline]] = {}
         self.due: deque[Deadline] | None = None  # the queue of the next timeout, set by next_time
+        # next_time's last answer (seconds), still right while no queue changed (add and fire clear
+        # _fresh) and the head of `due` is live: the run asks before every event, timeouts rarely fire
+        self._t_next = INF
+        self._fresh = False
 
     def add(self, timeout_s: float, deadline: float, replica: int, seq: Sequence) -> None:
         """The client of `seq` gives up at `deadline` seconds unless it has ended by then."""
+        self._fresh = False
         queue = self.queues.get(timeout_s)
         if queue is None:
             queue = self.queues[timeout_s] = deque()
@@ -277,9 +282,12 @@ class ClientTimeouts(EventSource):
         # The earliest head of all queues (ties: the first queue); a head whose request has ended is dropped
         # and the search starts again. Each queue is sorted, so this finds the earliest live entry while
         # testing the state of one request per event, not of every queue's head.
+        due = self.due
+        if self._fresh and (due is None or due[0][2].state in LIVE):
+            return self._t_next  # no queue changed since, and the head found then is still live
         while True:
             t_next = INF
-            due: deque[Deadline] | None = None
+            due = None
             for queue in self.queues.values():
                 if queue:
                     head_t = queue[0][0]
@@ -287,11 +295,14 @@ class ClientTimeouts(EventSource):
                         t_next, due = head_t, queue
             if due is None or due[0][2].state in LIVE:
                 self.due = due
+                self._t_next = t_next
+                self._fresh = True
                 return t_next
             due.popleft()  # finished, failed or aborted already
 
     def fire(self, sim: Simulation, t: float) -> None:
         assert self.due is not None
+        self._fresh = False
         _, idx, seq = self.due.popleft()
         sim.client_gave_up(sim.replicas[idx], seq)
 

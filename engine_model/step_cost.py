@@ -93,29 +93,31 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from engine_model.config import EngineConfig
 from engine_model.profiles import GPUProfile, Link, ModelProfile, kv_element_bytes, weight_element_bytes
 
 # ---- calibrated against Vidur (see module docstring) -----------------------------------------------
-GEMM_COMPUTE_EFFICIENCY = 0.78  # achieved / dense peak FLOP/s of large bf16 GEMMs (MFU-like)
-GEMM_BW_EFFICIENCY = 0.82  # achieved / peak HBM bandwidth when a GEMM streams its weights (x gpu.hbm_reach)
-ELEMENTWISE_BW_EFFICIENCY = 0.60  # norms, rotary, activation, residual add
-KERNEL_OVERHEAD_S = 3.5e-6  # fixed GPU time every kernel adds to its roofline time (launch tail, ramp)
-ROOFLINE_P = 1.25  # smoothing exponent of (c**p + m**p)**(1/p), per kernel
+# The constants are Final so that the compiled build inlines them: a plain module global is a dict lookup
+# at every use in the step-cost functions. (_MAX_SHAPES and _MAX_HW_STATES stay plain: tests shrink them.)
+GEMM_COMPUTE_EFFICIENCY: Final = 0.78  # achieved / dense peak FLOP/s of large bf16 GEMMs (MFU-like)
+GEMM_BW_EFFICIENCY: Final = 0.82  # achieved / peak HBM bandwidth when a GEMM streams its weights (x gpu.hbm_reach)
+ELEMENTWISE_BW_EFFICIENCY: Final = 0.60  # norms, rotary, activation, residual add
+KERNEL_OVERHEAD_S: Final = 3.5e-6  # fixed GPU time every kernel adds to its roofline time (launch tail, ramp)
+ROOFLINE_P: Final = 1.25  # smoothing exponent of (c**p + m**p)**(1/p), per kernel
 
 # ---- attention (fitted to published kernel measurements; see module docstring) --------------------
 # Prefill (FLOP-bound) attention: FlashAttention-2 reaches 50-73 % of A100 peak (Dao 2023, arXiv
 # 2307.08691, abstract) and FlashAttention-3 up to 75 % of H100 peak in bf16/fp16 (Shah et al. 2024, arXiv
 # 2407.08608, abstract: 740 TFLOPs/s); serving kernels run causal, paged and chunked, below the best
 # case. vLLM runs FA3 on Hopper and FA2 elsewhere.
-ATTN_COMPUTE_EFFICIENCY = 0.60  # FA2-class kernels (A100, L40S, and GPUs without a public figure)
+ATTN_COMPUTE_EFFICIENCY: Final = 0.60  # FA2-class kernels (A100, L40S, and GPUs without a public figure)
 ATTN_COMPUTE_EFFICIENCY_BY_GPU: dict[str, float] = {"H100-SXM": 0.65, "H200": 0.65}  # FA3 on Hopper
 # Decode attention streaming KV: the paged batch-decode rows for Llama-3-70B heads (64 q / 8 kv heads,
 # 64 sequences, page 16) on H100 SXM in microsoft/onnxruntime#21414 add 3.0 TB/s of bandwidth per extra
 # byte between 256 and 512 tokens of context (39.5 -> 61.9 us for 67 -> 131 MiB): 0.89 of 3.35 TB/s.
-ATTN_BW_EFFICIENCY = 0.88
+ATTN_BW_EFFICIENCY: Final = 0.88
 # The attention kernel's fixed GPU time per call (one call per layer per step: V1 runs prefill and decode
 # tokens of a step through one varlen attention call), in place of the generic KERNEL_OVERHEAD_S. The same
 # table of microsoft/onnxruntime#21414 (H100 SXM, paged batch decode, Llama-3-70B heads, page 16) gives
@@ -124,7 +126,7 @@ ATTN_BW_EFFICIENCY = 0.88
 # leave 15-16 us). Was KERNEL_OVERHEAD_S (3.5 us, fitted to GEMM and elementwise operators, not attention),
 # which left light-load decode steps 1-15 % faster than vLLM's nightly latency tests. Assumed alike on
 # other GPUs (no public figure found).
-ATTN_KERNEL_FIXED_S = 11e-6
+ATTN_KERNEL_FIXED_S: Final = 11e-6
 
 # ---- all-reduce inside vLLM (fitted; see tp_allreduce_s) ------------------------------------------
 # vLLM runs TP all-reduces up to a few MiB with its own one-shot kernels, not NCCL. Fitted to vLLM's
@@ -132,14 +134,14 @@ ATTN_KERNEL_FIXED_S = 11e-6
 # and symmetric memory, 0.5-4 MiB at 2, 4 and 6 ranks, e.g. 10 us for 0.5 MiB at TP 4): median error 7 %,
 # max 28 % over 13 rows. The same latency and efficiency are assumed for NVLink3/5 and xGMI (no
 # public figure found).
-FAST_ALLREDUCE_LATENCY_S = 7e-6
-FAST_ALLREDUCE_EFFICIENCY = 0.60  # of the link's per-direction bandwidth
-FAST_ALLREDUCE_MAX_BYTES = 8 << 20  # vLLM CustomAllreduce's default max_size (8 MiB); NCCL above
+FAST_ALLREDUCE_LATENCY_S: Final = 7e-6
+FAST_ALLREDUCE_EFFICIENCY: Final = 0.60  # of the link's per-direction bandwidth
+FAST_ALLREDUCE_MAX_BYTES: Final = 8 << 20  # vLLM CustomAllreduce's default max_size (8 MiB); NCCL above
 
 # ---- assumptions (not calibrated; stated) ---------------------------------------------------------
-DEQUANT_OVERHEAD = 0.20  # W4A16 / W8A16 kernels: dequantisation slows the math by 1 / (1 + x)
-SAMPLER_BYTES_PER_LOGIT = 16.0  # fp32 logits read/written by softmax, top-k/top-p sort and sampling
-SAMPLER_KERNELS = 6
+DEQUANT_OVERHEAD: Final = 0.20  # W4A16 / W8A16 kernels: dequantisation slows the math by 1 / (1 + x)
+SAMPLER_BYTES_PER_LOGIT: Final = 16.0  # fp32 logits read/written by softmax, top-k/top-p sort and sampling
+SAMPLER_KERNELS: Final = 6
 
 # The engine core's host work once per step (scheduling, input preparation, the sampled tokens' copy back
 # and their hand-off to the API server), which vLLM V1 without async scheduling runs while the GPU waits.
@@ -151,19 +153,19 @@ SAMPLER_KERNELS = 6
 # which V1 moved output processing (~0.6 ms) out of the engine core and the sampler's GPU time is charged
 # here as kernels. HOST_PER_SEQ_S stays an assumption: 10-20 us per sequence made the large offline
 # batches (2048 sequences) 5-10 % slower than NVIDIA's throughput tables.
-HOST_STEP_S = 1.0e-3
-HOST_PER_SEQ_S = 3.0e-6  # the same work per sequence in the step
-EAGER_LAYER_CPU_S = 0.25e-3  # Python + dispatch to launch one decoder layer's kernels without graphs
-COMPILED_LAYER_CPU_S = 0.08e-3  # torch.compile'd layer above the largest captured size
-PIECEWISE_LAYER_CPU_S = 0.03e-3  # piecewise graphs: attention launched eagerly each layer
-GRAPH_REPLAY_CPU_S = 0.05e-3  # replaying one full CUDA graph
-MAX_CAPTURE_SIZE = 512  # vLLM: max_cudagraph_capture_size = min(2 * max_num_seqs, 512)
+HOST_STEP_S: Final = 1.0e-3
+HOST_PER_SEQ_S: Final = 3.0e-6  # the same work per sequence in the step
+EAGER_LAYER_CPU_S: Final = 0.25e-3  # Python + dispatch to launch one decoder layer's kernels without graphs
+COMPILED_LAYER_CPU_S: Final = 0.08e-3  # torch.compile'd layer above the largest captured size
+PIECEWISE_LAYER_CPU_S: Final = 0.03e-3  # piecewise graphs: attention launched eagerly each layer
+GRAPH_REPLAY_CPU_S: Final = 0.05e-3  # replaying one full CUDA graph
+MAX_CAPTURE_SIZE: Final = 512  # vLLM: max_cudagraph_capture_size = min(2 * max_num_seqs, 512)
 
-_DENSE_GEMM_KERNELS = 4  # QKV, O, gate_up, down
-_ELEMENTWISE_KERNELS = 5  # input norm, post-attention norm, rotary, SiLU-and-mul, residual add
-_MOE_EXTRA_KERNELS = 4  # router GEMM, top-k, token alignment, expert-output reduction
-_ATTN_KERNELS = 2  # KV-cache write, attention
-_ATTN_FIXED_S = KERNEL_OVERHEAD_S + ATTN_KERNEL_FIXED_S  # their fixed GPU time per layer and step
+_DENSE_GEMM_KERNELS: Final = 4  # QKV, O, gate_up, down
+_ELEMENTWISE_KERNELS: Final = 5  # input norm, post-attention norm, rotary, SiLU-and-mul, residual add
+_MOE_EXTRA_KERNELS: Final = 4  # router GEMM, top-k, token alignment, expert-output reduction
+_ATTN_KERNELS: Final = 2  # KV-cache write, attention
+_ATTN_FIXED_S: Final = KERNEL_OVERHEAD_S + ATTN_KERNEL_FIXED_S  # their fixed GPU time per layer and step
 
 # Memo bounds: a fleet run sees a few thousand step shapes per replica and a handful of hardware states;
 # a table that outgrows its bound is cleared (entries are pure functions of their key, so only speed

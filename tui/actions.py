@@ -78,7 +78,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("app", "quit", "ctrl+q", "Quit", "Leave; an unfinished session stays resumable.", palette=False),
     Command("app", "command_palette", "ctrl+p", "Palette", "Every action, searchable.", palette=False),
     Command("picker", "open", "enter", "Open", "Open the highlighted incident's briefing."),
-    Command("picker", "focus_filter", "slash", "Filter", "Type to narrow the list by title, id or tag."),
+    Command("picker", "focus_filter", "slash", "Filter",
+            "Type to narrow the list by title, id or tag. The slash goes to the filter and selects what it "
+            "holds, and is never typed into it.", priority=True),
+    Command("picker", "random_incident", "f2", "Random", "Open the briefing of an incident drawn at random."),
+    Command("picker", "incident_of_the_day", "f3", "Today",
+            "Open the briefing of the incident of the day (the same for everyone on a date)."),
     Command("briefing", "begin", "enter", "Start", "Start the investigation (or continue the session)."),
     Command("briefing", "begin_new", "n", "New session",
             "Start a fresh session although an unfinished one exists."),

@@ -339,6 +339,10 @@ class WorkspaceScreen(Screen[None]):
         pane = self._pane_of(widget)
         return pane if pane in PANE_SCOPES else None
 
+    def palette_panes(self) -> dict[str, Widget]:
+        """Panes whose keys the command palette also offers, by actions-table scope."""
+        return {"editor": self.query_one(SqlEditor)}
+
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         pane = self._pane_of(event.widget)
         if pane is not None and pane != self.pane and not isinstance(event.widget, SqlEditor):
@@ -505,7 +509,7 @@ class WorkspaceScreen(Screen[None]):
         def insert(sql: str | None) -> None:
             if sql:
                 editor = self.query_one(SqlEditor)
-                editor.load_text(sql)
+                editor.recall(sql)  # the snippet replaces the editor's text (ctrl+z brings it back)
                 editor.focus()
 
         self.app.push_screen(SnippetScreen(api.snippets(self.session.incident)), insert)

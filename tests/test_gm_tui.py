@@ -48,7 +48,8 @@ def _feed_texts(app: object) -> list[str]:
 
 
 def _titles(app: object) -> list[str]:
-    return [n.title for n in app._notifications]  # type: ignore[attr-defined]
+    """The titles of the notices in force on the workspace's notice strip (not toasts over the content)."""
+    return [n.title for n in app.screen.query_one("#notices").notices]  # type: ignore[attr-defined]
 
 
 def test_workspace_shows_an_inject_and_a_message_from_the_interviewer(tui_env: Path, tmp_path: Path) -> None:

@@ -160,3 +160,27 @@ def test_screen_at_size(tui_env: Path, snap_compare: Any, scene: str, size: str)
             await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZES[size], run_before=settle)
+
+
+# ---------------------------------------------------------------- a notice on its own strip, over nothing
+
+NOTICE_SIZES = {"80x24": (80, 24), "120x36": (120, 36), "200x60": (200, 60)}
+
+
+@pytest.mark.parametrize("size", list(NOTICE_SIZES), ids=list(NOTICE_SIZES))
+def test_workspace_with_a_notice(tui_env: Path, snap_compare: Any, size: str) -> None:
+    """An inject arrives: one line on the notice strip under the status line; the editor, the result and
+    the key bar stay in full view (no toast over them)."""
+    from game import api
+
+    path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
+    api.send(path, "inject", text="Customers in the EU cluster report slow first tokens since 09:00; "
+                                  "the dashboards show the p99 doubling on one replica.", sender="SRE on call")
+    app = make_app(tui_env, resume_session=path, steady=True, clock=lambda: START + 125.0)
+
+    async def settle(pilot: Any) -> None:
+        await _workspace_settled(pilot)
+        await until(pilot, lambda: "update-inject" in pilot.app.marks, what="the inject")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=NOTICE_SIZES[size], run_before=settle)

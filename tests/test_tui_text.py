@@ -168,8 +168,8 @@ def test_hostile_text_is_shown_literally_on_every_screen(tui_env: Path, tmp_path
             # a message from the interviewer arriving now: announced literally
             gm.send(path, "message", text="live " + HOSTILE, sender="GM " + HOSTILE)
             await until(pilot, lambda: "update-message" in app.marks, what="the live message")
-            notes = [n for n in app._notifications if "live" in n.message]
-            assert notes and SHOWN in notes[0].message and not notes[0].markup
+            notes = [n for n in app.screen.query_one("#notices").notices if "live" in n.text]
+            assert notes and SHOWN in notes[0].text  # plain text on the notice strip, never markup
             assert SHOWN[:50] in notes[0].title
             _no_raw_controls(app)
 

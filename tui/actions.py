@@ -31,13 +31,15 @@ class Command:
     @property
     def key_label(self) -> str:
         """Every key of the command as a user types it: "F1 / ?"."""
-        return " / ".join(key_label(k, short=False) for k in self.keys.split(","))
+        return " / ".join(dict.fromkeys(key_label(k, short=False) for k in self.keys.split(",")))
 
 
 KEY_NAMES: dict[str, str] = {
     "question_mark": "?", "slash": "/", "plus": "+", "minus": "-", "equals_sign": "=", "escape": "Esc",
     "enter": "Enter", "tab": "Tab", "home": "Home", "end": "End", "up": "↑", "down": "↓", "left": "←",
     "right": "→", "pageup": "PgUp", "pagedown": "PgDn", "delete": "Del",
+    # what most terminals send for ctrl+/ (kitty's protocol sends ctrl+slash): one key to the player
+    "ctrl+underscore": "ctrl+/",
 }
 
 
@@ -78,7 +80,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("app", "quit", "ctrl+q", "Quit", "Leave; an unfinished session stays resumable.", palette=False),
     Command("app", "command_palette", "ctrl+p", "Palette", "Every action, searchable.", palette=False),
     Command("picker", "open", "enter", "Open", "Open the highlighted incident's briefing."),
-    Command("picker", "focus_filter", "slash", "Filter", "Type to narrow the list by title, id or tag."),
+    Command("picker", "focus_filter", "slash", "Filter",
+            "Type to narrow the list by title, id or tag. The slash goes to the filter and selects what it "
+            "holds, and is never typed into it.", priority=True),
+    Command("picker", "random_incident", "f2", "Random", "Open the briefing of an incident drawn at random."),
+    Command("picker", "incident_of_the_day", "f3", "Today",
+            "Open the briefing of the incident of the day (the same for everyone on a date)."),
     Command("briefing", "begin", "enter", "Start", "Start the investigation (or continue the session)."),
     Command("briefing", "begin_new", "n", "New session",
             "Start a fresh session although an unfinished one exists."),
@@ -110,6 +117,14 @@ COMMANDS: tuple[Command, ...] = (
             "Put the previous query from your history in the editor (only this key recalls).", palette=False),
     Command("editor", "history_next", "ctrl+down", "Next query",
             "The next query from your history, then back to what you were writing.", show=False, palette=False),
+    Command("editor", "select_query", "alt+a", "Select all",
+            "Select the whole query: what you type next replaces it (ctrl+a stays line start, as in a shell)."),
+    Command("editor", "clear_query", "alt+n", "Clear",
+            "Empty the editor for a new query (ctrl+z brings the old one back)."),
+    Command("editor", "duplicate_line", "alt+d", "Duplicate line",
+            "Copy the line (or the selected lines) below itself."),
+    Command("editor", "comment_line", "ctrl+slash,ctrl+underscore", "Comment",
+            "Comment the line (or the selected lines) out with --, or back in."),
     Command("editor", "complete", "tab", "Complete",
             "Complete a table or column name (a menu when several match).", palette=False),
     Command("results", "row_detail", "enter", "Row in full",

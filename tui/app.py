@@ -404,6 +404,12 @@ class ServedrillApp(App[None]):
             if command.palette and command.action != "help":
                 yield SystemCommand(command.title, command.help,
                                     _runner(screen if command.scope != "app" else self, command.action))
+        # a pane's keys the palette offers too (the editor's select all, clear...): run on that pane
+        palette_panes = getattr(screen, "palette_panes", None)
+        for pane_scope, widget in (palette_panes() if callable(palette_panes) else {}).items():
+            for command in commands(pane_scope):
+                if command.palette and command.bound:
+                    yield SystemCommand(command.title, command.help, _runner(widget, command.action))
         for title, help_text, action in getattr(screen, "EXTRA_COMMANDS", ()):
             yield SystemCommand(title, help_text, _runner(screen, action))
         if scope in (None, "picker"):

@@ -63,3 +63,42 @@ def clock_text(seconds: float) -> str:
 def one_line(text: str, width: int) -> str:
     """`text` on one line, control characters visible, cut to `width` characters with an ellipsis."""
     return _one_line(text, width)
+
+
+def column_widths(cells: list[list[str]], available: int, gutter: int = 1, padding: int = 2) -> list[int]:
+    """Widths for the columns of a table of `cells` (rows of plain text, the header first) that share
+    `available` characters: a column whose content fits in an even share gets exactly its content's
+    width, and the columns that need more share what the others leave (water-filling), each at least as
+    wide as its longest word where that can be had. `padding` is added to each width (the cell's own)
+    and `gutter` counted between columns."""
+    count = max((len(row) for row in cells), default=0)
+    if count == 0:
+        return []
+    natural = [max((len(row[i]) for row in cells if i < len(row)), default=0) + padding for i in range(count)]
+    longest_word = [max((len(w) for row in cells if i < len(row) for w in row[i].split()), default=0) + padding
+                    for i in range(count)]
+    left = max(count, available - gutter * (count - 1))
+    widths = [0] * count
+    open_columns = set(range(count))
+    while open_columns:
+        share = left // len(open_columns)
+        fits = [i for i in open_columns if natural[i] <= share]
+        if not fits:
+            break
+        for i in fits:
+            widths[i] = natural[i]
+            left -= natural[i]
+            open_columns.discard(i)
+    if open_columns:
+        # the wide columns: each its longest word first (when there is room), the rest in proportion
+        floor = {i: min(longest_word[i], natural[i]) for i in open_columns}
+        if sum(floor.values()) > left:
+            floor = {i: 1 for i in open_columns}
+        spare = left - sum(floor.values())
+        want = sum(natural[i] - floor[i] for i in open_columns) or 1
+        for i in open_columns:
+            widths[i] = floor[i] + spare * (natural[i] - floor[i]) // want
+        # what integer division left over goes to the widest
+        widest = max(open_columns, key=lambda i: natural[i])
+        widths[widest] += left - sum(widths[i] for i in open_columns)
+    return widths

@@ -15,14 +15,17 @@ from typing import TYPE_CHECKING
 from game.rules.library import LibraryEntry
 
 if TYPE_CHECKING:
+    import random
+    from datetime import date
+
     from game.session import Event, SessionSummary
     from game.session.hypotheses import Shown
     from incidents.spec import Incident
 
 __all__ = [
-    "SOLVED_SCORE", "Coverage", "LibraryEntry", "PlayerRecord", "briefing_entry", "coverage", "filter_library",
-    "find_session", "library_files", "pin_count", "player_record", "preselected", "session_entry", "sessions",
-    "teaches", "unfinished_sessions",
+    "SOLVED_SCORE", "Coverage", "LibraryEntry", "PlayerRecord", "briefing_entry", "by_difficulty", "coverage",
+    "filter_library", "find_session", "incident_of_the_day", "library_files", "pin_count", "player_record",
+    "preselected", "random_incident", "session_entry", "sessions", "teaches", "unfinished_sessions",
 ]
 
 SOLVED_SCORE = 70.0
@@ -45,6 +48,43 @@ def filter_library(entries: Sequence[LibraryEntry], text: str) -> list[LibraryEn
     from game.rules.library import filter_entries
 
     return filter_entries(entries, text)
+
+
+def by_difficulty(entries: Iterable[LibraryEntry]) -> list[LibraryEntry]:
+    """`entries` in the order a player reads a library: easiest first (difficulty 0, the tutorial, leads;
+    an entry of unknown difficulty comes last), then by title, then by id."""
+    return sorted(entries, key=lambda e: (e.difficulty is None, e.difficulty or 0, e.title.casefold(), e.id))
+
+
+def _playable(entries: Iterable[LibraryEntry]) -> list[LibraryEntry]:
+    """The entries a draw may land on: readable files, the tutorial left out (it is the newcomer's, found
+    in the list's first row), sorted by id so that the draw does not depend on the list's order."""
+    from game.rules.library import TUTORIAL_INCIDENT
+
+    return sorted((e for e in entries if e.problem is None and e.id != TUTORIAL_INCIDENT), key=lambda e: e.id)
+
+
+def random_incident(entries: Sequence[LibraryEntry], rng: random.Random | None = None) -> LibraryEntry | None:
+    """An incident drawn at random from `entries` (not the tutorial, none that cannot be read); None when
+    there is none to draw."""
+    import random as random_module
+
+    pool = _playable(entries)
+    return (rng or random_module.SystemRandom()).choice(pool) if pool else None
+
+
+def incident_of_the_day(entries: Sequence[LibraryEntry], day: date | None = None) -> LibraryEntry | None:
+    """The incident of `day` (default: today, local time): the same for every player and every front end
+    on that date, drawn from `entries` as `random_incident` draws (by a hash of the date, not a clock)."""
+    import datetime
+    import hashlib
+
+    pool = _playable(entries)
+    if not pool:
+        return None
+    when = day or datetime.date.today()
+    digest = hashlib.sha256(f"servedrill-day-{when.isoformat()}".encode()).digest()
+    return pool[int.from_bytes(digest[:8], "big") % len(pool)]
 
 
 def preselected(entries: Sequence[LibraryEntry], preselect: str | Path | None = None, *,

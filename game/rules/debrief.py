@@ -265,9 +265,11 @@ def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]
                        else "returned no rows" if q["rows"] == 0 else "looks the same on every world still open")
                 out.append(f"| Q{q['index']} | nothing | {why} |")
                 continue
-            ruled = ", ".join(titles[r] + ("" if r in q["new"] else " (again)") for r in q["ruled_out"])
-            why = "; ".join(f"{q['why'][r]}" for r in q["ruled_out"] if r in q["why"])
-            out.append(f"| Q{q['index']} | {_cell(ruled)} | {_cell(why)} |")
+            # a row per rival: what differed is said beside the rival it ruled out
+            for n, r in enumerate(q["ruled_out"]):
+                ruled = titles[r] + ("" if r in q["new"] else " (again)")
+                query = f"Q{q['index']}" if n == 0 else ""
+                out.append(f"| {query} | {_cell(ruled)} | {_cell(q['why'].get(r, ''))} |")
     else:
         out.append("You ran no queries.")
     still = [r for r in report.rivals if r not in report.ruled_out]

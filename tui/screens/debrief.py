@@ -13,10 +13,12 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
 from tui.actions import bindings
 from tui.app_api import GameApp, game_app
+from tui.formatting import column_widths
 from tui.messages import DebriefReady, ScoringProgress
 from tui.text import bounded, editable, one_line, template
 from tui.widgets.keybar import KeyBar
@@ -124,24 +126,47 @@ class DebriefScreen(Screen[None]):
         await self.query_one(Markdown).update(message.markdown)
         saved = "Transcript saved" if self.transcript else "Transcript not saved"
         status.update(f"{saved} · [b]s[/b] score details · [b]t[/b] timeline · [b]e[/b] export as Markdown")
-        if self.transcript and not self.served.steady:  # a path under a temporary folder in tests
-            self.notify(f"Transcript: {self.transcript}", timeout=8, markup=False)
-        self.served.mark("debrief")
+        self.call_after_refresh(self.fit_tables)
+        self.call_after_refresh(self.served.mark, "debrief")
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit_tables)
+
+    def fit_tables(self) -> None:
+        """Give each column of the debrief's tables its content's width where it fits, and share the rest
+        among the columns that need more (Textual's grid would shrink every column alike, leaving "Ruled
+        out" nine characters wide beside a half-empty one)."""
+        from textual.widgets._markdown import MarkdownTableContent
+
+        for table in self.query(MarkdownTableContent):
+            cells = [[c.plain for c in table.headers], *[[c.plain for c in row] for row in table.rows]]
+            parent = table.parent
+            available = (parent.size.width if isinstance(parent, Widget) else 0) or table.size.width
+            if available <= 0:
+                continue
+            # the keylines and gutters between and around the columns take about a cell per column and more
+            widths = column_widths(cells, available - 3 * len(cells[0]) - 2)
+            spec = " ".join(str(w) for w in widths)
+            if str(table.styles.grid_columns) != spec:
+                table.styles.grid_columns = spec
+            table.fitted = widths  # type: ignore[attr-defined]
 
     def action_export_markdown(self) -> None:
         if not self.markdown:
             return
+        status = self.query_one("#debrief-status", Static)
+        # said on the status line under the page, never in a toast over it
         if self.transcript is None:
-            self.notify("No transcript was saved, so there is nowhere to put the Markdown.", severity="error")
+            status.update("[b red]No transcript was saved, so there is nowhere to put the Markdown.[/]")
             return
         target = self.transcript.with_suffix(".md")
         try:
             target.write_text(self.markdown, encoding="utf-8")
         except OSError as exc:
-            self.notify(f"Cannot write {target}: {exc.strerror or exc}", severity="error", markup=False)
+            status.update(template("[b red]Cannot write $path:[/] $why", path=str(target),
+                                   why=one_line(str(exc.strerror or exc), 200)))
             return
-        self.query_one("#debrief-status", Static).update(template("Debrief written to [b]$path[/b]", path=str(target)))
-        self.notify(f"Debrief written to {target}", timeout=10, markup=False)
+        status.update(template("Debrief written to [b]$path[/b]", path=str(target)))
 
     def action_goto(self, anchor: str) -> None:
         self.query_one(Markdown).goto_anchor(anchor)

@@ -73,8 +73,9 @@ class PickerScreen(Screen[None]):
 
     def __init__(self, entries: Sequence[LibraryEntry], preselect: str | Path | None = None) -> None:
         super().__init__()
-        self.entries = list(entries)
-        self.shown: list[LibraryEntry] = list(entries)
+        # easiest first, then by title: the order a player reads a library in (the tutorial leads)
+        self.entries = api.by_difficulty(entries)
+        self.shown: list[LibraryEntry] = list(self.entries)
         self.preselect = preselect
         self.unfinished: dict[str, list[SessionSummary]] = {}
         self.best: dict[str, float] = {}
@@ -216,7 +217,24 @@ class PickerScreen(Screen[None]):
             table.move_cursor(row=max(0, min(table.cursor_row + delta, len(self.shown) - 1)))
 
     def action_focus_filter(self) -> None:
-        self.query_one(Input).focus()
+        """`/`: to the filter, its text selected so what is typed next replaces it (a priority binding:
+        the slash never lands in the filter)."""
+        field = self.query_one(Input)
+        field.focus()
+        field.select_all()
+
+    def action_random_incident(self) -> None:
+        self._open_drawn(api.random_incident(self.entries))
+
+    def action_incident_of_the_day(self) -> None:
+        self._open_drawn(api.incident_of_the_day(self.entries))
+
+    def _open_drawn(self, entry: LibraryEntry | None) -> None:
+        if entry is None:
+            self.query_one("#picker-detail", Static).update("Nothing to draw: no incident here can be opened "
+                                                            "(the tutorial is never drawn).")
+            return
+        self.served.open_briefing(entry)
 
     def action_open(self) -> None:
         entry = self.highlighted

@@ -45,6 +45,7 @@ from tui.screens.dialogs import ChoiceScreen, ConfirmScreen, NoteScreen, Snippet
 from tui.text import clean, literal, template
 from tui.widgets.board import HypothesisBoard
 from tui.widgets.keybar import KeyBar
+from tui.widgets.notice_strip import NoticeStrip
 from tui.widgets.pane_bar import PANES, PaneBar
 from tui.widgets.query_log import QueryLog
 from tui.widgets.results import ResultsPanel
@@ -94,7 +95,7 @@ def markers_from_rows(rows: list[tuple[Any, ...]]) -> list[Marker]:
 
 class WorkspaceScreen(Screen[None]):
     BINDINGS: ClassVar[list[Any]] = bindings("workspace")
-    ALLOW_IN_MAXIMIZED_VIEW = "#status-line, KeyBar, #completion"
+    ALLOW_IN_MAXIMIZED_VIEW = "#status-line, #notices, KeyBar, #completion"
     AUTO_FOCUS = "#editor"
     """Focus the editor as the screen composes, before it is first drawn: keys typed as soon as the
     workspace shows go into it (Textual's default would focus the first tab, then on_mount's focus() call
@@ -140,6 +141,7 @@ class WorkspaceScreen(Screen[None]):
         board = Board.initial(session.board, draft.get("board") or session.ranking)
         events = session.events
         yield Static("", id="status-line")
+        yield NoticeStrip(id="notices")
         yield PaneBar(id="pane-bar")
         with Horizontal(id="work"):
             with Vertical(id="sidebar"):
@@ -306,7 +308,7 @@ class WorkspaceScreen(Screen[None]):
         try:
             updates = api.updates(session, self.served.clock())
         except (api.SessionError, OSError) as exc:
-            self.notify(f"Could not deliver an update: {exc}", severity="error", markup=False)
+            self.notice(f"Could not deliver an update: {exc}", key="updates", severity="error")
             return
         for update in updates:
             self._show_update(update)
@@ -317,14 +319,20 @@ class WorkspaceScreen(Screen[None]):
         self.query_one("#tab-updates", Tab).label = _updates_label(feed.count)
         self.query_one(PaneBar).updates = feed.count
         if notify:
-            # the interviewer's or the incident's words: literal text, never markup
-            # (cut for the toast: the Updates tab shows it whole)
-            self.notify(clean(update.text.strip(), 500, multiline=True, lines=8), title=update_title(update),
-                        severity="warning" if update.kind == "inject" else "information", timeout=15,
-                        markup=False)
+            # the interviewer's or the incident's words, plain text, on the notice strip's one line; the
+            # Updates pane (F4) holds it whole
+            self.notice(clean(update.text.strip(), 500, multiline=True, lines=8) + "  · F4 reads it whole",
+                        key="update", title=update_title(update),
+                        severity="warning" if update.kind == "inject" else "information", timeout=30)
         if update.kind == "hint":
             self._update_status()
         self.call_after_refresh(self.served.mark, f"update-{update.kind}")
+
+    def notice(self, text: str, *, key: str = "", severity: str = "information", title: str = "",
+               timeout: float | None = 20.0) -> None:
+        """Tell the player `text` (plain) in the notice strip under the status line: a line of its own,
+        never over the results, the plot or a dialog (see tui.widgets.notice_strip)."""
+        self.query_one(NoticeStrip).show(text, key=key, severity=severity, title=title, timeout=timeout)
 
     def action_show_updates(self) -> None:
         self.show_pane("updates")
@@ -338,6 +346,10 @@ class WorkspaceScreen(Screen[None]):
             return "editor"
         pane = self._pane_of(widget)
         return pane if pane in PANE_SCOPES else None
+
+    def palette_panes(self) -> dict[str, Widget]:
+        """Panes whose keys the command palette also offers, by actions-table scope."""
+        return {"editor": self.query_one(SqlEditor)}
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         pane = self._pane_of(event.widget)
@@ -412,7 +424,8 @@ class WorkspaceScreen(Screen[None]):
 
     def action_run_query(self) -> None:
         if self.running:
-            self.notify("A query is already running; Escape cancels it.", severity="warning")
+            self.notice("A query is already running; Escape cancels it.", key="query", severity="warning",
+                        timeout=5)
             return
         # F5 is a priority binding, handled before keys typed just before it reach the editor: read the
         # text from a callback queued behind those keys, so the query is what the player typed
@@ -424,9 +437,11 @@ class WorkspaceScreen(Screen[None]):
             return
         sql = editor.text
         if not sql.strip():
-            self.notify("Type a query first (F3 offers starting points).", severity="warning")
+            self.notice("Type a query first (F3 offers starting points).", key="query", severity="warning",
+                        timeout=8)
             return
         self.running = True
+        self.query_one(NoticeStrip).withdraw("query")
         self.query_one(ResultsPanel).running(sql)
         self._update_status()
         self._run(sql)
@@ -450,14 +465,15 @@ class WorkspaceScreen(Screen[None]):
         self._update_status()
         budget = self.session.incident.query_budget
         if message.event is not None and budget and len(self.session.queries) == budget:
-            self.notify(f"That was query {budget} of your budget of {budget}; more queries cost points.",
-                        severity="warning")
+            self.notice(f"That was query {budget} of your budget of {budget}; more queries cost points.",
+                        key="budget", severity="warning", timeout=30)
         self.poll_updates()
         self.call_after_refresh(self.served.mark, "rows")
 
     def on_query_refused(self, message: QueryRefused) -> None:
         self.running = False
-        self.notify(clean(message.error, 1000, multiline=True, lines=10), severity="error", markup=False)
+        self.notice(clean(message.error, 1000, multiline=True, lines=10), key="query", severity="error",
+                    timeout=None)
         self._update_status()
 
     def _show(self, view: ResultView) -> None:
@@ -505,7 +521,7 @@ class WorkspaceScreen(Screen[None]):
         def insert(sql: str | None) -> None:
             if sql:
                 editor = self.query_one(SqlEditor)
-                editor.load_text(sql)
+                editor.recall(sql)  # the snippet replaces the editor's text (ctrl+z brings it back)
                 editor.focus()
 
         self.app.push_screen(SnippetScreen(api.snippets(self.session.incident)), insert)
@@ -570,6 +586,10 @@ class WorkspaceScreen(Screen[None]):
         else:
             state = "[b]unsaved changes[/b] (ctrl+s saves)"
         problems = board.board.problems()
+        strip = self.query_one(NoticeStrip)
+        current = strip.current
+        if not problems and current is not None and strip.has("ranking") and current.severity == "error":
+            strip.withdraw("ranking")  # its cause is fixed: a stale "Not saved" goes
         # a problem quotes hypothesis titles (the incident file's words): a template variable, not markup
         warn = " · [b]$problem[/b]" if problems else ""
         board.border_title = template(f"Hypotheses · total {board.board.total}% · {state}{warn}",
@@ -580,18 +600,19 @@ class WorkspaceScreen(Screen[None]):
         board = self.query_one(HypothesisBoard).board
         problems = board.problems()
         if problems:
-            self.notify(f"Not saved: {problems[0]}. Press N on the board to normalise.", severity="error",
-                        markup=False)
+            # stays until the board is fixed (see _update_board_title) or saved
+            self.notice(f"Not saved: {problems[0]}. Press N on the board to normalise.", key="ranking",
+                        severity="error", timeout=None)
             return
         try:
             event = self.play.game.rank(board.ranking())
         except api.SessionError as exc:
-            self.notify(one_line(str(exc), 500), severity="error", markup=False)
+            self.notice(one_line(str(exc), 500), key="ranking", severity="error", timeout=None)
             return
         self.saved_at = event.time
         self._update_board_title()
         self._update_status()
-        self.notify("Ranking saved.")
+        self.notice("Ranking saved.", key="ranking", timeout=5)
 
     @on(HypothesisBoard.PinRequested)
     def _pin(self, message: HypothesisBoard.PinRequested) -> None:
@@ -654,7 +675,7 @@ class WorkspaceScreen(Screen[None]):
             try:
                 self.play.game.note(message.hypothesis, text)
             except api.SessionError as exc:
-                self.notify(one_line(str(exc), 500), severity="error", markup=False)
+                self.notice(one_line(str(exc), 500), key="note", severity="error")
                 return
             self._reload_board_marks()
 
@@ -673,8 +694,8 @@ class WorkspaceScreen(Screen[None]):
         incident = self.session.incident
         taken = self.session.hints_taken
         if taken >= len(incident.hints):
-            self.notify("No hints left." if incident.hints else "This incident has no hints.",
-                        severity="warning")
+            self.notice("No hints left." if incident.hints else "This incident has no hints.", key="hint",
+                        severity="warning", timeout=8)
             return
         cost = incident.hints[taken].cost
 
@@ -684,10 +705,10 @@ class WorkspaceScreen(Screen[None]):
             try:
                 event = self.play.game.hint()
             except api.SessionError as exc:
-                self.notify(one_line(str(exc), 500), severity="error", markup=False)
+                self.notice(one_line(str(exc), 500), key="hint", severity="error")
                 return
-            self.notify(clean(event.data["text"], 2000, multiline=True, lines=40),
-                        title=f"Hint {taken + 1} (-{event.data['cost']} points)", timeout=20, markup=False)
+            self.notice(clean(event.data["text"], 2000, multiline=True, lines=40) + "  · F4 reads it whole",
+                        key="hint", title=f"Hint {taken + 1} (-{event.data['cost']} points)", timeout=30)
             self._show_update(self.session.updates[-1], notify=False)
             self._update_status()
 
@@ -706,8 +727,8 @@ class WorkspaceScreen(Screen[None]):
         from tui.screens.submit import SubmitScreen
 
         if self.running:
-            self.notify("Wait for the running query (or cancel it with Escape) before submitting.",
-                        severity="warning")
+            self.notice("Wait for the running query (or cancel it with Escape) before submitting.",
+                        key="query", severity="warning", timeout=8)
             return
 
         def done(submitted: bool | None) -> None:
@@ -720,7 +741,7 @@ class WorkspaceScreen(Screen[None]):
     def action_export_transcript(self) -> None:
         path = self.served.export_transcript()
         if path is not None:
-            self.notify(f"Transcript written to {path}", timeout=10, markup=False)
+            self.notice(f"Transcript written to {path}", key="export", timeout=15)
 
     def action_focus_editor(self) -> None:
         if self.maximized is not None and not isinstance(self.maximized, SqlEditor):

@@ -25,6 +25,8 @@ FIXED_WIDTHS = {"rank": 2, "label": 2, "conf": 4, "bar": 10}
 NARROW_BAR_BELOW = 100
 """Below this many columns the confidence bar is 5 wide (a block per 20%) to leave the title room."""
 MIN_TITLE, MIN_NOTE = 12, 4
+MAX_TITLE_LINES = 3
+"""A title that does not fit its column wraps onto up to this many lines, when the board has the rows."""
 
 
 class HypothesisBoard(DataTable[Any]):
@@ -67,12 +69,15 @@ class HypothesisBoard(DataTable[Any]):
         self.flashed = ""
         self._flash_timer: Any = None
         self._widths: tuple[int, int, int, int] | None = None
+        self._height = -1
 
     def on_mount(self) -> None:
         self.redraw()
 
     def on_resize(self) -> None:
-        if self._fit() != self._widths:
+        height = self.scrollable_content_region.height
+        if self._fit() != self._widths or height != self._height:
+            self._height = height
             self.redraw()
 
     def _marks(self, item_id: str) -> Text:
@@ -101,6 +106,32 @@ class HypothesisBoard(DataTable[Any]):
             title = max(MIN_TITLE, min(titles, spare - min(notes, max(MIN_NOTE, spare // 3))))
         note = max(MIN_NOTE, spare - title)
         return title, evidence, note, bar
+
+    def _title_lines(self, width: int) -> list[list[str]]:
+        """Each title as the lines it shows on: whole, wrapped to `width` on up to MAX_TITLE_LINES lines
+        when the board has the rows for it (the words that tell two hypotheses apart are often the last
+        ones), else cut on one line."""
+        import textwrap
+
+        flat = [one_line(i.title, 400) for i in self.board.items]
+        wrapped = [textwrap.wrap(t, width) or [""] for t in flat]
+        for lines in wrapped:
+            if len(lines) > MAX_TITLE_LINES:
+                del lines[MAX_TITLE_LINES:]
+                lines[-1] = lines[-1][:width - 1] + "…"  # more follows
+        if sum(len(lines) for lines in wrapped) > self._rows_available():
+            return [[one_line(t, width)] for t in flat]
+        return wrapped
+
+    def _rows_available(self) -> int:
+        """Rows the board may show below its header: its height when the layout fixes it (the compact
+        board pane), else what its max-height leaves (the wide layout's board grows to it)."""
+        height, most = self.styles.height, self.styles.max_height
+        if height is not None and not height.is_auto:
+            return self.scrollable_content_region.height - 1
+        if most is not None and most.is_cells:
+            return int(most.value) - self.styles.gutter.height - 1
+        return MAX_TITLE_LINES * len(self.board.items)
 
     def set_hint(self, hint: str) -> None:
         self.hint = hint
@@ -144,13 +175,16 @@ class HypothesisBoard(DataTable[Any]):
         self.add_column("Hypothesis", key="title", width=title_w)
         self.add_column("Evidence", key="evidence", width=evidence_w)
         self.add_column("Note", key="note", width=note_w)
+        titles = self._title_lines(title_w)
         for rank, item in enumerate(self.board.items, start=1):
             bar = "█" * (item.confidence // step) + ("▌" if item.confidence % step >= step // 2 else "")
             note = self.notes.get(item.id, "")
+            lines = titles[rank - 1]
             # Text, never str: a DataTable reads str cells as markup
             self.add_row(str(rank), literal(item.label, 4, style="bold"), f"{item.confidence:>3}%", bar,
-                         literal(one_line(item.title, title_w)), self._marks(item.id),
-                         literal(one_line(note, note_w)), key=item.id)
+                         literal("\n".join(lines), multiline=True, lines=MAX_TITLE_LINES),
+                         self._marks(item.id), literal(one_line(note, note_w)), key=item.id,
+                         height=len(lines))
         if self.board.items:
             self.move_cursor(row=max(0, min(keep, len(self.board.items) - 1)))
 

@@ -17,7 +17,7 @@ from textual.widgets.text_area import LanguageDoesNotExist
 
 from tui.actions import bindings
 from tui.completion import Completion, complete
-from tui.text import one_line
+from tui.text import editable, one_line
 from tui.widgets.safe_text import SafeTextArea
 
 
@@ -79,6 +79,9 @@ class SqlEditor(SafeTextArea):
         self.columns_by_table: dict[str, list[str]] = {}
 
     def on_mount(self) -> None:
+        # the cursor after the text it opens with (the last query, the draft): a key pressed as the
+        # workspace opens (the briefing's Enter pressed again) never lands in front of it
+        self.move_cursor(self.document.end)
         self._follow_theme(self.app.current_theme)
         self.app.theme_changed_signal.subscribe(self, self._follow_theme)
 
@@ -127,15 +130,74 @@ class SqlEditor(SafeTextArea):
             self._show(self.query_history[self._position])
 
     def _show(self, text: str) -> None:
-        self.load_text(text)
+        self.put(text)
         self._shown = self.text
+
+    def put(self, sql: str) -> None:
+        """Make `sql` the editor's whole text (never spliced into what was there), the cursor at its end,
+        as one edit: ctrl+z brings back what it replaced."""
+        text = editable(sql)
+        if text != self.text:
+            self.replace(text, self.document.start, self.document.end, maintain_selection_offset=False)
         self.move_cursor(self.document.end)
 
     def recall(self, sql: str) -> None:
         """Put a past query in the editor (the query list's Enter); the history walk starts afresh."""
         self._position = None
-        self.load_text(sql)
-        self.move_cursor(self.document.end)
+        self.put(sql)
+
+    # ------------------------------------------------------------ editing keys (tui.actions, scope "editor")
+
+    def action_select_query(self) -> None:
+        self.focus()
+        self.select_all()
+
+    def action_clear_query(self) -> None:
+        self.focus()
+        self._position = None
+        if self.text:
+            self.replace("", self.document.start, self.document.end, maintain_selection_offset=False)
+        self.move_cursor((0, 0))
+
+    def _selected_rows(self) -> tuple[int, int]:
+        start, end = sorted(self.selection)
+        last = end[0]
+        if end[0] > start[0] and end[1] == 0:
+            last -= 1  # a selection ending at a line's start does not take that line
+        return start[0], last
+
+    def action_duplicate_line(self) -> None:
+        self.focus()
+        first, last = self._selected_rows()
+        block = "\n".join(self.document[r] for r in range(first, last + 1))
+        end = (last, len(self.document[last]))
+        row, col = self.cursor_location
+        self.replace("\n" + block, end, end, maintain_selection_offset=False)
+        self.move_cursor((row + last - first + 1, col))  # on the copy, where the cursor was
+
+    def action_comment_line(self) -> None:
+        """Toggle `-- ` at the start of the line or the selected lines (every non-blank one commented:
+        uncomment; else comment them all at their common indent)."""
+        self.focus()
+        first, last = self._selected_rows()
+        lines = [self.document[r] for r in range(first, last + 1)]
+        filled = [line for line in lines if line.strip()]
+        if not filled:
+            return
+        if all(line.lstrip().startswith("--") for line in filled):
+            def uncomment(line: str) -> str:
+                body = line.lstrip()
+                indent = line[:len(line) - len(body)]
+                body = body[2:]
+                return indent + (body[1:] if body.startswith(" ") else body)
+            changed = [uncomment(line) if line.strip() else line for line in lines]
+        else:
+            indent = min(len(line) - len(line.lstrip()) for line in filled)
+            changed = [line[:indent] + "-- " + line[indent:] if line.strip() else line for line in lines]
+        row, col = self.cursor_location
+        shift = len(changed[row - first]) - len(lines[row - first]) if first <= row <= last else 0
+        self.replace("\n".join(changed), (first, 0), (last, len(lines[-1])), maintain_selection_offset=False)
+        self.move_cursor((row, max(0, col + shift)))
 
     # ------------------------------------------------------------ completion
 

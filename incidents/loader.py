@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from incidents.pydantic_errors import Locator
 from incidents.spec import Incident, Issue, ReplayArrival, authoring_issues, cross_check, format_loc
 from incidents.sql_checks import sql_issues
 from incidents.traces import TraceProblem, read_trace, resolve_trace_path
-from incidents.variants import VALIDATION_SEEDS, Problem, Resolution, describe, is_template, resolve
+from incidents.variants import VALIDATION_SEEDS, Problem, Resolution, describe, is_template, numeric_extremes, resolve
 from incidents.yaml_reader import MAX_BYTES, ParsedYaml, parse_yaml, read_file
 
 __all__ = [
@@ -198,23 +198,29 @@ def check_incident_text(text: str, name: str = "<text>", seed: int | None = None
         return [Diagnostic(name, 1, 1, f"internal error while checking the text: {exc!r}")]
 
 
-def load_with_values(path: Path | str, overrides: Mapping[str, Any], seed: int = 0) -> Incident | None:
-    """The variant of the template at `path` for `seed` with `overrides` in place of some draws (see
-    variants.resolve), or None when it does not load (the file's own diagnostics say why)."""
-    try:
-        text, _ = read_file(Path(path))
-        if text is None:
-            return None
-        parsed, _ = parse_yaml(text, str(path))
-        if parsed is None or parsed.diagnostics:
-            return None
-        resolution = resolve(parsed.data, seed, overrides)
-        if resolution.problems:
-            return None
-        incident, found = _check_tree(parsed, resolution.data, str(path), False)
-        return incident if not found else None
-    except Exception:
-        return None  # a value the template's checks refuse: nothing to estimate
+def variant_maker(path: Path | str, seed: int = 0) -> tuple[dict[str, tuple[float, float]],
+                                                           Callable[[Mapping[str, Any]], Incident | None]] | None:
+    """For the template at `path`, read and parsed once: the smallest and largest value of each variable that
+    draws numbers (variants.numeric_extremes), and a function giving the variant of `seed` with some draws
+    replaced (see variants.resolve), or None where that variant does not load. None when the file itself does
+    not parse (its own diagnostics say why)."""
+    text, _ = read_file(Path(path))
+    parsed = parse_yaml(text, str(path))[0] if text is not None else None
+    if parsed is None or parsed.diagnostics:
+        return None
+    ready = parsed
+
+    def make(overrides: Mapping[str, Any]) -> Incident | None:
+        try:
+            resolution = resolve(ready.data, seed, overrides)
+            if resolution.problems:
+                return None
+            incident, found = _check_tree(ready, resolution.data, str(path), False)
+            return incident if not found else None
+        except Exception:
+            return None  # a value the template's checks refuse: nothing to estimate
+
+    return numeric_extremes(parsed.data), make
 
 
 def load_incident(path: Path | str, seed: int | None = None) -> Incident:

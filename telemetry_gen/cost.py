@@ -20,7 +20,6 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -492,23 +491,20 @@ def costliest_variant(path: str) -> tuple[Incident, dict[str, float]] | None:
     variable that draws numbers at whichever end of its values fills the bounds more (each tried alone
     against seed 0's draws, then all together), so a knob no validation seed happens to draw at its worst
     still answers to the bounds. None when no variable draws numbers or the file does not load."""
-    from incidents.loader import load_with_values, read_file
-    from incidents.variants import numeric_extremes
-    from incidents.yaml_reader import parse_yaml
+    from incidents.loader import variant_maker
 
-    text, _ = read_file(Path(path))
-    parsed = parse_yaml(text, path)[0] if text is not None else None
-    ends = numeric_extremes(parsed.data) if parsed is not None else {}
-    if not ends:
+    found = variant_maker(path)
+    if found is None or not found[0]:
         return None
+    ends, make = found
     worst: dict[str, float] = {}
     for name, (lo, hi) in ends.items():
         ratios = []
         for end in (lo, hi):
-            inc = load_with_values(path, {name: end})
+            inc = make({name: end})
             ratios.append(_load_ratio(estimate(inc)) if inc is not None else -1.0)
         worst[name] = hi if ratios[1] >= ratios[0] else lo
-    inc = load_with_values(path, worst)
+    inc = make(worst)
     return (inc, worst) if inc is not None else None
 
 

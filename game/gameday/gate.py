@@ -24,7 +24,6 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from game.gameday.collect import read_state, round_times
 from game.gameday.plan import GameDay, Round
@@ -115,12 +114,6 @@ class RoundGate:
         assert rnd is not None  # check_page refuses without a running round
         self.open_tabs.add(player)
         return player, self.command(player, rnd)
-
-    def summary(self) -> dict[str, Any]:
-        """{event, players, round}: what `serve --gameday --json` says it serves."""
-        rnd = self.current_round()
-        return {"event": self.gameday.event, "players": len(self.roster.tokens),
-                "round": None if rnd is None else rnd.number}
 
     def release(self, player: str) -> None:
         self.open_tabs.discard(player)

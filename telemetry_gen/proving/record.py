@@ -140,8 +140,12 @@ def make_record(incident_path: Path | str, incident_id: str, runs: Iterable[Mapp
 def write_record(incident_path: Path | str, incident_id: str, runs: Iterable[Mapping[str, Any]]) -> Path:
     """Write (merging as make_record says) the record of `runs`; returns its path. Atomic: a reader sees
     the old record or the new one."""
-    target = record_path(incident_path)
     record = make_record(incident_path, incident_id, runs, read_record(incident_path))
+    return _store(record_path(incident_path), record)
+
+
+def _store(target: Path, record: Mapping[str, Any]) -> Path:
+    """Write `record` to `target` atomically (a reader sees the old record or the new one); returns it."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
@@ -219,11 +223,7 @@ def still_proven(incident_path: Path | str, probe_seeds: Iterable[int] = (0,)) -
             ablation = ensure_database(incident, seed, ablate=True).digest
             if (fault, ablation) != (entry.get("faults"), entry.get("ablation")):
                 return False
-        refreshed = {**record, "code": code_version()}
-        target = record_path(incident_path)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(refreshed, indent=1, sort_keys=True) + "\n")
-        tmp.replace(target)
+        _store(record_path(incident_path), {**record, "code": code_version()})
         return True
     except Exception:
         return False

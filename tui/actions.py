@@ -69,6 +69,7 @@ SCOPE_TITLES: dict[str, str] = {
     "schema": "Tables (ctrl+t)",
     "submit": "Submit",
     "debrief": "Debrief",
+    "history": "Past sessions",
 }
 
 PANE_SCOPES = ("editor", "results", "plot", "board", "queries", "schema")
@@ -86,6 +87,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("picker", "random_incident", "f2", "Random", "Open the briefing of an incident drawn at random."),
     Command("picker", "incident_of_the_day", "f3", "Today",
             "Open the briefing of the incident of the day (the same for everyone on a date)."),
+    Command("picker", "history", "f4", "History",
+            "Your past sessions: incident, score, date and time taken; Enter there reopens a debrief."),
     Command("briefing", "begin", "enter", "Start", "Start the investigation (or continue the session)."),
     Command("briefing", "begin_new", "n", "New session",
             "Start a fresh session although an unfinished one exists."),
@@ -173,7 +176,11 @@ COMMANDS: tuple[Command, ...] = (
             show=False),
     Command("debrief", "export_markdown", "e", "Export Markdown",
             "Write the debrief as Markdown next to the transcript."),
-    Command("debrief", "done", "escape", "Incidents", "Back to the incident list."),
+    Command("debrief", "done", "escape", "Incidents",
+            "Back to the incident list (a debrief reopened from your past sessions goes back to them)."),
+    Command("history", "open_debrief", "enter", "Debrief",
+            "Reopen the highlighted session's debrief (its queries re-run on every world, as at the end)."),
+    Command("history", "back", "escape", "Incidents", "Back to the incident list."),
 )
 
 

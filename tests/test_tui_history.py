@@ -147,8 +147,10 @@ SPLIT = ("SELECT replica, quantile_cont(prefill_s, 0.9) AS p90_prefill_s, count(
          "WHERE status = 'ok' GROUP BY replica")
 """The tutorial's first update's query: the page's number split by replica (one replica stands out)."""
 CLOCKS = "SELECT replica, min(value), max(value) FROM metrics WHERE name = 'DCGM_FI_DEV_SM_CLOCK' GROUP BY replica"
-"""Its third update's query: the slow replica's GPU clock dropped (a restart with a small prefill budget
-would leave the clock alone)."""
+"""Its third update's query: the slow replica's GPU clock dropped."""
+CHANGES = "SELECT kind, component, count(*) AS events FROM events GROUP BY ALL ORDER BY kind"
+"""The change log (its first update's pointer, the incident's `nothing-restarted` signal): no restart, no
+changed setting, so not a replica restarted with a small prefill budget."""
 
 
 @pytest.fixture
@@ -197,14 +199,25 @@ def test_a_newcomer_lands_on_the_tutorial_completes_it_and_reopens_its_debrief(n
             view = await run_sql(app, pilot, CLOCKS)
             assert view.ok and view.row_count == 2
             await _pin_to(app, pilot, "gpu-throttled", "s")
+            await pilot.press("ctrl+e")
+            view = await run_sql(app, pilot, CHANGES)
+            assert view.ok and "config_change" not in str(view.cells)
+            await _pin_to(app, pilot, "small-prefill-chunks", "x")
             pins = api.active_pins(app.play.session)
             assert [(p["query"], p["hypothesis"], p["stance"]) for p in pins] == [
-                (1, "gpu-throttled", "supports"), (2, "gpu-throttled", "supports")]
+                (1, "gpu-throttled", "supports"), (2, "gpu-throttled", "supports"),
+                (3, "small-prefill-chunks", "refutes")]
 
-            # confidence: most on the throttled GPU, then normalised and saved
+            # confidence: 95 on the throttled GPU, 5 on one rival, none on the others; then saved
             board = app.screen.query_one("#board")
-            await pilot.press(*["plus"] * 12)
-            assert board.board.items[_board_row(app, "gpu-throttled")].confidence == 85
+            rivals = [i.id for i in board.board.items if i.id != "gpu-throttled"]
+            board.move_cursor(row=_board_row(app, "gpu-throttled"))
+            await pilot.press(*["plus"] * 14)
+            for rival in rivals:
+                board.move_cursor(row=_board_row(app, rival))
+                await pilot.press(*["minus"] * 5)
+            await pilot.press("plus")
+            assert sorted(i.confidence for i in board.board.items) == [0, 0, 5, 95]
             await pilot.press("N", "ctrl+s")
             await until(pilot, lambda: app.play.session.ranking is not None, what="the saved ranking")
             assert app.play.session.ranking[0]["id"] == "gpu-throttled"

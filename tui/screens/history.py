@@ -28,12 +28,15 @@ if TYPE_CHECKING:
 
 __all__ = ["HISTORY_COLUMNS", "HistoryScreen", "score_text", "taken_text"]
 
-HISTORY_COLUMNS = {"score": 6, "solved": 6, "date": 16, "taken": 8, "queries": 7}
+HISTORY_COLUMNS = {"score": 7, "date": 16, "taken": 7, "queries": 7}
 """Widths of the history's short columns; the incident's title takes the rest."""
 
 
 def score_text(past: PastSession) -> str:
-    return "-" if past.score is None else f"{past.score:.1f}"
+    """The recorded score, with ✓ when it counts as solved (game.api.solved decides); "-" unscored."""
+    if past.score is None:
+        return "-"
+    return f"{past.score:.1f}" + (" ✓" if past.solved else "")
 
 
 def taken_text(past: PastSession) -> str:
@@ -64,7 +67,7 @@ class HistoryScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="history"):
-            yield Static("[b]Your past sessions[/b] · Enter reopens a debrief", id="history-title")
+            yield Static("[b]Your past sessions[/b] · ✓ solved · Enter reopens a debrief", id="history-title")
             table: DataTable[Any] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
             yield table
             yield Static("Reading your transcripts…", id="history-detail")
@@ -111,14 +114,13 @@ class HistoryScreen(Screen[None]):
         table.clear(columns=True)
         table.add_column("Incident", key="title", width=title_w)
         table.add_column("Score", key="score", width=HISTORY_COLUMNS["score"])
-        table.add_column("Solved", key="solved", width=HISTORY_COLUMNS["solved"])
         table.add_column("Date (UTC)", key="date", width=HISTORY_COLUMNS["date"])
         table.add_column("Time", key="taken", width=HISTORY_COLUMNS["taken"])
         table.add_column("Queries", key="queries", width=HISTORY_COLUMNS["queries"])
         for past in self.past or []:
             # the title is the incident file's words: a literal Text cell, never markup
-            table.add_row(literal(one_line(past.title, title_w)), score_text(past), "✓" if past.solved else "",
-                          past.date, taken_text(past), str(past.queries), key=past.session_id)
+            table.add_row(literal(one_line(past.title, title_w)), score_text(past), past.date, taken_text(past),
+                          str(past.queries), key=past.session_id)
         if self.past:
             table.move_cursor(row=max(0, min(cursor, len(self.past) - 1)))
         self._describe()

@@ -201,9 +201,10 @@ class PickerScreen(Screen[None]):
         teaches = api.teaches(entry, finished=entry.id in self.best)
         tag_line = ", ".join(entry.shown_tags)
         fresh = api.new_to_player(entry, self.met) if self.scanned and entry.id not in self.best else []
-        detail.update(template("[b]$title[/b]\n$id · $stars · $limits$resume · $tags\n$summary"
-                               + ("\n[dim]teaches: $teaches[/dim]" if teaches else "")
-                               + ("\n[dim]new to you: $fresh[/dim]" if fresh else ""),
+        # what is new to the player goes on the id line: the summary below may take every line left
+        detail.update(template("[b]$title[/b]\n$id · $stars · $limits$resume · $tags"
+                               + (" · [b]new to you[/b]: $fresh" if fresh else "") + "\n$summary"
+                               + ("\n[dim]teaches: $teaches[/dim]" if teaches else ""),
                                title=one_line(entry.title, 200), id=one_line(entry.id, 80),
                                stars=stars(entry.difficulty), limits=" · ".join(limits) or "no limits",
                                resume=resume, tags=one_line(tag_line, 200) or "no tags",

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from test_tui_support import (
+    START,
     journal,
     make_app,
     run_async,
@@ -103,7 +104,24 @@ def test_history_is_in_help_and_the_palette_and_says_when_it_is_empty(tui_env: P
     run_async(go())
 
 
-def test_a_damaged_transcript_is_left_out_and_a_title_is_shown_literally(tui_env: Path) -> None:
+def test_time_taken_counts_only_the_time_the_session_was_held(tui_env: Path) -> None:
+    """Closed for 25 s between two sittings (the draft sidecar's held intervals): the history's time taken
+    is the game clock, 90 s less the gap."""
+    import json
+
+    from game import api
+    from game.session import DRAFT_FORMAT
+
+    draft = tui_env / "sessions" / "tui-mini-fixed.draft"
+    draft.parent.mkdir(parents=True)
+    draft.write_text(json.dumps({"format": DRAFT_FORMAT, "format_version": 1, "session_id": "tui-mini-fixed",
+                                 "held": [[START - 5, START + 60, True], [START + 85, START + 95, True]]}))
+    finished_session(tui_env)
+    [past] = api.history("tester", tui_env)
+    assert past.taken_s == 65.0
+
+
+def test_a_damaged_transcript_is_left_out(tui_env: Path) -> None:
     from game import api
 
     finished_session(tui_env)

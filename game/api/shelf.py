@@ -266,8 +266,10 @@ def pin_count(events: Iterable[Event]) -> int:
 @dataclass(frozen=True)
 class PastSession:
     """A finished session as the history lists it: read from its transcript (written at the debrief).
-    Times are epoch seconds (None when the transcript has no such event); `score` is the total the
-    debrief recorded (None: unscored)."""
+    Times are epoch seconds (None when the transcript has no such event); `taken_s` is the game clock from
+    the start to the submission (time the session was held open: hours it sat closed do not count; wall
+    time for a session without its draft sidecar); `score` is the total the debrief recorded (None:
+    unscored)."""
 
     session_id: str
     incident_id: str
@@ -276,6 +278,7 @@ class PastSession:
     seed: int
     started: float | None
     submitted: float | None
+    taken_s: float | None
     score: float | None
     queries: int
     transcript: Path
@@ -283,13 +286,6 @@ class PastSession:
     @property
     def solved(self) -> bool:
         return solved(self.score)
-
-    @property
-    def taken_s(self) -> float | None:
-        """Seconds from the start of the investigation to the submission."""
-        if self.started is None or self.submitted is None:
-            return None
-        return max(0.0, self.submitted - self.started)
 
     @property
     def date(self) -> str:
@@ -312,7 +308,17 @@ def history(player: str | None, root: Path | None = None) -> list[PastSession]:
     """`player`'s finished sessions (every player's with None), most recently submitted first: one per
     transcript under `root` (default: the data folder) that records a submission. A transcript that cannot
     be read back (damaged, or its incident changed since) is left out."""
-    from game.session import QUERY, START, SUBMIT, TranscriptError, load_transcript, transcripts_dir
+    from game.session import (
+        QUERY,
+        START,
+        SUBMIT,
+        TranscriptError,
+        held_clock,
+        load_transcript,
+        read_held,
+        sessions_dir,
+        transcripts_dir,
+    )
 
     found: list[PastSession] = []
     folder = transcripts_dir(root)
@@ -325,8 +331,12 @@ def history(player: str | None, root: Path | None = None) -> list[PastSession]:
             continue
         started = next((e.time for e in t.events if e.kind == START), None)
         submitted = next((e.time for e in t.events if e.kind == SUBMIT), None)
+        taken = None
+        if started is not None and submitted is not None:
+            held = read_held(sessions_dir(root) / f"{t.header.session_id}.jsonl")
+            taken = max(0.0, held_clock(held, [e.time for e in t.events], started, submitted))
         found.append(PastSession(t.header.session_id, t.header.incident_id, t.incident.title, t.header.player,
-                                 t.header.seed, started, submitted, t.recorded_total,
+                                 t.header.seed, started, submitted, taken, t.recorded_total,
                                  sum(1 for e in t.events if e.kind == QUERY), path))
     found.sort(key=lambda p: (p.submitted or p.started or 0.0, p.session_id), reverse=True)
     return found

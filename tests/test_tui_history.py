@@ -189,7 +189,9 @@ async def _pin_to(app: Any, pilot: Any, hypothesis: str, key: str) -> None:
     await pilot.press(key)
 
 
-def test_a_newcomer_lands_on_the_tutorial_completes_it_and_reopens_its_debrief(newcomer: Path) -> None:
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)], ids=["80x24", "120x36"])
+def test_a_newcomer_lands_on_the_tutorial_completes_it_and_reopens_its_debrief(newcomer: Path,
+                                                                              size: tuple[int, int]) -> None:
     from game import api
 
     data = newcomer
@@ -197,7 +199,7 @@ def test_a_newcomer_lands_on_the_tutorial_completes_it_and_reopens_its_debrief(n
 
     async def play() -> None:
         app = make_app(data, incidents=api.library_files(), preselect=None)
-        async with app.run_test(size=(120, 36)) as pilot:
+        async with app.run_test(size=size) as pilot:
             await until(pilot, lambda: "picker" in app.marks)
             await until(pilot, lambda: app.screen.scanned, what="the player's record")
             await pilot.pause()
@@ -255,7 +257,7 @@ def test_a_newcomer_lands_on_the_tutorial_completes_it_and_reopens_its_debrief(n
 
     async def reopen() -> None:
         app = make_app(data, incidents=api.library_files(), preselect=None)  # after a restart
-        async with app.run_test(size=(120, 36)) as pilot:
+        async with app.run_test(size=size) as pilot:
             await until(pilot, lambda: "picker" in app.marks)
             await until(pilot, lambda: app.screen.scanned)
             assert app.screen.best[TUTORIAL] == seen["total"]

@@ -62,10 +62,17 @@ def test_history_lists_past_sessions_and_reopens_a_debrief_after_a_restart(tui_e
             assert "tui-mini" in str(app.screen.query_one("#history-detail").render())
             await pilot.press("enter")
             await until(pilot, lambda: "debrief" in app.marks, timeout=120, what="the reopened debrief")
-            assert screen_name(app) == "DebriefScreen" and app.screen.past == transcript
+            assert screen_name(app) == "PastDebriefScreen" and app.screen.past == transcript
+            assert "Esc History" in app.screen.query_one("KeyBar").text
             assert "Score" in str(app.screen.query_one("#debrief-score").render())
             assert "What each query ruled out" in app.screen.markdown
             assert "Reopened from your history" in str(app.screen.query_one("#debrief-status").render())
+            assert "Score details" in [c.title for c in app.get_system_commands(app.screen)]
+            await pilot.press("f1")
+            await until(pilot, lambda: screen_name(app) == "HelpScreen")
+            assert "Past debrief" in app.screen.text and "Back to your past sessions." in app.screen.text
+            await pilot.press("escape")
+            await until(pilot, lambda: screen_name(app) == "PastDebriefScreen")
             await pilot.press("escape")
             await until(pilot, lambda: screen_name(app) == "HistoryScreen")
             await pilot.press("escape")

@@ -3,6 +3,7 @@ and the command palette offers its entries. Change a key here and all three foll
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,7 @@ SCOPE_TITLES: dict[str, str] = {
     "submit": "Submit",
     "debrief": "Debrief",
     "history": "Past sessions",
+    "past_debrief": "Past debrief",
 }
 
 PANE_SCOPES = ("editor", "results", "plot", "board", "queries", "schema")
@@ -176,11 +178,17 @@ COMMANDS: tuple[Command, ...] = (
             show=False),
     Command("debrief", "export_markdown", "e", "Export Markdown",
             "Write the debrief as Markdown next to the transcript."),
-    Command("debrief", "done", "escape", "Incidents",
-            "Back to the incident list (a debrief reopened from your past sessions goes back to them)."),
+    Command("debrief", "done", "escape", "Incidents", "Back to the incident list."),
     Command("history", "open_debrief", "enter", "Debrief",
             "Reopen the highlighted session's debrief (its queries re-run on every world, as at the end)."),
     Command("history", "back", "escape", "Incidents", "Back to the incident list."),
+)
+
+
+COMMANDS += (
+    # a debrief reopened from the history reads the same, and Escape goes back to the history
+    *(dataclasses.replace(c, scope="past_debrief") for c in COMMANDS if c.scope == "debrief" and c.action != "done"),
+    Command("past_debrief", "done", "escape", "History", "Back to your past sessions."),
 )
 
 

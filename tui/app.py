@@ -428,7 +428,8 @@ class ServedrillApp(App[None]):
 def _scope_of(screen: Screen[Any]) -> str | None:
     name = type(screen).__name__
     return {"PickerScreen": "picker", "BriefingScreen": "briefing", "WorkspaceScreen": "workspace",
-            "SubmitScreen": "submit", "DebriefScreen": "debrief", "HistoryScreen": "history"}.get(name)
+            "SubmitScreen": "submit", "DebriefScreen": "debrief", "HistoryScreen": "history",
+            "PastDebriefScreen": "past_debrief"}.get(name)
 
 
 def _runner(target: Any, action: str) -> Callable[[], Any]:

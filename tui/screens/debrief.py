@@ -81,9 +81,12 @@ def _document(incident: Incident, events: Sequence[Event], board: Sequence[Shown
 
 class DebriefScreen(Screen[None]):
     """The debrief of the game just submitted, or (`past`: a transcript from the history) of a finished
-    session, rebuilt from its transcript; Escape then goes back to the history, and no transcript is written."""
+    session, rebuilt from its transcript; Escape then goes back to the history, and no transcript is written
+    (`PastDebriefScreen`)."""
 
     BINDINGS = bindings("debrief")
+    SCOPE = "debrief"
+    """The actions table's scope of the key bar (tui/actions.py)."""
 
     def __init__(self, past: Path | None = None) -> None:
         super().__init__()
@@ -101,7 +104,7 @@ class DebriefScreen(Screen[None]):
         with VerticalScroll(id="debrief-scroll"):
             yield Markdown("", id="debrief-body")
         yield Static("", id="debrief-status")
-        yield KeyBar("debrief")
+        yield KeyBar(self.SCOPE)
 
     def on_mount(self) -> None:
         if self.past is not None:
@@ -212,3 +215,13 @@ class DebriefScreen(Screen[None]):
             self.dismiss(None)  # back to the history it was opened from
             return
         self.served.leave_game()
+
+
+class PastDebriefScreen(DebriefScreen):
+    """A finished session's debrief reopened from the history: the same page; Escape goes back there."""
+
+    BINDINGS = bindings("past_debrief")
+    SCOPE = "past_debrief"
+
+    def __init__(self, past: Path) -> None:
+        super().__init__(past=past)

@@ -166,9 +166,9 @@ class HistoryScreen(Screen[None]):
         past = self.highlighted
         if past is None:
             return
-        from tui.screens.debrief import DebriefScreen
+        from tui.screens.debrief import PastDebriefScreen
 
-        self.app.push_screen(DebriefScreen(past=past.transcript))
+        self.app.push_screen(PastDebriefScreen(past.transcript))
 
     def action_back(self) -> None:
         self.dismiss(None)

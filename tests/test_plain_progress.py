@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from game.cli.game_commands import COMMANDS
-from game.frontends.line_mode import PlainGame, expanded_table, format_table, plain_markdown
+from game.frontends.line_mode import PlainGame, expanded_table, format_table, plain_markdown, scoring_progress
 from game.session import Session
 from game.session.hypotheses import shown_hypotheses
 from incidents.loader import load_incident
@@ -95,8 +95,20 @@ def test_expanded_display_shows_every_value_in_full(data: Path) -> None:
         "-[ row 1 ]----", "a | 1", "b | two", "  | lines"]
 
 
+def test_scoring_says_a_line_per_world_and_never_a_worlds_name() -> None:
+    said: list[str] = []
+    progress = scoring_progress(said.append)
+    for name, done in (("truth", 0), ("throttle", 1), ("throttle", 1), ("noise", 2), ("noise", 3)):
+        progress(name, done, 3)
+    assert said == ["  world 1 of 3 (what you saw)...", "  world 2 of 3 (a rival hypothesis)...",
+                    "  world 3 of 3 (a second run of it)...", "  all 3 worlds ready"]
+
+
 @pytest.mark.slow
 def test_history_and_a_past_debrief_in_line_mode_with_progress_and_plain_text(data: Path) -> None:
+    from game.rules.assess import _close_shared
+
+    _close_shared()  # the worlds are opened again here (a process keeps them open once scored), with progress
     a, d = LABEL["throttle"], LABEL["overload"]
     first = _cli("play", "--plain", str(INCIDENT), "--player", "ada",
                  stdin=f"history\ndebrief 1\n{SPLIT}\n{CLOCK}\npin Q2 {a} supports\nrank {a}=90 {d}=10\nsubmit\n")
@@ -120,6 +132,14 @@ def test_history_and_a_past_debrief_in_line_mode_with_progress_and_plain_text(da
     assert "Reopening the debrief of" in out and "# Debrief" in out
     assert f"{total.split(' / ')[0]} / 100 (reopened from" in out
     assert "&gt;" not in out
+    # the same from the line-mode incident list, before any game is opened (no session is made)
+    sessions = sorted((data / "sessions").glob("*.jsonl"))
+    listed = _cli("play", "--plain", "--player", "ada", stdin="history\ndebrief 2\ndebrief 1\n")
+    assert listed.exit_code == 1 and "no incident picked (end of input)" in listed.output
+    assert title in listed.stdout and "error: usage: debrief N, with N from 1 to 1" in listed.stdout
+    assert "Reopening the debrief of" in listed.stdout and "# Debrief" in listed.stdout
+    assert "(reopened from" in listed.stdout
+    assert sorted((data / "sessions").glob("*.jsonl")) == sessions
     # someone else's history is not ada's
     other = _cli("play", "--plain", str(INCIDENT), "--player", "bob", stdin="history\nquit\n")
     assert "No finished sessions yet" in other.stdout

@@ -463,44 +463,13 @@ class PlainGame:
         if rest.strip():
             raise api.SessionError("usage: history (then debrief N reopens one)")
         self.past = api.history(self.session.header.player, self.transcript_root)
-        if not self.past:
-            self.say("No finished sessions yet: a session you submit is listed here, its debrief one command "
-                     "away.")
-            return
-        rows = [(str(n), p.title, "-" if p.score is None else f"{p.score:.1f}" + (" solved" if p.solved else ""),
-                 p.date, _taken(p.taken_s), str(p.queries)) for n, p in enumerate(self.past, start=1)]
-        self.say(format_table(["#", "incident", "score", "date (UTC)", "time", "queries"], rows, max_rows=None,
-                              width=self.width, cell_chars=self.cell_chars))
-        self.say("Reopen a debrief with: debrief N")
+        self.say(history_text(self.past, self.width, self.cell_chars))
 
     def _past_debrief(self, rest: str) -> None:
         """`debrief N`: the debrief of session N of the history, rebuilt from its transcript."""
-        word = rest.strip()
         if self.past is None:
             self.past = api.history(self.session.header.player, self.transcript_root)
-        if not self.past:
-            raise api.SessionError("no finished sessions yet: there is no debrief to reopen (history lists them)")
-        if not word.isdigit() or not 1 <= int(word) <= len(self.past):
-            raise api.SessionError(f"usage: debrief N, with N from 1 to {len(self.past)} (history lists them)")
-        chosen = self.past[int(word) - 1]
-        self.say(f"Reopening the debrief of {chosen.session_id} ({chosen.title})...")
-        done = api.past_debrief(chosen.transcript, progress=self._progress())
-        self.say(plain_markdown(done.debrief.markdown))
-        self.say(f"Score {done.debrief.report.total:.1f} / 100 (reopened from {chosen.transcript})")
-
-    def _progress(self) -> Callable[[str, int, int], None]:
-        """A scoring progress callback printing one line per world (the worlds may take a while to build)."""
-        said: set[tuple[int, int]] = set()
-
-        def progress(name: str, done: int, total: int) -> None:
-            if (done, total) in said:
-                return
-            said.add((done, total))
-            what = {"truth": "what you saw", "noise": "a second run of it"}.get(name, "a rival hypothesis")
-            self.say(f"  world {min(done + 1, total)} of {total} ({what})..." if done < total
-                     else f"  all {total} worlds ready")
-
-        return progress
+        say_past_debrief(self.past, rest, self.say)
 
     def _schema(self) -> None:
         current = None
@@ -566,7 +535,7 @@ class PlainGame:
     def _finish(self) -> None:
         self.say("Scoring: re-running your queries on every hypothesis's world (building those not built "
                  "yet takes a while)...")
-        done = api.debrief(self.session, progress=self._progress())
+        done = api.debrief(self.session, progress=scoring_progress(self.say))
         report = done.report
         # the debrief holds the score table and what each query ruled out: printed once, then the total;
         # as plain text (the Markdown escapes data for a renderer: no &gt; or \_ on a terminal)
@@ -579,6 +548,71 @@ class PlainGame:
     def _leave(self) -> None:
         self.say(f"Session {self.session.session_id} saved. Continue with: servedrill resume "
                  f"{self.session.session_id} --plain")
+
+
+def scoring_progress(say: Callable[[str], None]) -> Callable[[str, int, int], None]:
+    """A scoring progress callback that says one line per world (the worlds may take a while to build);
+    the world's name is never said (a rival's id would name a hypothesis)."""
+    said: set[tuple[int, int]] = set()
+
+    def progress(name: str, done: int, total: int) -> None:
+        if (done, total) in said:
+            return
+        said.add((done, total))
+        what = {"truth": "what you saw", "noise": "a second run of it"}.get(name, "a rival hypothesis")
+        say(f"  world {min(done + 1, total)} of {total} ({what})..." if done < total else f"  all {total} worlds ready")
+
+    return progress
+
+
+def history_text(past: Sequence[PastSession], width: int | None = None, cell_chars: int | None = None) -> str:
+    """The finished sessions `game.api.history` found, numbered for `debrief N`, as a table (or a line
+    saying there are none yet)."""
+    if not past:
+        return "No finished sessions yet: a session you submit is listed here, its debrief one command away."
+    rows = [(str(n), p.title, "-" if p.score is None else f"{p.score:.1f}" + (" solved" if p.solved else ""),
+             p.date, _taken(p.taken_s), str(p.queries)) for n, p in enumerate(past, start=1)]
+    table = format_table(["#", "incident", "score", "date (UTC)", "time", "queries"], rows, max_rows=None,
+                         width=width, cell_chars=cell_chars)
+    return table + "\nReopen a debrief with: debrief N"
+
+
+def say_past_debrief(past: Sequence[PastSession], rest: str, say: Callable[[str], None]) -> None:
+    """`debrief N` over `past` (the history as listed), said line by line as it happens: which session, a
+    line per world while it is re-scored, the debrief as plain text and the score. Raises SessionError (a
+    message with the fix) for an N that is not in the list, before saying anything."""
+    word = rest.strip()
+    if not past:
+        raise api.SessionError("no finished sessions yet: there is no debrief to reopen (history lists them)")
+    if not word.isdigit() or not 1 <= int(word) <= len(past):
+        raise api.SessionError(f"usage: debrief N, with N from 1 to {len(past)} (history lists them)")
+    chosen = past[int(word) - 1]
+    say(f"Reopening the debrief of {chosen.session_id} ({chosen.title})...")
+    done = api.past_debrief(chosen.transcript, progress=scoring_progress(say))
+    say(plain_markdown(done.debrief.markdown))
+    say(f"Score {done.debrief.report.total:.1f} / 100 (reopened from {chosen.transcript})")
+
+
+def shelf_line(line: str, player: str, out: TextIO, root: Path | None = None) -> bool:
+    """Outside a game (the line-mode incident list): `history` and `debrief N` answered on `out`; True when
+    `line` was one of them (errors said as `error: ...`)."""
+    word, _, rest = line.strip().partition(" ")
+    if word.lower() not in ("history", "debrief"):
+        return False
+
+    def say(text: str) -> None:
+        out.write(text + "\n")
+        out.flush()
+
+    try:
+        past = api.history(player, root)
+        if word.lower() == "history":
+            say(history_text(past))
+        else:
+            say_past_debrief(past, rest, say)
+    except api.SessionError as exc:
+        say(f"error: {exc}")
+    return True
 
 
 def _taken(seconds: float | None) -> str:

@@ -12,7 +12,8 @@ from typing import Any
 class Command:
     """One action. `keys` is Textual's comma-separated key list; the first key is the one shown.
 
-    `scope` names where it works: a screen ("picker", "briefing", "workspace", "submit", "debrief")
+    `scope` names where it works: a screen ("picker", "briefing", "workspace", "submit", "debrief",
+    "history", "past_debrief")
     or a widget of the workspace ("editor", "results", "plot", "board", "queries").
 
     `pinned`: always in the key bar, at its right end, whatever has focus (run, submit, help).

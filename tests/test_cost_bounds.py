@@ -25,21 +25,23 @@ from telemetry_gen.cost import BOUNDS, check_file_cost, estimate, excesses
 ROOT = Path(__file__).resolve().parent.parent
 SERVEDRILL = [str(Path(sys.executable).parent / "servedrill")]
 BASE = LIBRARY_DIR / "research-requests-crawl.yaml"  # a fixed incident: 3 replicas, 2.5 req/s, 2100 s
-# a refusal is an estimate, never a build: well within these on a busy 2-core machine (measured ~1.3 s, 160 MB)
-MAX_WALL_S = 10.0
+# a refusal is an estimate, never a build: well within these (measured ~1.3 s of CPU, 160 MB). CPU seconds,
+# not wall: a busy machine stretches the wall clock (12 s seen beside other jobs), not the work done
+MAX_CPU_S = 10.0
 MAX_RSS_MB = 400.0
 # Run the command from a fresh interpreter whose only child it is, so RUSAGE_CHILDREN's peak is this command's
 _MEASURE = (
     "import json, resource, subprocess, sys, time\n"
     "t = time.perf_counter()\n"
     "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
     "print(json.dumps({'rc': r.returncode, 'out': r.stdout, 'err': r.stderr, 'wall': time.perf_counter() - t,\n"
-    "                  'rss_kb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))\n"
+    "                  'cpu': u.ru_utime + u.ru_stime, 'rss_kb': u.ru_maxrss}))\n"
 )
 
 
 def run_measured(args: list[str], env: dict[str, str] | None = None, timeout: float = 120.0) -> dict[str, Any]:
-    """Run `servedrill ARGS`: its exit code, output, wall seconds and peak resident memory (MB)."""
+    """Run `servedrill ARGS`: its exit code, output, wall and CPU seconds and peak resident memory (MB)."""
     done = subprocess.run([sys.executable, "-c", _MEASURE, *SERVEDRILL, *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT)
     result: dict[str, Any] = json.loads(done.stdout)
@@ -91,7 +93,7 @@ def test_reviewer_case_is_refused_in_one_line_naming_the_knob(tmp_path: Path, ca
     # the line named is the knob's own line in the file
     assert key in path.read_text(encoding="utf-8").splitlines()[int(match.group(1)) - 1], problem[0]
     assert "Traceback" not in got["err"] and "internal error" not in got["err"] + got["out"]
-    assert got["wall"] < MAX_WALL_S, got["wall"]
+    assert got["cpu"] < MAX_CPU_S, got
     assert got["rss_mb"] < MAX_RSS_MB, got["rss_mb"]
     # nothing was built, and nothing left behind
     assert not cache_dir.exists() or not list(cache_dir.iterdir())
@@ -200,7 +202,7 @@ def _assert_quick_one_line_refusal(got: dict[str, Any], words: str) -> None:
     assert got["rc"] == 1, got
     lines = [line for line in got["err"].splitlines() if line.strip()]
     assert len(lines) == 1 and words in lines[0], got
-    assert got["wall"] < MAX_WALL_S and got["rss_mb"] < MAX_RSS_MB, got
+    assert got["cpu"] < MAX_CPU_S and got["rss_mb"] < MAX_RSS_MB, got
 
 
 def test_fidelity_refuses_dev_zero_fast() -> None:
@@ -210,9 +212,7 @@ def test_fidelity_refuses_dev_zero_fast() -> None:
 def test_fidelity_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
     fifo = tmp_path / "points.yaml"
     os.mkfifo(fifo)
-    started = time.perf_counter()
-    got = _fidelity(str(fifo))  # no writer ever opens it: a blocking open would hang until the timeout
-    assert time.perf_counter() - started < MAX_WALL_S
+    got = _fidelity(str(fifo))  # no writer ever opens it: a blocking open would hang until the timeout (an error)
     _assert_quick_one_line_refusal(got, "is a FIFO")
 
 
@@ -298,16 +298,16 @@ def test_every_build_is_guarded_not_only_validate_and_generate(tmp_path: Path) -
     inc = load_incident(variant(tmp_path, "week-built", *edits))
     env = {**os.environ, "SERVEDRILL_CACHE": str(tmp_path / "cache")}
     os.environ.pop(ALLOW_LARGE_ENV, None)
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SERVEDRILL_CACHE", env["SERVEDRILL_CACHE"])
         with pytest.raises(IncidentError) as err:
             ensure_database(inc, 0)
-    assert time.perf_counter() - started < MAX_WALL_S
+    assert time.process_time() - started < MAX_CPU_S
     assert knob in str(err.value.diagnostics[0]) and "--allow-large" in str(err.value.diagnostics[0])
     assert not list((tmp_path / "cache").glob("*.duckdb"))
     # through a command that builds: `query` on the file
     done = run_measured(["query", str(tmp_path / "week-built.yaml"), "SELECT 1", "--json"],
                         env={"SERVEDRILL_CACHE": env["SERVEDRILL_CACHE"]})
     assert done["rc"] == 1 and knob in done["out"] + done["err"], done
-    assert done["wall"] < MAX_WALL_S and done["rss_mb"] < MAX_RSS_MB
+    assert done["cpu"] < MAX_CPU_S and done["rss_mb"] < MAX_RSS_MB, done

@@ -4,6 +4,7 @@ query re-run on every hypothesis's world."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,6 +44,8 @@ def incident(env: Path) -> Incident:
 
 def test_real_expert_rules_out_every_rival_and_scores_high(incident: Incident) -> None:
     events, report = autoplay(INCIDENT, 0, "expert")
+    # a scripted player's session journals nothing (api.open_game(journal=False)): no session to resume or watch
+    assert not list(Path(os.environ["SERVEDRILL_DATA"]).rglob("*.jsonl"))
     queries = [e for e in events if e.kind == "query"]
     assert all(q.data["ok"] for q in queries), [q.data["error"] for q in queries]
     assert len(queries) == len(plan(incident, "expert").queries)

@@ -116,6 +116,14 @@ def test_query_world_runs_the_sql_on_a_hypothesis_world_and_says_it_spoils(runne
     assert "no world 'nope'" in res.stderr and "bad-deploy" in res.stderr
 
 
+def test_the_apis_truth_world_is_the_proving_rooms() -> None:
+    """game.api names the player's world without importing the proving room (heavy) at its import."""
+    from game import api
+    from telemetry_gen.proving.worlds import TRUTH
+
+    assert api.TRUTH_WORLD == TRUTH
+
+
 def test_calc_says_when_a_memory_share_leaves_no_room_for_one_request(runner: CliRunner) -> None:
     """An author sizing a config_change: at a small gpu_memory_utilization the KV cache cannot hold one
     request of --context tokens, and vLLM would refuse to start (the simulation then keeps the old config)."""

@@ -276,8 +276,9 @@ def catalog(telemetry: Telemetry | Gateway) -> list[CatalogEntry]:
 
 
 def glance(telemetry: Telemetry, sql: str) -> QueryResult:
-    """A read the front end makes for its own display (the plot's fault markers), not the player's query:
-    run on the game's gateway under the same limits and never recorded."""
+    """A read the front end makes for its own display (the plot's fault markers) or a statement run outside any
+    session (`servedrill query`), not the player's query: run on the gateway under the same limits and never
+    recorded."""
     return telemetry.gateway.run(sql)
 
 

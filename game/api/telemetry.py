@@ -14,7 +14,8 @@ from game.query.limits import PLAYER_LIMITS, QueryLimits
 __all__ = ["TRUTH_WORLD", "Exported", "export_parquet", "open_world", "world_names"]
 
 TRUTH_WORLD = "truth"
-"""The world the player queries: the incident as it happened (`open_telemetry`)."""
+"""The world the player queries: the incident as it happened (`open_telemetry`). Spelled out, not imported from
+telemetry_gen.proving.worlds (`TRUTH`), which would load the simulator with `game.api`; a test holds them equal."""
 
 
 @dataclass(frozen=True)

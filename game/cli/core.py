@@ -190,7 +190,7 @@ game.frontends.line_mode.CELL_CHARS)."""
 @click.argument("incident")
 @click.argument("sql")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--world", default="truth", show_default=True, metavar="NAME",
+@click.option("--world", default=api.TRUTH_WORLD, show_default=True, metavar="NAME",
               help="Authors: query another world of the incident: a hypothesis id (its `world` faults in place "
                    "of `faults`), a family member (truth~1, ID~1: the same on another traffic draw), noise "
                    "(= truth~1) or baseline (no faults). Spoils the answer.")
@@ -209,7 +209,7 @@ def query_cmd(incident: str, sql: str, seed: int, world: str, as_json: bool) -> 
                  "(hint: a hypothesis id, ID~1 for its other traffic draw, noise or baseline)", as_json=as_json)
     telemetry = api.open_world(variant, world, progress=None if as_json else ProgressBar(inc.id))
     try:
-        res = telemetry.gateway.run(sql)
+        res = api.glance(telemetry, sql)  # one statement, no session: nothing to record it in
     finally:
         telemetry.close()
     if as_json:

@@ -137,3 +137,23 @@ def test_calc_says_when_a_memory_share_leaves_no_room_for_one_request(runner: Cl
     assert "max seq len (4096)" in tight["memory_error"]
     code, bad = run_json(runner, *args, "--gpu-memory-utilization", "1.5")
     assert code == 1 and "gpu_memory_utilization" in bad["error"]
+
+
+@pytest.mark.slow
+def test_export_and_query_read_the_variant_a_player_at_that_seed_plays(in_library_cache: Path, tmp_path: Path) -> None:
+    """At a seed other than 0 an incident with variables is that seed's variant (what `play --seed` opens), not
+    the seed-0 variant on that seed's traffic."""
+    from game import api
+    from telemetry_gen.cache import ensure_database
+
+    ref = "first-shift-one-replica-lags"  # the tutorial: small, and its variables draw other values at seed 7
+    at_7 = api.open_telemetry(api.load_variant(api.find_incident(ref), 7))
+    at_7.close()
+    seed_0_variant = api.load_variant(api.find_incident(ref), 0).incident
+    assert ensure_database(seed_0_variant, 7).digest != at_7.digest  # else this test would show nothing
+    code, out = run_json(CliRunner(), "export", ref, "--seed", "7", "--parquet", str(tmp_path / "pq"))
+    assert code == 0 and out["digest"] == at_7.digest
+    sql = "SELECT count(*) AS n FROM requests"
+    code, res = run_json(CliRunner(), "query", ref, sql, "--seed", "7")
+    with duckdb.connect(at_7.build.path, read_only=True) as con:
+        assert code == 0 and res["rows"] == [list(con.execute(sql).fetchone() or ())]

@@ -140,7 +140,8 @@ def test_calc_says_when_a_memory_share_leaves_no_room_for_one_request(runner: Cl
 
 
 @pytest.mark.slow
-def test_export_and_query_read_the_variant_a_player_at_that_seed_plays(in_library_cache: Path, tmp_path: Path) -> None:
+def test_generate_export_and_query_read_the_variant_a_player_at_that_seed_plays(in_library_cache: Path,
+                                                                              tmp_path: Path) -> None:
     """At a seed other than 0 an incident with variables is that seed's variant (what `play --seed` opens), not
     the seed-0 variant on that seed's traffic."""
     from game import api
@@ -152,6 +153,8 @@ def test_export_and_query_read_the_variant_a_player_at_that_seed_plays(in_librar
     seed_0_variant = api.load_variant(api.find_incident(ref), 0).incident
     assert ensure_database(seed_0_variant, 7).digest != at_7.digest  # else this test would show nothing
     code, out = run_json(CliRunner(), "export", ref, "--seed", "7", "--parquet", str(tmp_path / "pq"))
+    assert code == 0 and out["digest"] == at_7.digest
+    code, out = run_json(CliRunner(), "generate", ref, "--seed", "7")
     assert code == 0 and out["digest"] == at_7.digest
     sql = "SELECT count(*) AS n FROM requests"
     code, res = run_json(CliRunner(), "query", ref, sql, "--seed", "7")

@@ -130,12 +130,13 @@ def fidelity(points_file: Path | None, only: str, workers: int | None, as_json: 
 
 
 # ----- generate -----------------------------------------------------------------------------------
-def _load(ref: str, as_json: bool) -> Any:
-    """The incident `ref` as the loader checks it for an author (every variant of the validation seeds)."""
+def _load(ref: str, seed: int, as_json: bool) -> Any:
+    """The incident `ref` as the variant of `seed`: the database built is the one a player at that seed
+    queries."""
     from incidents.loader import IncidentError, find_incident, load_incident
 
     try:
-        return load_incident(find_incident(ref))
+        return load_incident(find_incident(ref), seed=seed)
     except IncidentError as exc:
         lines = [str(d) for d in exc.diagnostics]
         # every problem, one a line (an author fixes them all at once); JSON keeps an empty list too
@@ -157,7 +158,7 @@ def generate(incident: str, seed: int, out: Path | None, force: bool, allow_larg
     from telemetry_gen.cache import ensure_database
     from telemetry_gen.cost import ALLOW_LARGE_ENV, cost_diagnostics
 
-    inc = _load(incident, as_json)
+    inc = _load(incident, seed, as_json)
     if not allow_large:
         # estimated before anything is simulated: a build over the bounds is refused at the knob's line
         lines = [str(d) for d in cost_diagnostics(inc, str(find_incident(incident)))]

@@ -173,6 +173,16 @@ def test_every_cli_module_is_named_player_facing_or_a_tool() -> None:
     assert sorted((CLI_PLAYER.keys() | CLI_TOOLS.keys()) - modules) == []
 
 
+def test_what_is_not_held_yet_still_needs_the_excuse() -> None:
+    """A file that now keeps the rule leaves NOT_YET, so that the rule holds it from then on."""
+    def allowed(rel: str) -> tuple[str, ...]:
+        if rel in CLI_PLAYER:
+            return CLI_PLAYER_MAY
+        return next(a for folder, a in FRONT_ENDS.items() if rel.startswith(folder + "/")) + ALSO.get(rel, ())
+
+    assert [rel for rel in NOT_YET if not _below_the_api(ROOT / rel, allowed(rel))] == []
+
+
 def test_player_facing_cli_commands_call_the_game_api_and_nothing_below_it() -> None:
     wrong = [f"{rel} imports {name}" for rel in sorted(CLI_PLAYER) if rel not in NOT_YET
              for name in _below_the_api(ROOT / rel, CLI_PLAYER_MAY)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -174,6 +175,26 @@ def test_worlds_are_built_once_and_shared(mini: Incident) -> None:
     first = ensure_worlds(mini, 0)
     again = ensure_worlds(mini, 0)
     assert again.paths == first.paths and again.built_s == 0.0
+
+
+def test_the_background_build_shares_the_worlds_out_over_processes(tmp_path: Path) -> None:
+    """`python -m telemetry_gen.proving.worlds --jobs 2` (what the game starts while the player reads) builds
+    every world once, over two processes: afterwards each is in the cache; a malformed part is refused."""
+    env = {**os.environ, "SERVEDRILL_CACHE": str(tmp_path / "cache")}
+    build = subprocess.run([sys.executable, "-m", "telemetry_gen.proving.worlds", "--nice", "--jobs", "2",
+                            str(MINI), "0"], capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert build.returncode == 0, build.stderr
+    inc = load_incident(MINI, 0)
+    names = world_names(inc)
+    # this process built every other world from the first; the second process the rest
+    assert build.stdout.count("/") == len(names[0::2]) + 1
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SERVEDRILL_CACHE", str(tmp_path / "cache"))
+        found = ensure_worlds(inc, 0)
+    assert sorted(found.paths) == sorted(names) and found.built_s == 0.0  # all there: nothing was built now
+    bad = subprocess.run([sys.executable, "-m", "telemetry_gen.proving.worlds", "--part", "2/2", str(MINI), "0"],
+                         capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert bad.returncode == 2 and "K/N with 0 <= K < N" in bad.stderr
 
 
 def test_scoring_has_a_time_budget_and_reuses_what_it_ran(mini: Incident, cache: Path) -> None:

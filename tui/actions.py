@@ -3,6 +3,7 @@ and the command palette offers its entries. Change a key here and all three foll
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +12,8 @@ from typing import Any
 class Command:
     """One action. `keys` is Textual's comma-separated key list; the first key is the one shown.
 
-    `scope` names where it works: a screen ("picker", "briefing", "workspace", "submit", "debrief")
+    `scope` names where it works: a screen ("picker", "briefing", "workspace", "submit", "debrief",
+    "history", "past_debrief")
     or a widget of the workspace ("editor", "results", "plot", "board", "queries").
 
     `pinned`: always in the key bar, at its right end, whatever has focus (run, submit, help).
@@ -69,6 +71,8 @@ SCOPE_TITLES: dict[str, str] = {
     "schema": "Tables (ctrl+t)",
     "submit": "Submit",
     "debrief": "Debrief",
+    "history": "Past sessions",
+    "past_debrief": "Past debrief",
 }
 
 PANE_SCOPES = ("editor", "results", "plot", "board", "queries", "schema")
@@ -86,6 +90,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("picker", "random_incident", "f2", "Random", "Open the briefing of an incident drawn at random."),
     Command("picker", "incident_of_the_day", "f3", "Today",
             "Open the briefing of the incident of the day (the same for everyone on a date)."),
+    Command("picker", "history", "f4", "History",
+            "Your past sessions: incident, score, date and time taken; Enter there reopens a debrief."),
     Command("briefing", "begin", "enter", "Start", "Start the investigation (or continue the session)."),
     Command("briefing", "begin_new", "n", "New session",
             "Start a fresh session although an unfinished one exists."),
@@ -174,6 +180,16 @@ COMMANDS: tuple[Command, ...] = (
     Command("debrief", "export_markdown", "e", "Export Markdown",
             "Write the debrief as Markdown next to the transcript."),
     Command("debrief", "done", "escape", "Incidents", "Back to the incident list."),
+    Command("history", "open_debrief", "enter", "Debrief",
+            "Reopen the highlighted session's debrief (its queries re-run on every world, as at the end)."),
+    Command("history", "back", "escape", "Incidents", "Back to the incident list."),
+)
+
+
+COMMANDS += (
+    # a debrief reopened from the history reads the same, and Escape goes back to the history
+    *(dataclasses.replace(c, scope="past_debrief") for c in COMMANDS if c.scope == "debrief" and c.action != "done"),
+    Command("past_debrief", "done", "escape", "History", "Back to your past sessions."),
 )
 
 

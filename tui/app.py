@@ -291,6 +291,12 @@ class ServedrillApp(App[None]):
         self.play = Play(entry, seed=self.seed)
         self.push_screen(BriefingScreen(entry, resume_path=resume_path))
 
+    def open_history(self) -> None:
+        """The player's past sessions (tui/screens/history.py), over the incident list."""
+        from tui.screens.history import HistoryScreen
+
+        self.push_screen(HistoryScreen())
+
     def adopt_telemetry(self, telemetry: Telemetry) -> None:
         """Take over freshly opened telemetry (closing any previous one)."""
         if self.play is None:
@@ -422,7 +428,8 @@ class ServedrillApp(App[None]):
 def _scope_of(screen: Screen[Any]) -> str | None:
     name = type(screen).__name__
     return {"PickerScreen": "picker", "BriefingScreen": "briefing", "WorkspaceScreen": "workspace",
-            "SubmitScreen": "submit", "DebriefScreen": "debrief"}.get(name)
+            "SubmitScreen": "submit", "DebriefScreen": "debrief", "HistoryScreen": "history",
+            "PastDebriefScreen": "past_debrief"}.get(name)
 
 
 def _runner(target: Any, action: str) -> Callable[[], Any]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from game.api import Telemetry, Variant
+    from game.api import PastSession, Telemetry, Variant
     from game.rules.scoring import ScoreReport
     from game.session import Event, Session, SessionSummary
     from game.session.hypotheses import Shown
@@ -111,4 +111,14 @@ class DebriefReady(Message):
         self.report = report
         self.markdown = markdown
         self.transcript = transcript
+        self.error = error
+
+
+class HistoryLoaded(Message):
+    """The player's finished sessions (`game.api.history`), most recent first; `error` when they could
+    not be read."""
+
+    def __init__(self, past: list[PastSession], error: str | None = None) -> None:
+        super().__init__()
+        self.past = past
         self.error = error

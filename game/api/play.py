@@ -47,12 +47,13 @@ if TYPE_CHECKING:
     from telemetry_gen.cache import BuildInfo
 
 __all__ = [
-    "PLAYER_LIMITS", "ROW_CAP", "TABLE_COLUMNS", "Debrief", "Game", "IncidentError", "QueryLimits", "Ran", "Runs",
-    "Telemetry",
-    "Truth", "Variant", "board", "build_worlds", "cancel", "catalog", "debrief", "end_with_parent",
+    "PLAYER_LIMITS", "ROW_CAP", "TABLE_COLUMNS", "Debrief", "Game", "IncidentError", "PastDebrief", "QueryLimits",
+    "Ran", "Runs", "Telemetry", "Truth", "Variant", "board", "build_worlds", "cancel", "catalog", "debrief",
+    "end_with_parent",
     "export_transcript", "find_incident", "glance", "heartbeat", "hint", "library", "load_variant", "new_session",
-    "note", "open_game", "open_telemetry", "pin", "rank", "read_span", "resume_game", "resume_session",
-    "run_query", "save_draft", "snippets", "start", "submit", "truth", "unpin", "updates", "variant_of",
+    "note", "open_game", "open_telemetry", "past_debrief", "pin", "rank", "read_span", "resume_game",
+    "resume_session", "run_query", "save_draft", "snippets", "start", "submit", "truth", "unpin", "updates",
+    "variant_of",
 ]
 
 
@@ -350,6 +351,44 @@ def debrief(session: Session, progress: ScoringProgress | None = None) -> Debrie
     if session.state == SUBMITTED:
         session.view_debrief()
     return Debrief(report, markdown, truth(session.incident))
+
+
+@dataclass(frozen=True)
+class PastDebrief:
+    """A finished session's debrief rebuilt from its transcript (after a restart too): the debrief, and
+    what a front end lays beside it (the incident as the session's variant, its events, its board)."""
+
+    debrief: Debrief
+    incident: Incident
+    events: list[Event]
+    board: list[Shown]
+    session_id: str
+    transcript: Path
+
+
+def past_debrief(transcript: Path | str, progress: ScoringProgress | None = None) -> PastDebrief:
+    """The debrief of a finished session, from its transcript (`game.api.history` lists them): its queries
+    re-run on every hypothesis's world as at the end of the game (quick once the worlds are cached, so a
+    worker thread). Nothing is written. Raises SessionError when the transcript cannot be read back or
+    records no submission (a debrief names the answer), or in a served game-day round until it ends."""
+    from game.rules.assess import score_session
+    from game.rules.debrief import debrief_markdown
+    from game.session import SUBMIT, SessionError, TranscriptError, load_transcript
+    from game.session.seat import debrief_held
+
+    held = debrief_held()
+    if held is not None:
+        raise SessionError(held)
+    try:
+        t = load_transcript(transcript)
+    except TranscriptError as exc:
+        raise SessionError(str(exc)) from None
+    if not any(e.kind == SUBMIT for e in t.events):
+        raise SessionError(f"{t.header.session_id} was not submitted: it has no debrief yet")
+    report = score_session(t.incident, t.header.seed, t.events, progress=progress)
+    markdown = debrief_markdown(t.incident, t.events, report)
+    return PastDebrief(Debrief(report, markdown, truth(t.incident)), t.incident, list(t.events),
+                       board(t.incident, t.header.seed), t.header.session_id, t.path)
 
 
 def read_span(reads: Sequence[Mapping[str, Any]], t0: Any, duration_s: float) -> tuple[float, float] | None:

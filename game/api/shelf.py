@@ -23,13 +23,20 @@ if TYPE_CHECKING:
     from incidents.spec import Incident
 
 __all__ = [
-    "SOLVED_SCORE", "Coverage", "LibraryEntry", "PlayerRecord", "briefing_entry", "by_difficulty", "coverage",
-    "filter_library", "find_session", "incident_of_the_day", "library_files", "pin_count", "player_record",
-    "preselected", "random_incident", "session_entry", "sessions", "teaches", "unfinished_sessions",
+    "SOLVED_SCORE", "Coverage", "LibraryEntry", "Met", "PastSession", "PlayerRecord", "briefing_entry",
+    "by_difficulty", "coverage", "filter_library", "find_session", "history", "incident_of_the_day",
+    "library_files", "met", "new_to_player", "pin_count", "player_record", "preselected", "random_incident",
+    "session_entry", "sessions", "solved", "teaches", "unfinished_sessions",
 ]
 
 SOLVED_SCORE = 70.0
 """A best score at least this counts an incident (and the topics it covers) as solved."""
+
+
+def solved(score: float | None) -> bool:
+    """Whether a (best) score counts as solved: the one place that decides it (every front end, `list`,
+    the coverage line and the history ask here)."""
+    return score is not None and score >= SOLVED_SCORE
 
 
 # ---------------------------------------------------------------- the library
@@ -126,9 +133,34 @@ def coverage(entries: Sequence[LibraryEntry], best: Mapping[str, float]) -> Cove
     by_topic = topic_coverage([(e.id, e.tags) for e in entries])
     covered = [key for key, ids in by_topic.items() if ids]
     ids = {e.id for e in entries}
-    solved = sorted(i for i in ids if best.get(i, 0.0) >= SOLVED_SCORE)
-    topics = [key for key, tids in by_topic.items() if any(i in solved for i in tids)]
-    return Coverage(len(entries), len(solved), len(topics), len(covered))
+    done = sorted(i for i in ids if solved(best.get(i)))
+    topics = [key for key, tids in by_topic.items() if any(i in done for i in tids)]
+    return Coverage(len(entries), len(done), len(topics), len(covered))
+
+
+@dataclass(frozen=True)
+class Met:
+    """What a player has met: the symptom tags and the difficulties of the incidents they have finished
+    (a scored transcript). Only shown tags: the topic tags could name a cause the player has not seen."""
+
+    tags: frozenset[str] = frozenset()
+    difficulties: frozenset[int] = frozenset()
+
+
+def met(entries: Iterable[LibraryEntry], best: Mapping[str, float]) -> Met:
+    """What the player with `best` scores (`player_record`) has met among `entries`."""
+    done = [e for e in entries if e.id in best]
+    return Met(frozenset(t for e in done for t in e.shown_tags),
+               frozenset(e.difficulty for e in done if e.difficulty is not None))
+
+
+def new_to_player(entry: LibraryEntry, seen: Met) -> list[str]:
+    """What `entry` would bring the player for the first time: "difficulty N" when they have finished no
+    incident of that difficulty, then each symptom tag none of their finished incidents had. Empty: nothing
+    new."""
+    level = entry.difficulty
+    out = [] if level is None or level in seen.difficulties else [f"difficulty {level}"]
+    return out + [t for t in entry.shown_tags if t not in seen.tags]
 
 
 def briefing_entry(entry: LibraryEntry, incident: Incident, board: Sequence[Shown] | None = None) -> LibraryEntry:
@@ -226,3 +258,85 @@ def pin_count(events: Iterable[Event]) -> int:
     from game.session import active_pins
 
     return len(active_pins(events))
+
+
+# ---------------------------------------------------------------- past sessions
+
+
+@dataclass(frozen=True)
+class PastSession:
+    """A finished session as the history lists it: read from its transcript (written at the debrief).
+    Times are epoch seconds (None when the transcript has no such event); `taken_s` is the game clock from
+    the start to the submission (time the session was held open: hours it sat closed do not count; wall
+    time for a session without its draft sidecar); `score` is the total the debrief recorded (None:
+    unscored)."""
+
+    session_id: str
+    incident_id: str
+    title: str
+    player: str
+    seed: int
+    started: float | None
+    submitted: float | None
+    taken_s: float | None
+    score: float | None
+    queries: int
+    transcript: Path
+
+    @property
+    def solved(self) -> bool:
+        return solved(self.score)
+
+    @property
+    def date(self) -> str:
+        """When it was submitted (or started), `YYYY-MM-DD HH:MM` in UTC; "?" when neither is known."""
+        import datetime
+
+        when = self.submitted if self.submitted is not None else self.started
+        if when is None:
+            return "?"
+        return datetime.datetime.fromtimestamp(when, datetime.UTC).strftime("%Y-%m-%d %H:%M")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"session_id": self.session_id, "incident_id": self.incident_id, "title": self.title,
+                "player": self.player, "seed": self.seed, "started": self.started, "submitted": self.submitted,
+                "taken_s": self.taken_s, "score": self.score, "solved": self.solved, "queries": self.queries,
+                "transcript": str(self.transcript)}
+
+
+def history(player: str | None, root: Path | None = None) -> list[PastSession]:
+    """`player`'s finished sessions (every player's with None), most recently submitted first: one per
+    transcript under `root` (default: the data folder) that records a submission. A transcript that cannot
+    be read back (damaged, or its incident changed since) is left out."""
+    from game.session import (
+        QUERY,
+        START,
+        SUBMIT,
+        TranscriptError,
+        held_clock,
+        load_transcript,
+        read_held,
+        sessions_dir,
+        transcripts_dir,
+    )
+
+    found: list[PastSession] = []
+    folder = transcripts_dir(root)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            t = load_transcript(path)
+        except TranscriptError:
+            continue
+        if t.submission is None or (player is not None and t.header.player != player):
+            continue
+        started = next((e.time for e in t.events if e.kind == START), None)
+        submitted = next((e.time for e in t.events if e.kind == SUBMIT), None)
+        taken = None
+        if started is not None and submitted is not None:
+            held = read_held(sessions_dir(root) / f"{t.header.session_id}.jsonl")
+            taken = max(0.0, held_clock(held, [e.time for e in t.events], started, submitted))
+        found.append(PastSession(t.header.session_id, t.header.incident_id, t.incident.title, t.header.player,
+                                 t.header.seed, started, submitted, taken, t.recorded_total,
+                                 sum(1 for e in t.events if e.kind == QUERY), path))
+    found.sort(key=lambda p: (p.submitted or p.started or 0.0, p.session_id), reverse=True)
+    return found

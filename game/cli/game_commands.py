@@ -91,15 +91,24 @@ def _play_plain(path: Path | None, seed: int, player: str, session_path: Path | 
         session.close()
 
 
-def _pick_incident() -> Path:
-    """Line-mode picker: list the library, read a number or id from stdin."""
+def _pick_incident(player: str = "") -> Path:
+    """Line-mode picker: list the library, read a number or id from stdin (`history` and `debrief N` show
+    the player's finished sessions first: game.frontends.line_mode.shelf_line)."""
+    from game.frontends.line_mode import shelf_line
+
     library = api.library_files()
     if not library:
         raise CommandError("the incident library is empty; give an incident file: servedrill play --plain FILE")
     click.echo("Incidents:")
     for i, p in enumerate(library, start=1):
         click.echo(f"  {i:>2}. {p.stem}")
-    choice = input("Pick a number or id: ").strip()
+    while True:
+        try:
+            choice = input("Pick a number or id (history: your finished sessions): ").strip()
+        except EOFError:
+            raise CommandError("no incident picked (end of input)") from None
+        if not shelf_line(choice, player or _player(None), sys.stdout):
+            break
     if choice.isdigit() and 1 <= int(choice) <= len(library):
         return library[int(choice) - 1]
     return api.find_incident(choice)
@@ -142,7 +151,7 @@ def play_cmd(incident: str | None, seed: int | None, random_deal: bool, player: 
                    f"(play it again: servedrill play {path.stem} --seed {chosen})")
     else:
         chosen = 0 if seed is None else seed
-        path = _incident(incident, chosen)[1] if incident else _pick_incident()
+        path = _incident(incident, chosen)[1] if incident else _pick_incident(_player(player))
     _play_plain(path, chosen, _player(player))
 
 @click.command("resume", cls=GuardedCommand)

@@ -8,6 +8,7 @@ traceback: a problem with one file becomes a diagnostic naming that file.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ import click
 
 # game.cli.core's helpers (emit, fail), as a module reference
 import game.cli.core as base
+from game.api import SOLVED_SCORE
 from game.authoring.families import DEFAULT_FAMILY, FAMILIES, find_family, scaffold_text
 from game.cli.validate_commands import internal_error, validate
 from incidents.coverage import topic_coverage, visible_tags
@@ -200,6 +202,29 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in lines)
 
 
+def with_progress(incidents: Sequence[dict[str, Any]], player: str) -> list[dict[str, Any]]:
+    """`incidents` (library_listing's) with the player's progress: `best` (their best recorded score, or
+    None), `solved` (game.api.solved decides) and `new` (a difficulty or symptom tags none of the incidents
+    they finished had; game.api.new_to_player)."""
+    from game import api
+
+    best = api.player_record(player).best
+    entries = {e.id: e for e in api.library([Path(inc["path"]) for inc in incidents])}
+    seen = api.met(entries.values(), best)
+    out = []
+    for inc in incidents:
+        score = best.get(inc["id"])
+        entry = entries.get(inc["id"])
+        fresh = [] if score is not None or entry is None else api.new_to_player(entry, seen)
+        out.append({**inc, "best": score, "solved": api.solved(score), "new": fresh})
+    return out
+
+
+def _best_text(inc: dict[str, Any]) -> str:
+    score = inc["best"]
+    return "-" if score is None else f"{score:.0f}" + (" ✓" if inc["solved"] else "")
+
+
 @click.command(name="list")
 @click.option("--tag", default=None, help="Only incidents with this tag.")
 @click.option("--difficulty", type=click.IntRange(1, 5), default=None, help="Only this difficulty.")
@@ -209,10 +234,12 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
               help="Authors: show every tag and which incidents teach each topic (spoils the causes).")
 @click.option("--library", "root", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Library folder (default: incidents/).")
+@click.option("--player", default=None, help="Whose best scores and new marks to show (default $USER).")
+@click.option("--unsolved", is_flag=True, help="Only incidents the player has not solved yet.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def list_incidents(
     tag: str | None, difficulty: int | None, topics: tuple[str, ...], all_tags: bool, root: Path | None,
-    as_json: bool,
+    player: str | None, unsolved: bool, as_json: bool,
 ) -> None:
     """The incident library: id, title, difficulty and symptom tags, and how many incidents cover each tag.
 
@@ -226,19 +253,24 @@ def list_incidents(
                    err=True)
     else:
         incidents = [{**inc, "tags": visible_tags(inc["tags"])} for inc in incidents]
+    who = player or os.environ.get("USER") or "player"
+    incidents = with_progress(incidents, who)
     shown = select(incidents, tag, difficulty, topics)
+    if unsolved:
+        shown = [inc for inc in shown if not inc["solved"]]
     coverage = tag_coverage(incidents)
     topic_counts = {key: len(ids) for key, ids in every_topic.items()}
     if as_json:
         base.emit({"incidents": shown, "invalid": invalid, "coverage": coverage,
                    "topics": every_topic if all_tags else None, "topic_counts": topic_counts,
-                   "spoils": all_tags})
+                   "spoils": all_tags, "player": who, "solved": sum(inc["solved"] for inc in incidents)})
         return
     if shown:
-        rows = [(inc["id"], inc["title"], str(inc["difficulty"]), ", ".join(inc["tags"])) for inc in shown]
-        click.echo(_table(("id", "title", "difficulty", "tags"), rows))
+        rows = [(inc["id"], inc["title"], str(inc["difficulty"]), _best_text(inc), "new" if inc["new"] else "",
+                 ", ".join(inc["tags"])) for inc in shown]
+        click.echo(_table(("id", "title", "difficulty", "best", "new", "tags"), rows))
     else:
-        click.echo("no incidents" + (" match" if tag or difficulty or topics else " in the library"))
+        click.echo("no incidents" + (" match" if tag or difficulty or topics or unsolved else " in the library"))
         for topic in topics:
             if not any(covers(inc, topic) for inc in incidents):
                 hint = did_you_mean(topic, coverage)
@@ -247,6 +279,8 @@ def list_incidents(
             click.echo("only symptom tags are shown and matched; --all-tags uses every tag (and spoils the causes)")
     if coverage:
         click.echo("coverage: " + ", ".join(f"{t} {n}" for t, n in coverage.items()))
+    click.echo(f"{who}: solved {sum(inc['solved'] for inc in incidents)} of {len(incidents)} incidents "
+               f"(a best score of {SOLVED_SCORE:.0f} or more; best from your scored transcripts)")
     uncovered = [key for key, n in topic_counts.items() if not n]
     click.echo(f"interview topics covered: {len(topic_counts) - len(uncovered)} of {len(topic_counts)}"
                + (f" (missing: {', '.join(uncovered)})" if uncovered else ""))

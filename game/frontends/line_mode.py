@@ -14,6 +14,7 @@ as every front end does, and this module calls nothing below it at run time.
 from __future__ import annotations
 
 import difflib
+import html
 import re
 import shlex
 import shutil
@@ -26,7 +27,7 @@ from game import api
 from game.api import ROW_CAP
 
 if TYPE_CHECKING:
-    from game.api import Game
+    from game.api import Game, PastSession
     from game.query.gateway import QueryResult
     from game.query.sandbox import Gateway
     from game.session import Session, Update
@@ -40,14 +41,38 @@ MORE_HINT = "type more to see them"
 """Said after a page of rows when the result has more."""
 
 COMMANDS = ("schema", "hypotheses", "rank", "pin", "unpin", "note", "queries", "more", "hint", "briefing", "updates",
-            "submit", "help", "quit", "exit")
+            "submit", "help", "quit", "exit", "snippets", "snippet", "history", "debrief", "\\x")
 
 SQL_STARTS = ("select", "with", "from", "describe", "desc", "show", "summarize", "explain", "values", "table",
               "pivot", "unpivot")
 """First words of the statements the gateway runs (read queries): a line starting with one is SQL."""
 
 CELL_CHARS = 40
-"""A cell is cut to this many characters in a printed table."""
+"""A cell is cut to this many characters in a printed table on a terminal (piped, cells print in full)."""
+
+_MD_ESCAPED = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>~])")
+"""A backslash-escaped Markdown punctuation mark (how the debrief makes data literal in Markdown)."""
+
+
+def plain_markdown(text: str) -> str:
+    """Markdown written for a renderer (the debrief: HTML entities and backslash escapes keep data literal)
+    as a reader of plain text should see it: `True -&gt; False` reads `True -> False`."""
+    return html.unescape(_MD_ESCAPED.sub(r"\1", text))
+
+
+def expanded_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], first: int = 1) -> str:
+    """Rows one after another, a `column | value` line per cell, every value in full (psql's \\x):
+    for results whose cells are too long for a table line. `first` numbers the first row."""
+    pad = max([len(c) for c in columns] + [1])
+    out: list[str] = []
+    for number, row in enumerate(rows, start=first):
+        out.append(f"-[ row {number} ]" + "-" * max(4, pad - 6))
+        for name, value in zip(columns, row, strict=False):
+            text = "NULL" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+            lines = text.split("\n")
+            out.append(f"{name:<{pad}} | {lines[0]}")
+            out += [f"{'':<{pad}} | {more}" for more in lines[1:]]
+    return "\n".join(out)
 
 
 def help_text(board: Sequence[ShownHypothesis] = ()) -> str:
@@ -71,11 +96,15 @@ def help_text(board: Sequence[ShownHypothesis] = ()) -> str:
         (f"unpin Q1 {first} supports", "take that pin off again (it no longer counts)"),
         (f"note {first} some text", "write a note on a hypothesis"),
         ("queries", "list your queries"),
+        ("snippets", "good first queries, numbered; snippet 2 runs the second (it counts as a query)"),
         ("more", f"the next {SHOWN_ROWS} rows of the last result (a query returns at most {ROW_CAP} rows)"),
+        ("\\x", "expanded display on or off: each row as column | value lines, every value in full"),
         ("hint", "take the next hint (costs points)"),
         ("briefing", "show the briefing again"),
         ("updates", "show the updates received so far"),
         ("submit", "submit your ranking (then the debrief and the score)"),
+        ("history", "your finished sessions: incident, score, date, time taken"),
+        ("debrief 1", "reopen the debrief of session 1 of the history (re-scored from its transcript)"),
         ("help", "this text"),
         ("quit", "leave; the session stays resumable"),
     ]
@@ -108,9 +137,9 @@ def near_miss(word: str) -> str | None:
 
 
 def format_table(columns: list[str], rows: list[Any], max_rows: int | None = SHOWN_ROWS, width: int | None = None,
-                 cell_chars: int = CELL_CHARS, more_hint: str = MORE_HINT) -> str:
+                 cell_chars: int | None = CELL_CHARS, more_hint: str = MORE_HINT) -> str:
     """A fixed-width text table of the first `max_rows` rows (None: all); floats to 4 significant digits,
-    cells cut at `cell_chars` characters. Rows left out are counted on a line ending with `more_hint`
+    cells cut at `cell_chars` characters (None: never cut). Rows left out are counted on a line ending with `more_hint`
     (how to see them). With `width` (the terminal's), the columns that do not fit are left out and named on
     a last line."""
     if max_rows is None:
@@ -122,7 +151,7 @@ def format_table(columns: list[str], rows: list[Any], max_rows: int | None = SHO
         return " ".join(("NULL" if v is None else str(v)).split("\n"))
 
     shown = [[cell(v) for v in row] for row in rows[:max_rows]]
-    widths = [min(cell_chars, max([len(c)] + [len(r[i]) for r in shown])) for i, c in enumerate(columns)]
+    widths = [min(cell_chars or 1 << 30, max([len(c)] + [len(r[i]) for r in shown])) for i, c in enumerate(columns)]
     keep = len(columns)
     if width is not None:
         used = 0
@@ -236,6 +265,10 @@ class PlainGame:
     last_index: int = field(default=0, init=False)
     shown: int = field(default=0, init=False)
     """Rows of `last` printed so far."""
+    expanded: bool = field(default=False, init=False)
+    """`\\x`: results print as column | value lines, every value in full."""
+    past: list[PastSession] | None = field(default=None, init=False)
+    """The finished sessions `history` listed last (what `debrief N` counts in)."""
 
     def __post_init__(self) -> None:
         if self.width is None and _isatty(self.out):
@@ -314,6 +347,11 @@ class PlainGame:
             "updates": lambda _: self._updates(),
             "submit": self._submit,
             "help": lambda _: self.say(help_text(self.session.board)),
+            "snippets": self._snippets,
+            "snippet": self._snippets,
+            "history": self._history,
+            "debrief": self._past_debrief,
+            "\\x": self._expanded,
         }
         if command in ("quit", "exit"):
             self._leave()
@@ -351,10 +389,26 @@ class PlainGame:
         if event is not None and budget and len(self.session.queries) == budget:
             self.say(f"That was query {budget} of your budget of {budget}; further queries cost points.")
 
+    @property
+    def cell_chars(self) -> int | None:
+        """Cells are cut on a terminal (its width is known), printed in full when piped."""
+        return CELL_CHARS if self.width else None
+
+    def _rows_text(self, result: QueryResult, start: int, count: int | None) -> str:
+        rows = result.rows[start:] if count is None else result.rows[start:start + count]
+        if self.expanded:
+            return expanded_table(result.columns, rows, first=start + 1) or "(no rows)"
+        return format_table(result.columns, rows, max_rows=None, width=self.width, cell_chars=self.cell_chars)
+
     def _result_text(self, index: int | None, result: QueryResult) -> str:
         if not result.ok:
             return f"error: {result.error} (not counted: a statement that fails costs no query)"
-        table = format_table(result.columns, result.rows, width=self.width)
+        if self.expanded:
+            table = self._rows_text(result, 0, SHOWN_ROWS)
+            if len(result.rows) > SHOWN_ROWS:
+                table += f"\n... {len(result.rows) - SHOWN_ROWS} more rows: {MORE_HINT}"
+        else:
+            table = format_table(result.columns, result.rows, width=self.width, cell_chars=self.cell_chars)
         return (f"{table}\nQ{index}: {result.row_count} rows{truncated_note(result)} in "
                 f"{result.duration_s * 1000:.0f} ms")
 
@@ -372,11 +426,50 @@ class PlainGame:
             return
         page = result.rows[start:start + SHOWN_ROWS]
         self.shown = start + len(page)
-        self.say(format_table(result.columns, page, max_rows=None, width=self.width))
+        self.say(self._rows_text(result, start, SHOWN_ROWS))
         left = len(result.rows) - self.shown
         after = f"; {left} more: {MORE_HINT}" if left else ""
         self.say(f"Q{self.last_index}: rows {start + 1}-{self.shown} of {result.row_count}"
                  f"{truncated_note(result)}{after}")
+
+    def _expanded(self, rest: str) -> None:
+        """`\\x`: expanded display on or off (psql's toggle); `\\x on` / `\\x off` set it."""
+        word = rest.strip().lower()
+        if word not in ("", "on", "off"):
+            raise api.SessionError("usage: \\x (toggle), \\x on or \\x off")
+        self.expanded = (not self.expanded) if not word else word == "on"
+        self.say("Expanded display is " + ("on: each row as column | value lines." if self.expanded
+                                          else "off: results print as tables."))
+
+    def _snippets(self, rest: str) -> None:
+        """`snippets`: the good first queries, numbered; `snippet N` (or `snippets N`) runs number N."""
+        menu = api.snippets(self.session.incident)
+        if not rest.strip():
+            for number, snip in enumerate(menu, start=1):
+                self.say(f"{number}. {snip.title}")
+                self.say("\n".join(f"     {line}" for line in snip.sql.strip().splitlines()))
+            self.say(f"Run one with: snippet N (1-{len(menu)}); it counts as a query. Or copy and edit it.")
+            return
+        word = rest.strip()
+        if not word.isdigit() or not 1 <= int(word) <= len(menu):
+            raise api.SessionError(f"no snippet {word[:20]!r}: write snippet N with N from 1 to {len(menu)} "
+                                   "(snippets lists them)")
+        sql = menu[int(word) - 1].sql.strip()
+        self.say(" ".join(sql.split()))
+        self._query(sql)
+
+    def _history(self, rest: str) -> None:
+        """`history`: the player's finished sessions, numbered for `debrief N`, most recent first."""
+        if rest.strip():
+            raise api.SessionError("usage: history (then debrief N reopens one)")
+        self.past = api.history(self.session.header.player, self.transcript_root)
+        self.say(history_text(self.past, self.width, self.cell_chars))
+
+    def _past_debrief(self, rest: str) -> None:
+        """`debrief N`: the debrief of session N of the history, rebuilt from its transcript."""
+        if self.past is None:
+            self.past = api.history(self.session.header.player, self.transcript_root)
+        say_past_debrief(self.past, rest, self.say)
 
     def _schema(self) -> None:
         current = None
@@ -440,11 +533,13 @@ class PlainGame:
         api.submit(self.session, None, discriminator)
 
     def _finish(self) -> None:
-        self.say("Scoring: re-running your queries on every hypothesis's world...")
-        done = api.debrief(self.session)
+        self.say("Scoring: re-running your queries on every hypothesis's world (building those not built "
+                 "yet takes a while)...")
+        done = api.debrief(self.session, progress=scoring_progress(self.say))
         report = done.report
-        # the debrief holds the score table and what each query ruled out: printed once, then the total
-        self.say(done.markdown)
+        # the debrief holds the score table and what each query ruled out: printed once, then the total;
+        # as plain text (the Markdown escapes data for a renderer: no &gt; or \_ on a terminal)
+        self.say(plain_markdown(done.markdown))
         self.say(f"Score {report.total:.1f} / 100" + ("" if report.submitted else " (not submitted)"))
         path = api.export_transcript(self.session, self.telemetry_digest, {"total": report.total},
                                      root=self.transcript_root)
@@ -453,6 +548,78 @@ class PlainGame:
     def _leave(self) -> None:
         self.say(f"Session {self.session.session_id} saved. Continue with: servedrill resume "
                  f"{self.session.session_id} --plain")
+
+
+def scoring_progress(say: Callable[[str], None]) -> Callable[[str, int, int], None]:
+    """A scoring progress callback that says one line per world (the worlds may take a while to build);
+    the world's name is never said (a rival's id would name a hypothesis)."""
+    said: set[tuple[int, int]] = set()
+
+    def progress(name: str, done: int, total: int) -> None:
+        if (done, total) in said:
+            return
+        said.add((done, total))
+        what = {"truth": "what you saw", "noise": "a second run of it"}.get(name, "a rival hypothesis")
+        say(f"  world {min(done + 1, total)} of {total} ({what})..." if done < total else f"  all {total} worlds ready")
+
+    return progress
+
+
+def history_text(past: Sequence[PastSession], width: int | None = None, cell_chars: int | None = None) -> str:
+    """The finished sessions `game.api.history` found, numbered for `debrief N`, as a table (or a line
+    saying there are none yet)."""
+    if not past:
+        return "No finished sessions yet: a session you submit is listed here, its debrief one command away."
+    rows = [(str(n), p.title, "-" if p.score is None else f"{p.score:.1f}" + (" solved" if p.solved else ""),
+             p.date, _taken(p.taken_s), str(p.queries)) for n, p in enumerate(past, start=1)]
+    table = format_table(["#", "incident", "score", "date (UTC)", "time", "queries"], rows, max_rows=None,
+                         width=width, cell_chars=cell_chars)
+    return table + "\nReopen a debrief with: debrief N"
+
+
+def say_past_debrief(past: Sequence[PastSession], rest: str, say: Callable[[str], None]) -> None:
+    """`debrief N` over `past` (the history as listed), said line by line as it happens: which session, a
+    line per world while it is re-scored, the debrief as plain text and the score. Raises SessionError (a
+    message with the fix) for an N that is not in the list, before saying anything."""
+    word = rest.strip()
+    if not past:
+        raise api.SessionError("no finished sessions yet: there is no debrief to reopen (history lists them)")
+    if not word.isdigit() or not 1 <= int(word) <= len(past):
+        raise api.SessionError(f"usage: debrief N, with N from 1 to {len(past)} (history lists them)")
+    chosen = past[int(word) - 1]
+    say(f"Reopening the debrief of {chosen.session_id} ({chosen.title})...")
+    done = api.past_debrief(chosen.transcript, progress=scoring_progress(say))
+    say(plain_markdown(done.debrief.markdown))
+    say(f"Score {done.debrief.report.total:.1f} / 100 (reopened from {chosen.transcript})")
+
+
+def shelf_line(line: str, player: str, out: TextIO, root: Path | None = None) -> bool:
+    """Outside a game (the line-mode incident list): `history` and `debrief N` answered on `out`; True when
+    `line` was one of them (errors said as `error: ...`)."""
+    word, _, rest = line.strip().partition(" ")
+    if word.lower() not in ("history", "debrief"):
+        return False
+
+    def say(text: str) -> None:
+        out.write(text + "\n")
+        out.flush()
+
+    try:
+        past = api.history(player, root)
+        if word.lower() == "history":
+            say(history_text(past))
+        else:
+            say_past_debrief(past, rest, say)
+    except api.SessionError as exc:
+        say(f"error: {exc}")
+    return True
+
+
+def _taken(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}:{secs:02d}"
 
 
 def _isatty(stream: Any) -> bool:

@@ -158,32 +158,78 @@ def ensure_worlds(inc: Incident, seed: int, *, names: Iterable[str] | None = Non
     return Worlds(inc.id, seed, paths, round(total, 3))
 
 
+BUILD_JOBS = 2
+"""Processes a background build uses at most (never more than the CPUs): the largest incident's families
+build within a minute on two cores (`servedrill bench worlds`)."""
+
+
+def default_build_jobs() -> int:
+    return max(1, min(BUILD_JOBS, os.cpu_count() or 1))
+
+
+def _part(spec: str) -> tuple[int, int] | None:
+    """`K/N` -> (K, N) with 0 <= K < N; None if malformed."""
+    k, slash, n = spec.partition("/")
+    if not (slash and k.isdigit() and n.isdigit()) or not 0 <= int(k) < int(n):
+        return None
+    return int(k), int(n)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m telemetry_gen.proving.worlds [--nice] INCIDENT_FILE SEED`: build every world of the incident's
-    variant at SEED into the cache (what the game starts in the background while the player reads the
-    page). Prints one line per world; exit status 1 when the incident does not load."""
+    """`python -m telemetry_gen.proving.worlds [--nice] [--jobs N | --part K/N] INCIDENT_FILE SEED`: build
+    every world of the incident's variant at SEED into the cache (what the game starts in the background
+    while the player reads the page). With `--jobs N` (default: BUILD_JOBS, at most the CPUs) the worlds
+    are shared out over N processes, this one and N - 1 children each building `--part K/N` (every N-th
+    world from the K-th); the cache makes an overlap harmless. Prints one line per world; exit status 1
+    when the incident does not load or a part failed, 2 on bad arguments."""
+    import subprocess
     import sys
 
     from incidents.loader import IncidentError, load_incident
 
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--nice"]:
+    nice = args[:1] == ["--nice"]
+    if nice:
         # a background build must not slow the game in front of it
         args = args[1:]
         with contextlib.suppress(OSError):
             os.nice(10)
+    jobs, part = default_build_jobs(), (0, 1)
+    if len(args) >= 2 and args[0] in ("--jobs", "--part"):
+        flag, value = args[0], args[1]
+        args = args[2:]
+        parsed = _part(value) if flag == "--part" else ((0, int(value)) if value.isdigit() and int(value) > 0
+                                                          else None)
+        if parsed is None:
+            print(f"{flag} {value}: expected {'K/N with 0 <= K < N' if flag == '--part' else 'a count >= 1'}",
+                  file=sys.stderr)
+            return 2
+        jobs, part = (1, parsed) if flag == "--part" else (parsed[1], (0, 1))
     if len(args) != 2 or not args[1].lstrip("-").isdigit():
-        print("usage: python -m telemetry_gen.proving.worlds INCIDENT_FILE SEED", file=sys.stderr)
+        print("usage: python -m telemetry_gen.proving.worlds [--nice] [--jobs N | --part K/N] INCIDENT_FILE SEED",
+              file=sys.stderr)
         return 2
     try:
         inc = load_incident(args[0], int(args[1]))
     except (IncidentError, OSError) as exc:
         print(f"{args[0]}: {str(exc).splitlines()[0] if str(exc) else exc}", file=sys.stderr)
         return 1
-    worlds = ensure_worlds(inc, int(args[1]), progress=lambda name, i, n: print(
-        f"{i}/{n} {name}" if name else f"{n}/{n} done", flush=True))
-    print(f"built in {worlds.built_s:.1f} s", flush=True)
-    return 0
+    if jobs > 1:
+        part = (0, jobs)
+        helpers = [subprocess.Popen([sys.executable, "-m", "telemetry_gen.proving.worlds",
+                                     *(["--nice"] if nice else []), "--part", f"{k}/{jobs}", *args],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                   for k in range(1, jobs)]
+    else:
+        helpers = []
+    k, n = part
+    names = world_names(inc)[k::n]
+    worlds = ensure_worlds(inc, int(args[1]), names=names, progress=lambda name, i, total: print(
+        f"{i}/{total} {name}" if name else f"{total}/{total} done", flush=True))
+    failed = sum(1 for h in helpers if h.wait() != 0)
+    print(f"built in {worlds.built_s:.1f} s" + (f"; {failed} of {len(helpers)} other parts failed" if failed else ""),
+          flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

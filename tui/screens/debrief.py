@@ -24,9 +24,13 @@ from tui.text import bounded, editable, one_line, template
 from tui.widgets.keybar import KeyBar
 
 if TYPE_CHECKING:
-    from game.api import Debrief
+    from collections.abc import Sequence
+
+    from game.api import Debrief, PastDebrief
     from game.rules.scoring import ScoreReport
-    from game.session import Session
+    from game.session import Event, Session
+    from game.session.hypotheses import Shown
+    from incidents.spec import Incident
 
 MAX_DEBRIEF_CHARS = 2_000_000
 """The debrief document shown (and exported) is cut at this many characters."""
@@ -57,20 +61,36 @@ def progress_markup(name: str, done: int, total: int) -> str:
 
 def debrief_document(session: Session, debrief: Debrief) -> str:
     """The game's debrief followed by the query timeline (rivals named by the session's board labels)."""
+    return _document(session.incident, session.events, session.board, debrief)
+
+
+def past_document(past: PastDebrief) -> str:
+    """The same document for a finished session reopened from its transcript (`game.api.past_debrief`)."""
+    return _document(past.incident, past.events, past.board, past.debrief)
+
+
+def _document(incident: Incident, events: Sequence[Event], board: Sequence[Shown], debrief: Debrief) -> str:
     from tui.timeline import timeline_markdown
 
     document = debrief.markdown.rstrip() + "\n\n" + timeline_markdown(
-        session.incident, session.events, debrief.report.per_query, session.board)
+        incident, list(events), debrief.report.per_query, list(board))
     # the player's SQL, notes and the interviewer's words are in it: no control character reaches the
     # terminal (Markdown does not read Rich markup, so "[/x]" is already shown as written)
     return bounded(editable(document), MAX_DEBRIEF_CHARS)
 
 
 class DebriefScreen(Screen[None]):
-    BINDINGS = bindings("debrief")
+    """The debrief of the game just submitted, or (`past`: a transcript from the history) of a finished
+    session, rebuilt from its transcript; Escape then goes back to the history, and no transcript is written
+    (`PastDebriefScreen`)."""
 
-    def __init__(self) -> None:
+    BINDINGS = bindings("debrief")
+    SCOPE = "debrief"
+    """The actions table's scope of the key bar (tui/actions.py)."""
+
+    def __init__(self, past: Path | None = None) -> None:
         super().__init__()
+        self.past = past
         self.report: ScoreReport | None = None
         self.markdown = ""
         self.transcript: Path | None = None
@@ -84,10 +104,28 @@ class DebriefScreen(Screen[None]):
         with VerticalScroll(id="debrief-scroll"):
             yield Markdown("", id="debrief-body")
         yield Static("", id="debrief-status")
-        yield KeyBar("debrief")
+        yield KeyBar(self.SCOPE)
 
     def on_mount(self) -> None:
-        self._prepare()
+        if self.past is not None:
+            self._reopen(self.past)
+        else:
+            self._prepare()
+
+    @work(thread=True, exclusive=True, group="debrief", exit_on_error=False)
+    def _reopen(self, transcript: Path) -> None:
+        from game import api
+
+        try:
+            done = api.past_debrief(transcript, progress=self._progress)
+            document = past_document(done)
+        except api.SessionError as exc:  # unreadable, the incident changed, a round not over: said on screen
+            self.post_message(DebriefReady(None, "", None, str(exc)))
+            return
+        except Exception as exc:  # the worker's boundary: report it on screen
+            self.post_message(DebriefReady(None, "", None, f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(DebriefReady(done.debrief.report, document, str(transcript)))
 
     @work(thread=True, exclusive=True, group="debrief", exit_on_error=False)
     def _prepare(self) -> None:
@@ -124,7 +162,8 @@ class DebriefScreen(Screen[None]):
         self.transcript = Path(message.transcript) if message.transcript else None
         self.query_one("#debrief-score", Static).update(score_markup(message.report))
         await self.query_one(Markdown).update(message.markdown)
-        saved = "Transcript saved" if self.transcript else "Transcript not saved"
+        saved = ("Reopened from your history" if self.past is not None
+                 else "Transcript saved" if self.transcript else "Transcript not saved")
         status.update(f"{saved} · [b]s[/b] score details · [b]t[/b] timeline · [b]e[/b] export as Markdown")
         self.call_after_refresh(self.fit_tables)
         self.call_after_refresh(self.served.mark, "debrief")
@@ -172,4 +211,17 @@ class DebriefScreen(Screen[None]):
         self.query_one(Markdown).goto_anchor(anchor)
 
     def action_done(self) -> None:
+        if self.past is not None:
+            self.dismiss(None)  # back to the history it was opened from
+            return
         self.served.leave_game()
+
+
+class PastDebriefScreen(DebriefScreen):
+    """A finished session's debrief reopened from the history: the same page; Escape goes back there."""
+
+    BINDINGS = bindings("past_debrief")
+    SCOPE = "past_debrief"
+
+    def __init__(self, past: Path) -> None:
+        super().__init__(past=past)

@@ -79,6 +79,8 @@ class PickerScreen(Screen[None]):
         self.preselect = preselect
         self.unfinished: dict[str, list[SessionSummary]] = {}
         self.best: dict[str, float] = {}
+        self.met = api.Met()
+        """The symptom tags and difficulties of the incidents the player has finished (the "new" marks)."""
         self.scanned = False
         # scans finished: a rescan on return keeps the old figures on show (scanned stays True) until it lands
         self.scans = 0
@@ -133,8 +135,8 @@ class PickerScreen(Screen[None]):
             sessions = self.unfinished.get(entry.id, [])
             marker = f"● {len(sessions)} open" if sessions else ("" if self.scanned else "…")
             score = self.best.get(entry.id)
-            best = ((f"{score:.0f}" + ("✓" if score >= SOLVED_SCORE else "")) if score is not None
-                    else ("-" if self.scanned else "…"))
+            best = ((f"{score:.0f}" + ("✓" if api.solved(score) else "")) if score is not None
+                    else ("…" if not self.scanned else "new" if api.new_to_player(entry, self.met) else "-"))
             title = entry.title if entry.problem is None else f"{entry.title} (! {entry.problem})"
             # Text cells: the titles and tags are the incident files' words, and a DataTable reads a str
             # cell as markup
@@ -155,6 +157,7 @@ class PickerScreen(Screen[None]):
     def on_library_scanned(self, message: LibraryScanned) -> None:
         first = not self.scanned
         self.unfinished, self.best, self.scanned = message.unfinished, message.best, True
+        self.met = api.met(self.entries, self.best)
         self.scans += 1
         cursor = self.query_one(DataTable).cursor_row
         if first and self.shown == self.entries and cursor == api.preselected(self.shown, self.preselect):
@@ -197,12 +200,16 @@ class PickerScreen(Screen[None]):
         # topic tags can name the cause: what an incident teaches shows once the player has finished it
         teaches = api.teaches(entry, finished=entry.id in self.best)
         tag_line = ", ".join(entry.shown_tags)
-        detail.update(template("[b]$title[/b]\n$id · $stars · $limits$resume · $tags\n$summary"
+        fresh = api.new_to_player(entry, self.met) if self.scanned and entry.id not in self.best else []
+        # what is new to the player goes on the id line: the summary below may take every line left
+        detail.update(template("[b]$title[/b]\n$id · $stars · $limits$resume · $tags"
+                               + (" · [b]new to you[/b]: $fresh" if fresh else "") + "\n$summary"
                                + ("\n[dim]teaches: $teaches[/dim]" if teaches else ""),
                                title=one_line(entry.title, 200), id=one_line(entry.id, 80),
                                stars=stars(entry.difficulty), limits=" · ".join(limits) or "no limits",
                                resume=resume, tags=one_line(tag_line, 200) or "no tags",
-                               summary=one_line(entry.briefing.summary, 400), teaches=", ".join(teaches)))
+                               summary=one_line(entry.briefing.summary, 400), teaches=", ".join(teaches),
+                               fresh=one_line(", ".join(fresh), 200)))
 
     @property
     def highlighted(self) -> LibraryEntry | None:
@@ -235,6 +242,10 @@ class PickerScreen(Screen[None]):
                                                             "(the tutorial is never drawn).")
             return
         self.served.open_briefing(entry)
+
+    def action_history(self) -> None:
+        """F4: the player's past sessions, each debrief one key away."""
+        self.served.open_history()
 
     def action_open(self) -> None:
         entry = self.highlighted

@@ -4,6 +4,7 @@ query re-run on every hypothesis's world."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,7 +43,9 @@ def incident(env: Path) -> Incident:
 
 
 def test_real_expert_rules_out_every_rival_and_scores_high(incident: Incident) -> None:
-    events, report = autoplay(incident, 0, "expert", incident_path=INCIDENT)
+    events, report = autoplay(INCIDENT, 0, "expert")
+    # a scripted player's session journals nothing (api.open_game(journal=False)): no session to resume or watch
+    assert not list(Path(os.environ["SERVEDRILL_DATA"]).rglob("*.jsonl"))
     queries = [e for e in events if e.kind == "query"]
     assert all(q.data["ok"] for q in queries), [q.data["error"] for q in queries]
     assert len(queries) == len(plan(incident, "expert").queries)
@@ -87,14 +90,14 @@ def test_a_query_filtered_to_the_other_replica_does_not_observe(incident: Incide
 
 
 def test_real_lucky_random_and_shotgun_rank_below_the_expert(incident: Incident) -> None:
-    expert = autoplay(incident, 0, "expert", incident_path=INCIDENT)[1].total
-    _, lucky = autoplay(incident, 0, "lucky", incident_path=INCIDENT)
-    shotgun_events, shotgun = autoplay(incident, 0, "shotgun", incident_path=INCIDENT)
-    randoms = [autoplay(incident, 0, "random", player_seed=k)[1].total for k in range(3)]
+    expert = autoplay(INCIDENT, 0, "expert")[1].total
+    _, lucky = autoplay(INCIDENT, 0, "lucky")
+    shotgun_events, shotgun = autoplay(INCIDENT, 0, "shotgun")
+    randoms = [autoplay(INCIDENT, 0, "random", player_seed=k)[1].total for k in range(3)]
     # 90% on the truth with nothing ruled out is a guess, scored as one: worse than an even spread
     assert lucky.ruled_out == {} and lucky.component("conclusion").points < 0 and lucky.total < 10
     # the same evidence and ranking as the expert, but 30 idle row counts over the budget and no pins
-    assert shotgun.ruled_out == autoplay(incident, 0, "expert")[1].ruled_out
+    assert shotgun.ruled_out == autoplay(INCIDENT, 0, "expert")[1].ruled_out
     assert shotgun.component("idle").points < 0 and shotgun.component("budget").points < 0
     assert shotgun.total < expert
     assert sum(1 for e in shotgun_events if e.kind == "query") == len(plan(incident, "shotgun").queries)

@@ -116,6 +116,14 @@ def test_query_world_runs_the_sql_on_a_hypothesis_world_and_says_it_spoils(runne
     assert "no world 'nope'" in res.stderr and "bad-deploy" in res.stderr
 
 
+def test_the_apis_truth_world_is_the_proving_rooms() -> None:
+    """game.api names the player's world without importing the proving room (heavy) at its import."""
+    from game import api
+    from telemetry_gen.proving.worlds import TRUTH
+
+    assert api.TRUTH_WORLD == TRUTH
+
+
 def test_calc_says_when_a_memory_share_leaves_no_room_for_one_request(runner: CliRunner) -> None:
     """An author sizing a config_change: at a small gpu_memory_utilization the KV cache cannot hold one
     request of --context tokens, and vLLM would refuse to start (the simulation then keeps the old config)."""
@@ -129,3 +137,26 @@ def test_calc_says_when_a_memory_share_leaves_no_room_for_one_request(runner: Cl
     assert "max seq len (4096)" in tight["memory_error"]
     code, bad = run_json(runner, *args, "--gpu-memory-utilization", "1.5")
     assert code == 1 and "gpu_memory_utilization" in bad["error"]
+
+
+@pytest.mark.slow
+def test_generate_export_and_query_read_the_variant_a_player_at_that_seed_plays(in_library_cache: Path,
+                                                                              tmp_path: Path) -> None:
+    """At a seed other than 0 an incident with variables is that seed's variant (what `play --seed` opens), not
+    the seed-0 variant on that seed's traffic."""
+    from game import api
+    from telemetry_gen.cache import ensure_database
+
+    ref = "first-shift-one-replica-lags"  # the tutorial: small, and its variables draw other values at seed 7
+    at_7 = api.open_telemetry(api.load_variant(api.find_incident(ref), 7))
+    at_7.close()
+    seed_0_variant = api.load_variant(api.find_incident(ref), 0).incident
+    assert ensure_database(seed_0_variant, 7).digest != at_7.digest  # else this test would show nothing
+    code, out = run_json(CliRunner(), "export", ref, "--seed", "7", "--parquet", str(tmp_path / "pq"))
+    assert code == 0 and out["digest"] == at_7.digest
+    code, out = run_json(CliRunner(), "generate", ref, "--seed", "7")
+    assert code == 0 and out["digest"] == at_7.digest
+    sql = "SELECT count(*) AS n FROM requests"
+    code, res = run_json(CliRunner(), "query", ref, sql, "--seed", "7")
+    with duckdb.connect(at_7.build.path, read_only=True) as con:
+        assert code == 0 and res["rows"] == [list(con.execute(sql).fetchone() or ())]

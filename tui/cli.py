@@ -15,7 +15,8 @@ from typing import Any
 import click
 
 from game.cli.commands import GAME_COMMANDS, build_group
-from game.cli.core import emit, fail, format_bench
+from game.cli.core import emit, fail
+from game.cli.tool_commands import format_bench
 from tui import cli_watch
 
 # The game's versions, which these wrap.

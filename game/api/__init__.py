@@ -13,6 +13,7 @@ The rules a front end must not get to choose live here or below, once:
   SQL error, a timeout or a cancel is shown and not recorded, so it takes no query from the budget and gets
   no Qn.
 - **One set of query limits** (`PLAYER_LIMITS`, `ROW_CAP`) unless a caller passes others on purpose.
+- **One telemetry schema** (`TABLE_COLUMNS`): the tables and columns a player may query.
 - **What a player may see before opening an incident**, when a topic may be named, what counts as solved
   (`shelf`).
 
@@ -21,12 +22,20 @@ Its parts, each re-exported here:
 - `play`: one game: the library, the variant, the telemetry, the session and every action on it (also as
   the `Game` object), the debrief;
 - `shelf`: the library as the picker shows it and the player's record (unfinished sessions, best scores);
+- `review`: a game read back: a transcript loaded, scored again, replayed on fresh telemetry; a score as text;
+  every unfinished session on the machine;
+- `telemetry`: the telemetry outside a game: a variant's tables as Parquet, and (for authors; it spoils the
+  answer) the worlds of its hypotheses to query;
+- `journal`: a session's record as the agents read it (its state, its pins, a hand-in's score);
 - `interviewer`: following a candidate's session, sending into it, the interview report;
-- `facilitator`: a game day's rounds, collecting hand-ins, the standings.
+- `facilitator`: a game day's rounds, collecting hand-ins, the standings (the live console's);
+- `gameday`: a game day as its files: the plan checked, the roster issued, hand-ins collected with the journal
+  key, the leaderboard read and written (the CLI's `gameday` and `leaderboard`).
 
 Heavy modules (pydantic, DuckDB, the simulator) are imported inside the calls: the terminal imports this
 package before its first paint. So are the errors of the session and the interviewer's channel
-(`SessionError`, `GMError`), loaded on first use."""
+(`SessionError`, `GMError`), of a transcript (`TranscriptError`) and of a game day's files (`GameDayError`,
+`RosterError`, `JournalKeyError`), loaded on first use."""
 
 from __future__ import annotations
 
@@ -40,6 +49,17 @@ from game.api.facilitator import (
     round_standings,
     round_times,
     save_round_times,
+)
+from game.api.gameday import (
+    board_text,
+    data_folders,
+    hand_in,
+    hand_in_terms,
+    issue_roster,
+    journal_key,
+    leaderboard,
+    load_gameday,
+    write_leaderboard,
 )
 from game.api.interviewer import (
     Sent,
@@ -63,6 +83,7 @@ from game.api.journal import (
 from game.api.play import (
     PLAYER_LIMITS,
     ROW_CAP,
+    TABLE_COLUMNS,
     BuildProgress,
     Debrief,
     Game,
@@ -108,6 +129,15 @@ from game.api.play import (
     updates,
     variant_of,
 )
+from game.api.review import (
+    Replayed,
+    Rerun,
+    all_unfinished,
+    load_transcript,
+    replay_transcript,
+    score_text,
+    score_transcript,
+)
 from game.api.shelf import (
     SOLVED_SCORE,
     Coverage,
@@ -135,22 +165,31 @@ from game.api.shelf import (
     teaches,
     unfinished_sessions,
 )
+from game.api.telemetry import TRUTH_WORLD, Exported, export_parquet, open_world, world_names
 
 if TYPE_CHECKING:
     from game.gameday.gate import Refused as RoundRefused
     from game.gameday.gm import GMError
-    from game.session import SessionError
+    from game.gameday.plan import GameDayError
+    from game.gameday.roster import RosterError
+    from game.session import SessionError, TranscriptError
+    from game.session.signing import KeyError_ as JournalKeyError
 
 __all__ = [
     "PLAYER_LIMITS",
     "ROW_CAP",
     "SOLVED_SCORE",
+    "TABLE_COLUMNS",
+    "TRUTH_WORLD",
     "BuildProgress",
     "Coverage",
     "Debrief",
+    "Exported",
     "GMError",
     "Game",
+    "GameDayError",
     "IncidentError",
+    "JournalKeyError",
     "LibraryEntry",
     "Met",
     "PastDebrief",
@@ -158,6 +197,9 @@ __all__ = [
     "PlayerRecord",
     "QueryLimits",
     "Ran",
+    "Replayed",
+    "Rerun",
+    "RosterError",
     "RoundRefused",
     "RoundTimes",
     "Runs",
@@ -165,10 +207,13 @@ __all__ = [
     "Sent",
     "SessionError",
     "Telemetry",
+    "TranscriptError",
     "Truth",
     "Variant",
     "active_pins",
+    "all_unfinished",
     "board",
+    "board_text",
     "briefing_entry",
     "build_worlds",
     "by_difficulty",
@@ -177,13 +222,17 @@ __all__ = [
     "catalog",
     "collect_round",
     "coverage",
+    "data_folders",
     "debrief",
     "end_with_parent",
+    "export_parquet",
     "export_transcript",
     "filter_library",
     "find_incident",
     "find_session",
     "glance",
+    "hand_in",
+    "hand_in_terms",
     "handed_in",
     "heartbeat",
     "hint",
@@ -191,9 +240,14 @@ __all__ = [
     "incident_of_the_day",
     "interview_report",
     "investigating",
+    "issue_roster",
+    "journal_key",
+    "leaderboard",
     "leaderboard_text",
     "library",
     "library_files",
+    "load_gameday",
+    "load_transcript",
     "load_variant",
     "look",
     "met",
@@ -202,6 +256,7 @@ __all__ = [
     "note",
     "open_game",
     "open_telemetry",
+    "open_world",
     "past_debrief",
     "pin",
     "pin_count",
@@ -211,6 +266,7 @@ __all__ = [
     "rank",
     "read_span",
     "render_report",
+    "replay_transcript",
     "resume_game",
     "resume_session",
     "round_gate",
@@ -220,6 +276,8 @@ __all__ = [
     "save_draft",
     "save_round_times",
     "score_hand_in",
+    "score_text",
+    "score_transcript",
     "send",
     "session_entry",
     "sessions",
@@ -237,7 +295,9 @@ __all__ = [
     "updates",
     "variant_of",
     "watch",
+    "world_names",
     "write_interview_report",
+    "write_leaderboard",
 ]
 
 
@@ -248,10 +308,26 @@ def __getattr__(name: str) -> Any:
         from game.session import SessionError as session_error
 
         return session_error
+    if name == "TranscriptError":
+        from game.session import TranscriptError as transcript_error
+
+        return transcript_error
     if name == "GMError":
         from game.gameday.gm import GMError as gm_error
 
         return gm_error
+    if name == "GameDayError":
+        from game.gameday.plan import GameDayError as gameday_error
+
+        return gameday_error
+    if name == "RosterError":
+        from game.gameday.roster import RosterError as roster_error
+
+        return roster_error
+    if name == "JournalKeyError":
+        from game.session.signing import KeyError_ as journal_key_error
+
+        return journal_key_error
     if name == "RoundRefused":
         from game.gameday.gate import Refused as round_refused
 

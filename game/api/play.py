@@ -12,6 +12,7 @@ The rules a front end must not get to choose live here or below, once:
 - **A statement that fails costs nothing** (`Session.run_query`): refused, a SQL error, a timeout or a
   cancel is shown and not recorded, so it takes no query from the budget and gets no Qn.
 - **One set of query limits** (`game.query.limits.PLAYER_LIMITS`) unless a caller passes others on purpose.
+- **One telemetry schema**: `TABLE_COLUMNS` names every table and its columns, what a player may query.
 
 Staged calls (`load_variant`, `open_telemetry`, `new_session` / `resume_session`, `start`) let the terminal
 show each step as it happens; `open_game` and `resume_game` do them in one go for line mode, the CLI and
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from game.query.limits import PLAYER_LIMITS, ROW_CAP, QueryLimits
 from game.rules.library import LibraryEntry, read_library
 from incidents.diagnostics import IncidentError
+from incidents.telemetry_schema import TABLE_COLUMNS
 
 if TYPE_CHECKING:
     import subprocess
@@ -45,8 +47,9 @@ if TYPE_CHECKING:
     from telemetry_gen.cache import BuildInfo
 
 __all__ = [
-    "PLAYER_LIMITS", "ROW_CAP", "Debrief", "Game", "IncidentError", "PastDebrief", "QueryLimits", "Ran", "Runs",
-    "Telemetry", "Truth", "Variant", "board", "build_worlds", "cancel", "catalog", "debrief", "end_with_parent",
+    "PLAYER_LIMITS", "ROW_CAP", "TABLE_COLUMNS", "Debrief", "Game", "IncidentError", "PastDebrief", "QueryLimits",
+    "Ran", "Runs", "Telemetry", "Truth", "Variant", "board", "build_worlds", "cancel", "catalog", "debrief",
+    "end_with_parent",
     "export_transcript", "find_incident", "glance", "heartbeat", "hint", "library", "load_variant", "new_session",
     "note", "open_game", "open_telemetry", "past_debrief", "pin", "rank", "read_span", "resume_game",
     "resume_session", "run_query", "save_draft", "snippets", "start", "submit", "truth", "unpin", "updates",
@@ -160,11 +163,15 @@ def open_telemetry(variant: Variant, *, limits: QueryLimits = PLAYER_LIMITS,
 # ---------------------------------------------------------------- sessions
 
 
-def new_session(variant: Variant, player: str, *, root: Path | None = None) -> Session:
+def new_session(variant: Variant, player: str, *, root: Path | None = None, journal: bool = True) -> Session:
     """A new journalled session of the variant for `player` (under `root`/sessions; default the data
-    folder). Raises SessionError."""
-    from game.session import Session
+    folder). `journal=False`: a session that writes nothing, under the same rules, for a scripted player
+    whose game nobody resumes or watches. Raises SessionError."""
+    from game.session import Session, file_digest
 
+    if not journal:
+        return Session.in_memory(variant.incident, variant.seed, player, incident_digest=file_digest(variant.path),
+                                 incident_path=str(variant.path))
     return Session.create(variant.path, variant.seed, player, root=root)
 
 
@@ -270,8 +277,9 @@ def catalog(telemetry: Telemetry | Gateway) -> list[CatalogEntry]:
 
 
 def glance(telemetry: Telemetry, sql: str) -> QueryResult:
-    """A read the front end makes for its own display (the plot's fault markers), not the player's query:
-    run on the game's gateway under the same limits and never recorded."""
+    """A read the front end makes for its own display (the plot's fault markers) or a statement run outside any
+    session (`servedrill query`), not the player's query: run on the gateway under the same limits and never
+    recorded."""
     return telemetry.gateway.run(sql)
 
 
@@ -281,14 +289,16 @@ def cancel(telemetry: Telemetry) -> bool:
 
 
 def export_transcript(session: Session, telemetry: Telemetry | str | None = None,
-                      score: Mapping[str, Any] | None = None, *, root: Path | None = None) -> Path:
+                      score: Mapping[str, Any] | None = None, *, root: Path | None = None,
+                      to: Path | str | None = None) -> Path:
     """Write the session's transcript into the transcripts folder under `root` (default: the data folder),
-    named by the session id, with the telemetry's digest and `score` (`{"total": ...}` once scored: what
-    the picker shows as the player's best). Returns its path; raises SessionError or OSError."""
+    named by the session id, or to the file `to` when given (a script's `--out`), with the telemetry's
+    digest (default: the one its start recorded) and `score` (`{"total": ...}` once scored: what the picker
+    shows as the player's best). Returns its path; raises SessionError or OSError."""
     from game.session import transcripts_dir
 
     digest = telemetry.digest if isinstance(telemetry, Telemetry) else telemetry
-    target = transcripts_dir(root) / f"{session.session_id}.json"
+    target = Path(to) if to is not None else transcripts_dir(root) / f"{session.session_id}.json"
     return session.export_transcript(target, digest, score)
 
 
@@ -476,12 +486,14 @@ class Game:
 
 
 def open_game(path: Path | str, seed: int, player: str, *, root: Path | None = None,
-              limits: QueryLimits = PLAYER_LIMITS, progress: BuildProgress | None = None) -> Game:
-    """Open the incident at `path` at `seed` for `player`: variant, telemetry and a new session."""
+              limits: QueryLimits = PLAYER_LIMITS, progress: BuildProgress | None = None,
+              journal: bool = True) -> Game:
+    """Open the incident at `path` at `seed` for `player`: variant, telemetry and a new session (one that
+    writes nothing with `journal=False`, see `new_session`)."""
     variant = load_variant(path, seed)
     telemetry = open_telemetry(variant, limits=limits, progress=progress)
     try:
-        session = new_session(variant, player, root=root)
+        session = new_session(variant, player, root=root, journal=journal)
     except BaseException:
         telemetry.close()
         raise

@@ -1,5 +1,6 @@
-"""The full `servedrill` command set, assembled in one place: the core commands (game.cli.core) and those defined
-next to the code they drive (game.cli.game_commands, game.cli.incident_commands, game.cli.gameday_commands).
+"""The full `servedrill` command set, assembled in one place: the core commands (game.cli.core), the tools
+(game.cli.tool_commands) and those defined next to the code they drive (game.cli.game_commands,
+game.cli.incident_commands, game.cli.gameday_commands, game.cli.agent_commands).
 
 Every command is a module-level object; nothing is added to a group at import time except here, where
 `build_group` makes a fresh group. tui.cli builds its own with its play/resume/bench/serve and the
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 import click
 
-from game.cli import agent_commands, core, game_commands, gameday_commands, incident_commands
+from game.cli import agent_commands, core, game_commands, gameday_commands, incident_commands, tool_commands
 
 GAME_COMMANDS: dict[str, click.Command] = {
-    str(c.name): c for c in (*core.COMMANDS, *game_commands.COMMANDS, *incident_commands.COMMANDS,
-                           *gameday_commands.COMMANDS, *agent_commands.COMMANDS)
+    str(c.name): c for c in (*core.COMMANDS, *tool_commands.COMMANDS, *game_commands.COMMANDS,
+                             *incident_commands.COMMANDS, *gameday_commands.COMMANDS, *agent_commands.COMMANDS)
 }
 """Every game command by name (the line-mode play and resume, the engine-only bench)."""
 

@@ -1,16 +1,21 @@
-"""The `servedrill` command line. Every command whose output a script could read takes --json
-and then prints exactly one JSON object (keys documented in docs/cli.md)."""
+"""The `servedrill` command line: its one way to fail and print (`CommandError`, `emit`, `fail`), the guarded
+group, and the player's telemetry commands `query` and `export`. Every command whose output a script could
+read takes --json and then prints exactly one JSON object (keys documented in docs/cli.md).
+
+A player-facing module (tests/test_layers.py, CLI_PLAYER): it calls `game.api` and nothing below it. The
+authoring and engineering tools (calc, bench, fidelity, generate) are in game.cli.tool_commands."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+
+from game import api
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -46,11 +51,6 @@ def command_error(exc: BaseException, *, as_json: bool | None = None) -> Command
     """`exc` as the CommandError that reports it: the project's own errors by their one-line message, a
     file the system refused by its name and reason, anything else as an internal error (never a
     traceback: a command line is read by people and scripts)."""
-    # imported here: the error types live with their layers, and most runs of the CLI raise nothing
-    from game.gameday.gm import GMError
-    from game.session import SessionError, TranscriptError
-    from incidents.loader import IncidentError
-
     match exc:
         case CommandError():
             if exc.as_json is None:
@@ -58,9 +58,9 @@ def command_error(exc: BaseException, *, as_json: bool | None = None) -> Command
             return exc
         case KeyboardInterrupt():
             return CommandError("interrupted", exit_code=130, as_json=as_json)
-        case SessionError() | TranscriptError() | GMError():
+        case api.SessionError() | api.TranscriptError() | api.GMError():
             return CommandError(str(exc), as_json=as_json)
-        case IncidentError():
+        case api.IncidentError():
             return CommandError(str(exc.diagnostics[0]) if exc.diagnostics else "invalid incident", as_json=as_json)
         case OSError():
             where = f"{exc.filename}: " if exc.filename else ""
@@ -128,146 +128,8 @@ def new_group() -> click.Group:
     return main
 
 
-# ----- calc ---------------------------------------------------------------------------------------
-@click.command()
-@click.option("--model", required=True,
-              help="Model: a profile name in any case, a Hugging Face id or a short name, e.g. Llama-3.1-8B, "
-                   "meta-llama/Llama-3.1-8B-Instruct, Llama-3-8B.")
-@click.option("--gpu", required=True,
-              help="GPU: a profile name in any case or a short name, e.g. H100-SXM, h100, h200.")
-@click.option("--tp", default=1, show_default=True, help="Tensor-parallel degree.")
-@click.option("--dtype", default="bf16", type=click.Choice(["bf16", "fp8", "int4"]), show_default=True)
-@click.option("--kv-dtype", default="auto", type=click.Choice(["auto", "fp8"]), show_default=True)
-@click.option("--context", default=4096, show_default=True,
-              help="Context per request, tokens: KV capacity, decode context and the prefill figure.")
-@click.option("--batch", default=1, show_default=True, help="Decode batch for the step-time figure.")
-@click.option("--spec-k", default=0, show_default=True, help="Speculative draft tokens per step.")
-@click.option("--spec-acceptance", default=0.0, show_default=True, help="Per-token acceptance rate, 0..1.")
-@click.option("--rps", type=float, default=None, help="Traffic for the GPU count, requests/s.")
-@click.option("--prompt", default=1024, show_default=True,
-              help="Prompt tokens per request: the TTFT and request-latency figures and --rps sizing.")
-@click.option("--output", default=256, show_default=True,
-              help="Output tokens per request: the request-latency figure and --rps sizing.")
-@click.option("--gpu-memory-utilization", type=float, default=None,
-              help="Share of each GPU's memory the engine may use (default: vLLM's 0.9); too little for one "
-                   "request of --context tokens and the engine would not start.")
-@click.option("--max-num-seqs", type=int, default=None,
-              help="Scheduler's limit on running sequences (default: vLLM's 256): whether a batch that runs out "
-                   "of memory can be reached.")
-@click.option("--max-num-batched-tokens", type=int, default=None,
-              help="Scheduler's token budget per step (default: vLLM's 8192); it sizes the activation reservation.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def calc(as_json: bool, **kw: Any) -> None:
-    """The estimation round: memory, KV capacity, step times and GPU count from the engine model."""
-    from engine_model.estimates import calc as run_calc
-    from engine_model.estimates import format_calc
-
-    try:
-        result = run_calc(kw.pop("model"), kw.pop("gpu"), **kw)
-    except (KeyError, ValueError) as exc:
-        fail(str(exc).strip("'\""), as_json=as_json)
-        return
-    if as_json:
-        emit(result)
-    else:
-        click.echo(format_calc(result))
-
-
-# ----- bench --------------------------------------------------------------------------------------
-@click.command()
-@click.argument("targets", nargs=-1)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench(targets: tuple[str, ...], as_json: bool) -> None:
-    """Measure speed and memory of the standard fleet (targets: engine, generate; default all)."""
-    from game.cli.bench import DEFAULT_TARGETS, TARGETS, run_target
-
-    chosen = targets or DEFAULT_TARGETS
-    unknown = [t for t in chosen if t not in TARGETS]
-    if unknown:
-        fail(f"unknown bench target {unknown[0]!r}; known: {', '.join(TARGETS)}", as_json=as_json)
-    results = {t: run_target(t) for t in chosen}
-    if as_json:
-        emit({"ok": all(r.get("ok") for r in results.values()), "results": results})
-        return
-    for t, r in results.items():
-        click.echo(format_bench(t, r))
-
-
-def format_bench(target: str, r: dict[str, Any]) -> str:
-    """One line for a bench result (see game.cli.bench); for fidelity, the comparison table before it."""
-    if not r.get("ok"):
-        return f"{target}: FAILED {r.get('error')}"
-    verdict = {True: "meets", False: "MISSES", None: "no"}[r["meets_target"]]
-    if target == "worlds":
-        speed = (f"worlds: {r['worlds']} worlds of {r['incident']} in {r['worlds_s']:.1f} s ({r['build_jobs']} "
-                 f"background processes) after its own database in {r['own_database_s']:.1f} s; a "
-                 f"{r['queries']}-query session scored in {r['assess_s']:.1f} s, again in {r['rescore_s']:.1f} s; "
-                 f"{max(r['peak_mb'], r['builder_peak_mb']):.0f} MB peak - {verdict} target "
-                 f"{r['limit_wall_s']} s / {r['limit_peak_mb']} MB")
-        return speed
-    speed = (f"{target}: {r['wall_s']:.2f} s wall, {r['peak_mb']:.0f} MB peak, {r['requests']} requests "
-             f"({r['requests_per_wall_s']:.0f}/s)")
-    if "loop_ratio" in r:
-        speed += (f"; the whole process {r['process_wall_s']:.2f} s = {r['loop_ratio']:.1f}x the reference loop "
-                  f"({r['loop_s']:.3f} s) - {verdict} target {r['limit_loop_ratio']:g}x / {r['limit_peak_mb']} MB")
-    else:
-        speed += f" - {verdict} target {r['limit_wall_s']} s / {r['limit_peak_mb']} MB"
-    if target == "fidelity":  # the comparison itself, not only how fast it ran
-        from telemetry_gen.fidelity.harness import format_fidelity
-
-        return format_fidelity(r) + "\n\n" + speed
-    return speed
-
-
-# ----- fidelity -----------------------------------------------------------------------------------
-@click.command()
-@click.option("--points", "points_file", type=click.Path(path_type=Path), default=None,
-              help="A points file in the built-in file's format (default: the built-in public points).")
-@click.option("--only", default="", metavar="TEXT", help="Only the points whose name contains TEXT (any case).")
-@click.option("--workers", type=click.IntRange(1, 64), default=None,
-              help="Processes to spread the points over (default: the CPUs available, at most 4).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def fidelity(points_file: Path | None, only: str, workers: int | None, as_json: bool) -> None:
-    """Replay published benchmark points through the engine model and compare (your own file with --points)."""
-    from telemetry_gen.fidelity.harness import (
-        POINTS_PATH,
-        PointsError,
-        format_fidelity,
-        load_points,
-        run_fidelity,
-        select,
-    )
-
-    path = points_file or POINTS_PATH
-    try:
-        chosen = select(load_points(path), only)
-    except PointsError as exc:
-        raise CommandError(exc.problems[0], diagnostics=exc.problems, as_json=as_json) from None
-    if not chosen:
-        fail(f"no point of {path} has {only!r} in its name", as_json=as_json)
-    result = run_fidelity(chosen, workers)
-    result = {"ok": True, "points_file": str(path), "only": only or None, **result}
-    if as_json:
-        emit(result)
-    else:
-        click.echo(format_fidelity(result))
-
-
-# ----- incidents ----------------------------------------------------------------------------------
-def _load(ref: str, as_json: bool) -> Any:
-    from incidents.loader import IncidentError, find_incident, load_incident
-
-    try:
-        return load_incident(find_incident(ref))
-    except IncidentError as exc:
-        lines = [str(d) for d in exc.diagnostics]
-        # every problem, one a line (an author fixes them all at once); JSON keeps an empty list too
-        raise CommandError(lines[0] if lines else "invalid incident", diagnostics=lines or ["invalid incident"],
-                           as_json=as_json) from None
-
-
-class _Bar:
-    """A one-line progress bar on stderr, only when stderr is a terminal."""
+class ProgressBar:
+    """A one-line progress bar on stderr, only when stderr is a terminal (an `api.BuildProgress`)."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -288,38 +150,17 @@ class _Bar:
         sys.stderr.flush()
 
 
-@click.command()
-@click.argument("incident")
-@click.option("--seed", default=0, show_default=True, help="Seed: same incident and seed, same telemetry.")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Also copy the database here.")
-@click.option("--force", is_flag=True, help="Rebuild even if a cached database exists.")
-@click.option("--allow-large", is_flag=True, help="Build even when the estimated cost exceeds the bounds "
-              "(docs/authoring.md, 'Bounds').")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def generate(incident: str, seed: int, out: Path | None, force: bool, allow_large: bool, as_json: bool) -> None:
-    """Simulate an incident and build its DuckDB database (cached by content, seed and code version)."""
-    from incidents.loader import find_incident
-    from telemetry_gen.cache import ensure_database
-    from telemetry_gen.cost import ALLOW_LARGE_ENV, cost_diagnostics
-
-    inc = _load(incident, as_json)
-    if not allow_large:
-        # estimated before anything is simulated: a build over the bounds is refused at the knob's line
-        lines = [str(d) for d in cost_diagnostics(inc, str(find_incident(incident)))]
-        if lines:
-            raise CommandError(lines[0], diagnostics=lines, as_json=as_json)
-    else:
-        os.environ[ALLOW_LARGE_ENV] = "1"  # the build's own guard (telemetry_gen.cost.refuse_large) too
-    info = ensure_database(inc, seed, out=out, force=force, progress=None if as_json else _Bar(inc.id))
-    if as_json:
-        emit({"ok": True, **info.to_dict()})
-        return
-    click.echo(f"{info.path}")
-    click.echo(f"  digest  {info.digest}")
-    how = "cached" if info.cached else f"built in {info.build_s:.1f} s"
-    click.echo(f"  span    {info.span_s:.0f} s from {info.start}  ({how})")
-    for name, n in info.rows.items():
-        click.echo(f"  {name:<9}{n:>10,} rows")
+# ----- the player's telemetry --------------------------------------------------------------------
+def _variant(ref: str, seed: int, as_json: bool) -> api.Variant:
+    """Incident `ref` (library id or file) as the variant of `seed`: the telemetry of that seed is that
+    variant's, as in a game."""
+    try:
+        return api.load_variant(api.find_incident(ref), seed)
+    except api.IncidentError as exc:
+        lines = [str(d) for d in exc.diagnostics]
+        # every problem, one a line (an author fixes them all at once); JSON keeps an empty list too
+        raise CommandError(lines[0] if lines else "invalid incident", diagnostics=lines or ["invalid incident"],
+                           as_json=as_json) from None
 
 
 @click.command()
@@ -329,24 +170,12 @@ def generate(incident: str, seed: int, out: Path | None, force: bool, allow_larg
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def export(incident: str, parquet_dir: Path, seed: int, as_json: bool) -> None:
     """Write every table of an incident's database as Parquet files."""
-    import duckdb
-
-    from telemetry_gen.cache import ensure_database
-
-    inc = _load(incident, as_json)
-    info = ensure_database(inc, seed, progress=None if as_json else _Bar(inc.id))
-    parquet_dir.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(info.path, read_only=True)
-    files = {}
-    try:
-        for name in info.rows:
-            target = parquet_dir / f"{name}.parquet"
-            con.execute(f"COPY \"{name}\" TO '{target.as_posix()}' (FORMAT parquet)")
-            files[name] = str(target)
-    finally:
-        con.close()
+    variant = _variant(incident, seed, as_json)
+    inc = variant.incident
+    exported = api.export_parquet(variant, parquet_dir, progress=None if as_json else ProgressBar(inc.id))
+    files = exported.files
     if as_json:
-        emit({"ok": True, "incident": inc.id, "seed": seed, "digest": info.digest, "files": files})
+        emit({"ok": True, "incident": inc.id, "seed": seed, "digest": exported.digest, "files": files})
     else:
         for name, path in files.items():
             click.echo(f"{name:<9} {path}")
@@ -361,31 +190,28 @@ game.frontends.line_mode.CELL_CHARS)."""
 @click.argument("incident")
 @click.argument("sql")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--world", default="truth", show_default=True, metavar="NAME",
+@click.option("--world", default=api.TRUTH_WORLD, show_default=True, metavar="NAME",
               help="Authors: query another world of the incident: a hypothesis id (its `world` faults in place "
                    "of `faults`), a family member (truth~1, ID~1: the same on another traffic draw), noise "
                    "(= truth~1) or baseline (no faults). Spoils the answer.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def query_cmd(incident: str, sql: str, seed: int, world: str, as_json: bool) -> None:
     """Run one query through the sandboxed gateway and print the result."""
-    from game.query.gateway import Gateway
-    from telemetry_gen.cache import ensure_database
-    from telemetry_gen.proving.worlds import BASELINE, NOISE_ALIAS, TRUTH, build_world, world_names
-
-    inc = _load(incident, as_json)
-    if world == TRUTH:
-        info = ensure_database(inc, seed, progress=None if as_json else _Bar(inc.id))
-    else:
+    variant = _variant(incident, seed, as_json)
+    inc = variant.incident
+    if world != api.TRUTH_WORLD:
         # on stderr, so stdout stays one result: the worlds are the incident's hypotheses, its answer key
         click.echo(f"servedrill query --world {world}: a world of the incident's answer key (this spoils the game)",
                    err=True)
-        known = [*world_names(inc), NOISE_ALIAS, BASELINE, *(h.id for h in inc.hypotheses if h.true)]
+        known = api.world_names(variant)
         if world not in known:
             fail(f"no world {world!r} in {inc.id}; worlds: {', '.join(known)} "
                  "(hint: a hypothesis id, ID~1 for its other traffic draw, noise or baseline)", as_json=as_json)
-        info = build_world(inc, seed, world)
-    with Gateway(Path(info.path)) as gw:
-        res = gw.run(sql)
+    telemetry = api.open_world(variant, world, progress=None if as_json else ProgressBar(inc.id))
+    try:
+        res = api.glance(telemetry, sql)  # one statement, no session: nothing to record it in
+    finally:
+        telemetry.close()
     if as_json:
         emit({**res.to_dict(), "world": world})
         sys.exit(0 if res.ok else 1)
@@ -400,5 +226,5 @@ def query_cmd(incident: str, sql: str, seed: int, world: str, as_json: bool) -> 
 
 
 
-COMMANDS: tuple[click.Command, ...] = (calc, bench, fidelity, generate, export, query_cmd)
+COMMANDS: tuple[click.Command, ...] = (export, query_cmd)
 """The core commands defined here (the others live beside the code they drive; game.cli.commands assembles all)."""

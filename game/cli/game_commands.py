@@ -7,7 +7,6 @@ exit code 1, never a traceback.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -17,9 +16,8 @@ from typing import Any, TypeVar
 
 import click
 
+from game import api
 from game.cli.core import CommandError, GuardedCommand, emit
-from game.session import Event
-from game.session.hypotheses import shown_hypotheses
 
 T = TypeVar("T")
 
@@ -30,8 +28,6 @@ DEAL_SEEDS = 10_000
 
 def _incident(ref: str, seed: int) -> tuple[Any, Path]:
     """The incident `ref` (library id or file) as the variant of `seed`, and its resolved path."""
-    from game import api
-
     variant = api.load_variant(api.find_incident(ref), seed)
     return variant.incident, variant.path
 
@@ -49,20 +45,17 @@ def deal(incident: str | None, seed: int | None, rng: random.Random | None = Non
     seed from 0..DEAL_SEEDS-1.
     Raises CommandError when there is nothing to deal from.
     """
-    from game import api
-    from incidents.loader import IncidentError, iter_library
-
     rng = rng or random.SystemRandom()
     if seed is None:
         seed = rng.randrange(DEAL_SEEDS)
     if incident is not None:
         return _incident(incident, seed)[1], seed
-    candidates = iter_library()
+    candidates = api.library_files()
     while candidates:
         path = rng.choice(candidates)
         try:
             api.load_variant(path, seed)
-        except IncidentError:
+        except api.IncidentError:
             candidates.remove(path)  # broken files are `servedrill validate`'s business, not the player's
             continue
         return path.resolve(), seed
@@ -74,7 +67,6 @@ def _player(name: str | None) -> str:
 
 
 def _play_plain(path: Path | None, seed: int, player: str, session_path: Path | None = None) -> None:
-    from game import api
     from game.frontends.line_mode import PlainGame
 
     if session_path is not None:
@@ -103,9 +95,8 @@ def _pick_incident(player: str = "") -> Path:
     """Line-mode picker: list the library, read a number or id from stdin (`history` and `debrief N` show
     the player's finished sessions first: game.frontends.line_mode.shelf_line)."""
     from game.frontends.line_mode import shelf_line
-    from incidents.loader import find_incident, iter_library
 
-    library = iter_library()
+    library = api.library_files()
     if not library:
         raise CommandError("the incident library is empty; give an incident file: servedrill play --plain FILE")
     click.echo("Incidents:")
@@ -120,7 +111,7 @@ def _pick_incident(player: str = "") -> Path:
             break
     if choice.isdigit() and 1 <= int(choice) <= len(library):
         return library[int(choice) - 1]
-    return find_incident(choice)
+    return api.find_incident(choice)
 
 
 def _compare(recorded: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
@@ -169,10 +160,8 @@ def play_cmd(incident: str | None, seed: int | None, random_deal: bool, player: 
 @click.option("--json", "as_json", is_flag=True, help="With no SESSION_ID: list as one JSON object.")
 def resume_cmd(session_id: str | None, plain: bool, as_json: bool) -> None:
     """Continue an unfinished session; without an id, list them."""
-    from game.session import find_session, list_unfinished
-
     if session_id is None:
-        sessions = list_unfinished()
+        sessions = api.all_unfinished()
         if as_json:
             emit({"ok": True, "sessions": [s.to_dict() for s in sessions]})
             return
@@ -183,7 +172,7 @@ def resume_cmd(session_id: str | None, plain: bool, as_json: bool) -> None:
             click.echo(f"{s.session_id:<48} {s.state:<13} {s.queries:>3} queries  {s.player}")
         click.echo("Resume one with: servedrill resume SESSION_ID")
         return
-    path = find_session(session_id)
+    path = api.find_session(session_id)
     _play_plain(None, 0, "", session_path=path)
 
 @click.command("score", cls=GuardedCommand)
@@ -195,13 +184,9 @@ def resume_cmd(session_id: str | None, plain: bool, as_json: bool) -> None:
 def score_cmd(transcript: Path, incident_file: Path | None, as_json: bool, reveal: bool) -> None:
     """Score a transcript: its queries' SQL is re-run on every hypothesis's world (nothing it records
     about their results is trusted)."""
-    from game.rules.assess import score_session
-    from game.rules.scoring import format_report
-    from game.session import load_transcript
-
-    t = load_transcript(transcript, incident_path=incident_file)
+    t = api.load_transcript(transcript, incident_file)
     _require_submitted(t, transcript, reveal)
-    report = score_session(t.incident, t.header.seed, t.events)
+    report = api.score_transcript(t)
     recorded = t.recorded_total
     if as_json:
         emit({"ok": True, "session_id": t.header.session_id, "incident": t.incident.id,
@@ -215,8 +200,7 @@ def score_cmd(transcript: Path, incident_file: Path | None, as_json: bool, revea
         if recorded is not None and not math.isclose(recorded, report.total, abs_tol=0.05):
             click.echo(f"the transcript says {recorded:.1f}; recomputed from its queries: "
                        f"{report.total:.1f}")
-        click.echo(format_report(report, {h.id: f"{h.label} {h.title}"
-                                          for h in shown_hypotheses(t.incident, t.header.seed)}))
+        click.echo(api.score_text(report, api.board(t.incident, t.header.seed)))
 
 @click.command("replay", cls=GuardedCommand)
 @click.argument("transcript", type=click.Path(path_type=Path))
@@ -258,12 +242,10 @@ def autoplay_cmd(incident: str, strategy: str, seed: int, player_seed: int | Non
 
     This SPOILS the incident: the players are built from its answer key."""
     from game.frontends.autoplay import autoplay_session
-    from game.rules.scoring import format_report
 
-    inc, path = _incident(incident, seed)
-    session, report = autoplay_session(inc, seed, strategy, incident_path=path,
-                                       player_seed=player_seed)
-    written = str(session.export_transcript(out)) if out else None
+    session, report = autoplay_session(incident_path(incident, seed), seed, strategy, player_seed=player_seed)
+    inc = session.incident
+    written = str(api.export_transcript(session, to=out)) if out else None
     if not as_json:
         click.echo("Spoiler: autoplay players are built from the incident's answer key.", err=True)
     if as_json:
@@ -272,7 +254,7 @@ def autoplay_cmd(incident: str, strategy: str, seed: int, player_seed: int | Non
                "events": [e.to_dict() for e in session.events], "transcript": written})
         return
     click.echo(f"{strategy} on {inc.id} (seed {seed}): {len(session.queries)} queries")
-    click.echo(format_report(report))
+    click.echo(api.score_text(report))
     if written:
         click.echo(f"Transcript: {written}")
 
@@ -295,34 +277,22 @@ def replay(transcript: Path, incident_file: Path | None = None, *, reveal: bool 
     An unsubmitted session is refused unless `reveal` (as `servedrill score` does).
 
     Returns the keys documented for `servedrill replay --json` (without "ok")."""
-    from game.query.gateway import Gateway
-    from game.rules.assess import score_session
-    from game.session import QUERY, load_transcript, query_event_data
-    from telemetry_gen.cache import ensure_database
-
-    t = load_transcript(transcript, incident_path=incident_file)
+    t = api.load_transcript(transcript, incident_file)
     _require_submitted(t, transcript, reveal)
-    info = ensure_database(t.incident, t.header.seed)
+    replayed = api.replay_transcript(t)
     differences = []
-    events: list[Event] = []
-    with Gateway(Path(info.path)) as gateway:
-        for e in t.events:
-            if e.kind != QUERY:
-                events.append(e)
-                continue
-            fresh = query_event_data(gateway.run(str(e.data.get("sql", ""))), int(e.data["index"]))
-            fresh = json.loads(json.dumps(fresh, default=str))
-            changes = _compare(e.data, fresh)
-            if changes:
-                differences.append({"query": e.data["index"], "sql": e.data.get("sql"), "changes": changes})
-            events.append(Event(e.seq, e.time, e.kind, fresh))
-    report = score_session(t.incident, t.header.seed, events)
+    for run in replayed.reruns:
+        changes = _compare(run.recorded, run.now)
+        if changes:
+            differences.append({"query": run.recorded["index"], "sql": run.recorded.get("sql"), "changes": changes})
+    report = replayed.report
     recorded = t.recorded_total
+    digest = replayed.telemetry_digest
     return {
         "session_id": t.header.session_id, "incident": t.incident.id, "seed": t.header.seed,
-        "player": t.header.player, "queries": sum(1 for e in events if e.kind == QUERY),
-        "telemetry_digest_recorded": t.telemetry_digest, "telemetry_digest_now": info.digest,
-        "telemetry_matches": None if t.telemetry_digest is None else t.telemetry_digest == info.digest,
+        "player": t.header.player, "queries": len(replayed.reruns),
+        "telemetry_digest_recorded": t.telemetry_digest, "telemetry_digest_now": digest,
+        "telemetry_matches": None if t.telemetry_digest is None else t.telemetry_digest == digest,
         "results_match": not differences, "differences": differences,
         "recorded_total": recorded, "total": report.total,
         "score_matches": None if recorded is None else math.isclose(recorded, report.total, abs_tol=0.05),

@@ -15,31 +15,17 @@ from typing import Any
 
 import click
 
+from game import api
 from game.cli.core import CommandError, GuardedCommand, GuardedGroup, emit, fail
 
 
 def _load(path: Path, as_json: bool) -> Any:
     """The game day at `path`; its problems (file:line:column, one a line) as a CommandError."""
-    from game.gameday.plan import GameDayError, load_gameday
-
     try:
-        return load_gameday(path)
-    except GameDayError as exc:
+        return api.load_gameday(path)
+    except api.GameDayError as exc:
         lines = [str(d) for d in exc.diagnostics] or ["invalid game day"]
         raise CommandError(lines[0], diagnostics=lines, as_json=as_json) from None
-
-
-def _folders(gameday: Any, extra: tuple[Path, ...], mine: bool) -> list[Path]:
-    """SERVEDRILL_DATA folders to collect from: --sessions, the file's `data`, and this user's (when
-    `mine` or nothing else is given)."""
-    from game.session import data_dir
-
-    folders = list(extra)
-    if gameday.data is not None:
-        folders.append(gameday.data)
-    if mine or not folders:
-        folders.append(data_dir())
-    return list(dict.fromkeys(folders))
 
 
 @contextlib.contextmanager
@@ -83,14 +69,12 @@ def check_cmd(file: Path, as_json: bool) -> None:
 def roster_cmd(file: Path, url: str, reissue: tuple[str, ...], reissue_all: bool, as_json: bool) -> None:
     """Give every roster player a secret token: write them (mode 0600) beside the plan, with the server's
     journal key, and print each player's browser link and terminal join command."""
-    from game.gameday.roster import RosterError, make_roster
-
     gd = _load(file, as_json)
     if not url.startswith(("http://", "https://")):
         fail(f"--url {url!r}: not an http:// or https:// address (hint: --url http://HOST:PORT)", as_json=as_json)
     try:
-        roster = make_roster(gd, reissue, reissue_all)
-    except RosterError as exc:
+        roster = api.issue_roster(gd, reissue, reissue_all)
+    except api.RosterError as exc:
         fail(str(exc), as_json=as_json)
         return
     players = [{"player": p, "team": gd.players[p], "link": roster.link(url, p),
@@ -118,7 +102,7 @@ def run_cmd(file: Path, sessions: tuple[Path, ...]) -> None:
 
     gd = _load(file, False)
     with _results_folder():
-        Console(gd, _folders(gd, sessions, mine=False)).run()
+        Console(gd, api.data_folders(gd, sessions)).run()
 
 @gameday_group.command("collect")
 @click.argument("file", type=click.Path(path_type=Path))
@@ -135,10 +119,10 @@ def collect_cmd(file: Path, round_no: int | None, sessions: tuple[Path, ...], tr
     key (servedrill gameday roster), only journals the server signed and that verify are collected."""
     gd = _load(file, as_json)
     rounds = _rounds(gd, round_no, as_json)
-    folders = _folders(gd, sessions, mine=False)
+    folders = api.data_folders(gd, sessions)
     key = _key(gd, as_json)
     with _results_folder():
-        done = _collect(gd, rounds, folders, None, key, trust_players)
+        done = api.hand_in(gd, rounds, folders, key=key, trust_players=trust_players)
     _report(gd, done, as_json, None, key)
 
 @gameday_group.command("submit")
@@ -156,10 +140,10 @@ def submit_cmd(file: Path, player: str, round_no: int | None, as_json: bool) -> 
         hint = f" (hint: did you mean {close[0]}?)" if close else ""
         fail(f"{file}: player '{player}' is on no team{hint}", as_json=as_json)
     rounds = _rounds(gd, round_no, as_json)
-    folders = _folders(gd, (), mine=True)
+    folders = api.data_folders(gd, mine=True)
     key = _key(gd, as_json)
     with _results_folder():
-        done = _collect(gd, rounds, folders, player, key, False)
+        done = api.hand_in(gd, rounds, folders, player=player, key=key)
     _report(gd, done, as_json, player, key)
 
 @click.command("leaderboard", cls=GuardedCommand)
@@ -176,21 +160,14 @@ def submit_cmd(file: Path, player: str, round_no: int | None, as_json: bool) -> 
 def leaderboard_cmd(results_dir: Path, gameday_file: Path | None, markdown: Path | None, html: Path | None,
                     trust_players: bool, as_json: bool) -> None:
     """Rank every transcript in RESULTS_DIR: players and teams, per incident and overall."""
-    from game.reports.leaderboard import read_results
-    from game.reports.leaderboard_report import format_text, render_html, write_markdown
-
     if not results_dir.is_dir():
         fail(f"{results_dir}: no such folder (hint: give the game day's results folder)", as_json=as_json)
     gd = _load(gameday_file, as_json) if gameday_file is not None else None
     key = _key(gd, as_json) if gd is not None else None
 
     with _results_folder():
-        board = read_results(results_dir, gd, key=key, trust_players=trust_players)
-        written = write_markdown(board, markdown) if markdown else []
-        if html:
-            html.parent.mkdir(parents=True, exist_ok=True)
-            html.write_text(render_html(board), encoding="utf-8")
-            written.append(html)
+        board = api.leaderboard(results_dir, gd, key=key, trust_players=trust_players)
+        written = api.write_leaderboard(board, markdown=markdown, html=html)
     for s in board.skipped:
         click.echo(f"notice: skipped {s['file']}: {s['reason']}", err=True)
     for n in board.notices:
@@ -198,7 +175,7 @@ def leaderboard_cmd(results_dir: Path, gameday_file: Path | None, markdown: Path
     if as_json:
         emit({"ok": True, **board.to_dict(), "written": [str(p) for p in written]})
         return
-    click.echo(format_text(board))
+    click.echo(api.board_text(board))
     for p in written:
         click.echo(f"wrote {p}")
 
@@ -217,43 +194,22 @@ def _rounds(gd: Any, round_no: int | None, as_json: bool) -> list[Any]:
 
 def _key(gd: Any, as_json: bool) -> bytes | None:
     """The game day's journal key, None without one; a key file that cannot be used fails the command."""
-    from game.gameday.collect import journal_key
-    from game.session.signing import KeyError_
-
     try:
-        return journal_key(gd)
-    except KeyError_ as exc:
+        return api.journal_key(gd)
+    except api.JournalKeyError as exc:
         fail(str(exc), as_json=as_json)
         return None
 
 
-def _collect(gd: Any, rounds: list[Any], folders: list[Path], player: str | None, key: bytes | None,
-             trust_players: bool) -> list[Any]:
-    from game.gameday.collect import collect_round, journals, read_state, round_times, write_state
-
-    state = read_state(gd.results)
-    if not state:  # the leaderboard reads the teams and the round order from it
-        write_state(gd, {})
-    found = journals(folders)
-    return [collect_round(gd, r, folders, started=round_times(state, r.number)[0], only=player, found=found,
-                          key=key, trust_players=trust_players) for r in rounds]
-
-
 def _report(gd: Any, done: list[Any], as_json: bool, player: str | None, key: bytes | None) -> None:
-    from game.gameday.collect import TRUST_NOTICE
-    from game.session.signing import key_file_for
-
-    trusted = any(c.trusted for c in done)
-    journals = "trusted" if key is None else ("signed+trusted" if trusted else "signed")
-    notice = (TRUST_NOTICE if key is None else
-              "unsigned journals were taken on the players' word (--trust-players)" if trusted else
-              f"only journals signed by the game-day server and verified with {key_file_for(gd.path)}")
+    journals, notice = api.hand_in_terms(gd, done, key)
     if as_json:
         emit({"ok": True, "results": str(gd.results), "player": player,
               "team": gd.players.get(player) if player else None, "journals": journals, "notice": notice,
               "rounds": [c.to_dict() for c in done]})
         return
-    click.echo(("NOTE: " if key is None or trusted else "journals: ") + notice)
+    # a notice when anything was taken on trust; a plain statement when every journal verified
+    click.echo(("NOTE: " if journals != "signed" else "journals: ") + notice)
     for c in done:
         rnd = gd.rounds[c.round - 1]
         got = ", ".join(sorted(c.files)) or "nobody yet"

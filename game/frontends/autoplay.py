@@ -2,9 +2,10 @@
 
 These players are built from the incident's own file, answer key included: running one SPOILS the
 incident (the CLI says so). A strategy first becomes a `Plan` (queries, a ranking, when to rank, and
-pins), `play` carries it out on a session through any gateway, and `autoplay_session` does it against
-the incident's real database and scores it the way every session is scored: each query re-run on
-every hypothesis's world.
+pins), `play` carries it out on a session through any gateway, and `autoplay_session` does it on a game
+opened through `game.api` (the incident's variant at the seed, its real telemetry, a session that journals
+nothing) and scores it the way every session is scored: each query re-run on every hypothesis's world.
+Like every front end it calls `game.api` and nothing below it.
 
 - expert: the schema, each signal's reference query and the debrief's settling queries; 90% on the
   truth; pins each signal query as supporting the truth and refuting the hypotheses the signal's
@@ -19,14 +20,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from game.query.gateway import Gateway
-from game.rules.assess import score_session
-from game.rules.scoring import ScoreReport, truth_ids
-from game.session import Event, Session, file_digest
-from incidents.spec import TABLE_COLUMNS, Incident
+from game import api
+
+if TYPE_CHECKING:
+    from game.rules.scoring import ScoreReport
+    from game.session import Event, Session
+    from incidents.spec import Incident
 
 STRATEGIES = ("expert", "lucky", "random", "shotgun")
 SHOTGUN_EXTRA = 30
@@ -34,7 +37,7 @@ UNLIKELY = 0.2
 """A signal whose likelihood under a hypothesis is at most this is read as evidence against it."""
 
 CATALOG_SQL = 'SELECT "table", "column", description FROM catalog ORDER BY "table", "column"'
-DATA_TABLES = tuple(t for t in TABLE_COLUMNS if t != "catalog")
+DATA_TABLES = tuple(t for t in api.TABLE_COLUMNS if t != "catalog")
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,11 @@ def _ordered(confidences: dict[str, float], first: Sequence[str] = ()) -> tuple[
     order = sorted(rounded, key=lambda h: (-rounded[h], h not in first, h))
     rounded[order[0]] = round(rounded[order[0]] + 100.0 - sum(rounded.values()), 2)
     return tuple((h, rounded[h]) for h in order)
+
+
+def truth_ids(incident: Incident) -> list[str]:
+    """The true hypotheses' ids, in the file's order: the answer key these players are built from."""
+    return [h.id for h in incident.hypotheses if h.true]
 
 
 def confident_ranking(incident: Incident, top: float = 90.0) -> tuple[tuple[str, float], ...]:
@@ -130,7 +138,7 @@ def _random_plan(incident: Incident, rng: np.random.Generator) -> Plan:
     queries = []
     for _ in range(int(rng.integers(2, 9))):
         table = DATA_TABLES[int(rng.integers(len(DATA_TABLES)))]
-        columns = list(TABLE_COLUMNS[table])
+        columns = list(api.TABLE_COLUMNS[table])
         picked = [columns[i] for i in sorted(rng.choice(len(columns), size=int(rng.integers(1, 4)),
                                                          replace=False))]
         cols = ", ".join(f'"{c}"' for c in picked)
@@ -142,43 +150,41 @@ def _random_plan(incident: Incident, rng: np.random.Generator) -> Plan:
     return Plan("random", tuple(queries), ranking, int(rng.integers(0, len(queries) + 1)))
 
 
-def play(session: Session, gateway: Gateway, the_plan: Plan) -> list[Event]:
-    """Carry out a plan on a session (started here if still at the briefing); returns its events."""
+def play(session: Session, gateway: api.Telemetry | api.Runs, the_plan: Plan) -> list[Event]:
+    """Carry out a plan on a session (started here if still at the briefing) on `gateway` (the game's
+    telemetry, or any gateway in a test) through `game.api`, under the session's rules; returns its events."""
     if session.state == "briefing":
-        session.start()
+        api.start(session, None)
     for i, q in enumerate(the_plan.queries):
         if i == the_plan.rank_after:
-            session.rank(the_plan.ranking)
-        session.run_query(gateway, q.sql)
+            api.rank(session, the_plan.ranking)
+        api.run_query(session, gateway, q.sql)
     if the_plan.rank_after >= len(the_plan.queries):
-        session.rank(the_plan.ranking)
+        api.rank(session, the_plan.ranking)
     for index, hypothesis, stance in the_plan.pins:
-        session.pin(index, hypothesis, stance)
-    session.submit(the_plan.ranking)
+        api.pin(session, index, hypothesis, stance)
+    api.submit(session, the_plan.ranking)
     return session.events
 
 
-def autoplay_session(incident: Incident, seed: int, strategy: str, *, incident_path: Path | str | None = None,
+def autoplay_session(incident_path: Path | str, seed: int, strategy: str, *,
                      player_seed: int | None = None) -> tuple[Session, ScoreReport]:
-    """Play `strategy` against the incident's real database (built or reused by ensure_database) and
-    score it on the worlds. `player_seed` drives the random strategy (default: `seed`). The session
-    journals nothing."""
-    from telemetry_gen.cache import ensure_database
-
-    the_plan = plan(incident, strategy, np.random.default_rng(seed if player_seed is None else player_seed))
-    info = ensure_database(incident, seed)
-    digest = file_digest(incident_path) if incident_path else ""
-    session = Session.in_memory(incident, seed, f"autoplay-{strategy}", incident_digest=digest,
-                                incident_path=str(Path(incident_path).resolve()) if incident_path else "")
-    session.start(telemetry_digest=info.digest)
-    with Gateway(Path(info.path)) as gateway:
-        play(session, gateway, the_plan)
-    return session, score_session(incident, seed, session.events)
+    """Play `strategy` on the incident file at `incident_path` as the variant of `seed`, against its real
+    telemetry (built or found in the cache), and score it on the worlds. `player_seed` drives the random
+    strategy (default: `seed`). The session journals nothing."""
+    game = api.open_game(incident_path, seed, f"autoplay-{strategy}", journal=False)
+    try:
+        the_plan = plan(game.variant.incident, strategy,
+                        np.random.default_rng(seed if player_seed is None else player_seed))
+        game.start()
+        play(game.session, game.telemetry, the_plan)
+    finally:
+        game.close()
+    return game.session, api.score_hand_in(game.session)
 
 
-def autoplay(incident: Incident, seed: int, strategy: str, *, incident_path: Path | str | None = None,
+def autoplay(incident_path: Path | str, seed: int, strategy: str, *,
              player_seed: int | None = None) -> tuple[list[Event], ScoreReport]:
     """Play a scripted strategy (expert, lucky, random, shotgun) with real queries; (events, score)."""
-    session, report = autoplay_session(incident, seed, strategy, incident_path=incident_path,
-                                       player_seed=player_seed)
+    session, report = autoplay_session(incident_path, seed, strategy, player_seed=player_seed)
     return session.events, report

@@ -62,6 +62,7 @@ from telemetry_gen.proving.report import (
     claim_margin,
 )
 from telemetry_gen.proving.result_diff import MATERIAL_CHANGE, likelihood_separation, result_difference
+from telemetry_gen.proving.mitigation import check_mitigation
 from telemetry_gen.proving.worlds import RIVAL_MEMBERS, TRUTH, build_world, family_names, rivals
 from telemetry_gen.runner import Progress
 
@@ -343,6 +344,10 @@ def prove(
         report.worlds = check_worlds(incident, seed, Path(fault.path),
                                      progress=lambda f, s: say(0.55 + 0.45 * f, s))
         report.worlds_wall_s = time.perf_counter() - started
+        if incident.mitigation is not None:
+            stage = "simulating the mitigation's action lists"
+            say(0.97, "mitigation")
+            report.mitigation = check_mitigation(incident, seed)
     except Exception as exc:
         report.error = f"{stage} failed: {exc!r}"
     say(1.0, "done")

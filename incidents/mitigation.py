@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -157,7 +158,7 @@ def parse_action(text: str) -> Action:
         raise ActionError(f"{verb} takes one argument", column=rest[1][0], hint=USAGE[verb])
     c, arg = rest[0]
     if verb in ("restart", "drain"):
-        return Action(verb, replica=_replica(arg, c, verb, allow_all=verb == "restart"))  # type: ignore[arg-type]
+        return Action(verb, replica=_replica(arg, c, verb, allow_all=verb == "restart"))
     if verb == "router":
         if arg not in POLICIES:
             raise ActionError(f"unknown router policy {arg!r}", column=c, hint=USAGE["router"])
@@ -177,7 +178,7 @@ def parse_actions(texts: list[str]) -> list[Action]:
 
 
 def check_against(action: Action, *, replicas: int, tenants: list[str] | None = None,
-                  allowed: list[str] | None = None) -> None:
+                  allowed: Sequence[str] | None = None) -> None:
     """ActionError when the action does not fit this fleet: a replica it does not have, a tenant that sends
     nothing, a verb the incident does not offer, or draining the last replica in rotation."""
     if allowed is not None and action.verb not in allowed:

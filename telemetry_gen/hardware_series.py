@@ -121,12 +121,14 @@ class _WindowRng:
 
     def normal(self, loc: float = 0.0, scale: float = 1.0, size: int | None = None) -> Any:
         if size == self.n:
-            return np.concatenate([self.main.normal(loc, scale, self.n0), self.tail.normal(loc, scale, self.n - self.n0)])
+            rest = self.tail.normal(loc, scale, self.n - self.n0)
+            return np.concatenate([self.main.normal(loc, scale, self.n0), rest])
         return self.main.normal(loc, scale, size)
 
     def uniform(self, low: float = 0.0, high: float = 1.0, size: int | None = None) -> Any:
         if size == self.n:
-            return np.concatenate([self.main.uniform(low, high, self.n0), self.tail.uniform(low, high, self.n - self.n0)])
+            rest = self.tail.uniform(low, high, self.n - self.n0)
+            return np.concatenate([self.main.uniform(low, high, self.n0), rest])
         return self.main.uniform(low, high, size)
 
     def poisson(self, lam: Any = 1.0, size: int | None = None) -> Any:

@@ -23,9 +23,12 @@ is the same as the unmitigated run's (tests/test_mitigation.py holds that byte f
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import os
 import time
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from engine_model.config import ENGINE_KNOBS
 from engine_model.fault_kinds import REGISTRY
@@ -52,6 +55,11 @@ from telemetry_gen.runner import (
 )
 from telemetry_gen.store import table_digest
 from telemetry_gen.workload import adapter_names
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from telemetry_gen.cache import BuildInfo
 
 TAIL_ID_BASE = 100_000_000
 """Request ids of the traffic after the window start here (the window's own ids stay below)."""
@@ -208,11 +216,44 @@ def recovery(inc: Incident, run: MitigatedRun) -> Recovery:
     """The incident's recovery claims evaluated on the run's tables."""
     import duckdb
 
-    assert inc.mitigation is not None
     con = duckdb.connect()
     try:
         for name, df in run.telemetry.tables.items():
             con.register(name, df)
-        return Recovery([(s.id, evaluate_symptom(con, s, inc.window.start)) for s in inc.mitigation.recovery])
+        return recovery_on(con, inc)
     finally:
         con.close()
+
+
+def recovery_on(con: duckdb.DuckDBPyConnection, inc: Incident) -> Recovery:
+    """The incident's recovery claims evaluated on an open database of a mitigation run."""
+    assert inc.mitigation is not None
+    return Recovery([(s.id, evaluate_symptom(con, s, inc.window.start)) for s in inc.mitigation.recovery])
+
+
+def mitigated_database(inc: Incident, seed: int, actions: list[Action], *, decision_s: float | None = None
+                       ) -> tuple[BuildInfo, int]:
+    """The mitigation run's database (built once per incident, seed, decision and action list, in the build
+    cache) and how many requests it shed."""
+    from telemetry_gen.cache import BuildInfo, cache_dir, incident_key
+    from telemetry_gen.store import write_database
+
+    decision = inc.window.duration_s if decision_s is None else float(decision_s)
+    key = hashlib.sha256(f"{incident_key(inc, seed)}|{decision!r}|{horizon_of(inc)!r}|"
+                         f"{actions_digest(actions)}".encode()).hexdigest()[:24]
+    folder = cache_dir()
+    db = folder / f"{inc.id}-mitigated-{key}.duckdb"
+    meta = db.with_suffix(".json")
+    if db.exists() and meta.exists():
+        data = json.loads(meta.read_text())
+        return BuildInfo(**data["build"]), int(data["shed"])
+    folder.mkdir(parents=True, exist_ok=True)
+    run = build_mitigated(inc, seed, actions, decision_s=decision)
+    write_database(db, run.telemetry.tables)  # atomic: a temp file of its own, then renamed
+    info = BuildInfo(incident=inc.id, seed=seed, path=str(db), digest=run.digest,
+                     rows=run.telemetry.row_counts(), span_s=run.end_s, start=inc.window.start.isoformat(),
+                     cached=False, build_s=round(run.telemetry.wall_s, 3))
+    tmp = meta.with_name(f"{meta.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"build": info.to_dict(), "shed": run.shed_requests}))
+    tmp.replace(meta)
+    return info, run.shed_requests

@@ -52,6 +52,7 @@ from incidents.snippets import snippets
 from incidents.spec import Incident, Signal
 from telemetry_gen.cache import ensure_database
 from telemetry_gen.proving.evidence import FAILED, ROW_CAP, Shown, describe_reading, ruling, shown
+from telemetry_gen.proving.mitigation import check_mitigation
 from telemetry_gen.proving.report import (
     MIN_LIKELIHOOD_RATIO,
     ClaimCheck,
@@ -62,7 +63,6 @@ from telemetry_gen.proving.report import (
     claim_margin,
 )
 from telemetry_gen.proving.result_diff import MATERIAL_CHANGE, likelihood_separation, result_difference
-from telemetry_gen.proving.mitigation import check_mitigation
 from telemetry_gen.proving.worlds import RIVAL_MEMBERS, TRUTH, build_world, family_names, rivals
 from telemetry_gen.runner import Progress
 

@@ -680,13 +680,10 @@ class Mitigation(_Strict):
 
     @field_validator("right", "wrong")
     @classmethod
-    def _actions_parse(cls, lists: list[list[str]]) -> list[list[str]]:
-        from incidents.mitigation import parse_actions
-
-        for actions in lists:
-            if not actions:
-                raise ValueError("an action list needs at least one action")
-            parse_actions(actions)
+    def _lists_not_empty(cls, lists: list[list[str]]) -> list[list[str]]:
+        # each action is checked where it is written (incidents.crosscheck), with its line and column
+        if any(not actions for actions in lists):
+            raise ValueError("an action list needs at least one action")
         return lists
 
 

@@ -200,6 +200,10 @@ def format_bench(target: str, r: dict[str, Any]) -> str:
     verdict = "meets" if r["meets_target"] else "MISSES"
     speed = (f"{target}: {r['wall_s']:.2f} s wall, {r['peak_mb']:.0f} MB peak, {r['requests']} requests "
             f"({r['requests_per_wall_s']:.0f}/s) - {verdict} target {r['limit_wall_s']} s / {r['limit_peak_mb']} MB")
+    if target == "mitigation":  # CPU seconds beside the wall clock, and the game's own path on an incident
+        inc = r["incident"]
+        speed += (f"; {r['cpu_s']:.2f} s CPU for {r['simulated_s']:.0f} simulated s (decision at {r['decision_s']:.0f})"
+                  f"; {inc['id']} with {' + '.join(inc['actions'])}: {inc['wall_s']:.2f} s wall, {inc['cpu_s']:.2f} s CPU")
     if target == "fidelity":  # the comparison itself, not only how fast it ran
         from telemetry_gen.fidelity.harness import format_fidelity
 

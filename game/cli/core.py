@@ -204,7 +204,8 @@ def format_bench(target: str, r: dict[str, Any]) -> str:
         inc = r["incident"]
         acts = " + ".join(inc["actions"])
         speed += (f"; {r['cpu_s']:.2f} s CPU for {r['simulated_s']:.0f} simulated s (decision at "
-                  f"{r['decision_s']:.0f}); {inc['id']} with {acts}: {inc['wall_s']:.2f} s wall, {inc['cpu_s']:.2f} s CPU")
+                  f"{r['decision_s']:.0f}); {inc['id']} with {acts}: {inc['wall_s']:.2f} s wall, "
+                  f"{inc['cpu_s']:.2f} s CPU")
     if target == "fidelity":  # the comparison itself, not only how fast it ran
         from telemetry_gen.fidelity.harness import format_fidelity
 

@@ -19,6 +19,7 @@ from game.rules.scoring import ScoreReport
 from game.session import Session, SessionError
 from incidents.loader import load_incident
 from incidents.mitigation import Action, ActionError, parse_action
+from incidents.spec import Incident
 from telemetry_gen.mitigation import TAIL_ID_BASE, build_mitigated, compile_actions, recovery
 from telemetry_gen.runner import build_telemetry
 
@@ -27,7 +28,7 @@ TTFT = LIBRARY / "ttft-tripled-after-deploy.yaml"
 
 
 @pytest.fixture(scope="module")
-def ttft() -> object:
+def ttft() -> Incident:
     return load_incident(TTFT, 0)
 
 
@@ -96,14 +97,15 @@ def _complete_before(tables: dict[str, pd.DataFrame], t0: pd.Timestamp, decision
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("decision_s", [1800.0, 1200.0])
-def test_the_window_before_the_decision_is_the_unmitigated_run_byte_for_byte(ttft: object,
+def test_the_window_before_the_decision_is_the_unmitigated_run_byte_for_byte(ttft: Incident,
                                                                               decision_s: float) -> None:
     inc = ttft
-    base = build_telemetry(inc, 0)  # type: ignore[arg-type]
-    run = build_mitigated(inc, 0, [parse_action("rollback"), parse_action("router round_robin")],  # type: ignore[arg-type]
+    base = build_telemetry(inc, 0)
+    run = build_mitigated(inc, 0, [parse_action("rollback"), parse_action("router round_robin")],
                           decision_s=decision_s, horizon_s=600)
-    t0 = pd.Timestamp(inc.window.start)  # type: ignore[attr-defined]
+    t0 = pd.Timestamp(inc.window.start)
     before = _complete_before(base.tables, t0, decision_s)
     after = _complete_before(run.telemetry.tables, t0, decision_s)
     assert set(before) == set(after) and len(before["metrics"]) > 1000
@@ -111,24 +113,25 @@ def test_the_window_before_the_decision_is_the_unmitigated_run_byte_for_byte(ttf
         pd.testing.assert_frame_equal(before[name], after[name], check_exact=True, obj=name)
     # the continuation is there: requests past the window, with ids of their own, and the action in the change log
     req = run.telemetry.tables["requests"]
-    late = req[req["ts"] >= t0 + pd.Timedelta(seconds=inc.window.duration_s)]  # type: ignore[attr-defined]
+    late = req[req["ts"] >= t0 + pd.Timedelta(seconds=inc.window.duration_s)]
     assert len(late) > 1000 and (late["request_id"] >= TAIL_ID_BASE).all()
     events = run.telemetry.tables["events"]
     assert "rollback" in set(events[events["kind"] == "mitigation"]["detail"])
 
 
-def test_a_mitigation_run_is_deterministic_per_seed_and_action_list(ttft: object) -> None:
+@pytest.mark.slow
+def test_a_mitigation_run_is_deterministic_per_seed_and_action_list(ttft: Incident) -> None:
     inc = ttft
-    one = build_mitigated(inc, 0, [parse_action("restart vllm-1")], horizon_s=300)  # type: ignore[arg-type]
-    two = build_mitigated(inc, 0, [parse_action("restart vllm-1")], horizon_s=300)  # type: ignore[arg-type]
-    other = build_mitigated(inc, 0, [parse_action("restart vllm-2")], horizon_s=300)  # type: ignore[arg-type]
+    one = build_mitigated(inc, 0, [parse_action("restart vllm-1")], horizon_s=300)
+    two = build_mitigated(inc, 0, [parse_action("restart vllm-1")], horizon_s=300)
+    other = build_mitigated(inc, 0, [parse_action("restart vllm-2")], horizon_s=300)
     assert one.digest == two.digest
     assert one.digest != other.digest
 
 
-def test_actions_compile_to_the_engines_own_changes_at_the_decision(ttft: object) -> None:
+def test_actions_compile_to_the_engines_own_changes_at_the_decision(ttft: Incident) -> None:
     inc = ttft
-    faults = compile_actions(inc, [parse_action("rollback"), parse_action("drain vllm-2"),  # type: ignore[arg-type]
+    faults = compile_actions(inc, [parse_action("rollback"), parse_action("drain vllm-2"),
                                    parse_action("set max_num_seqs=64")], 1800.0)
     deploys = [f for f in faults if f.kind == "config_change" and f.start_s < 1800.0]
     assert deploys and all(f.end_s == 1800.0 for f in deploys)  # the rollout and its max_num_seqs noise end
@@ -140,10 +143,11 @@ def test_actions_compile_to_the_engines_own_changes_at_the_decision(ttft: object
         compile_actions(plain, [Action("rollback")], plain.window.duration_s)
 
 
-def test_the_right_action_recovers_and_a_restart_does_not(ttft: object) -> None:
+@pytest.mark.slow
+def test_the_right_action_recovers_and_a_restart_does_not(ttft: Incident) -> None:
     inc = ttft
-    fixed = recovery(inc, build_mitigated(inc, 0, [parse_action("rollback")]))  # type: ignore[arg-type]
-    restarted = recovery(inc, build_mitigated(inc, 0, [parse_action("restart all")]))  # type: ignore[arg-type]
+    fixed = recovery(inc, build_mitigated(inc, 0, [parse_action("rollback")]))
+    restarted = recovery(inc, build_mitigated(inc, 0, [parse_action("restart all")]))
     assert fixed.recovered
     assert not restarted.recovered
 
@@ -151,8 +155,8 @@ def test_the_right_action_recovers_and_a_restart_does_not(ttft: object) -> None:
 # ---------------------------------------------------------------- the game
 
 
-def _submitted(inc: object) -> Session:
-    session = Session.in_memory(inc, 0, "ada")  # type: ignore[arg-type]
+def _submitted(inc: Incident) -> Session:
+    session = Session.in_memory(inc, 0, "ada")
     session.start("x")
     with pytest.raises(SessionError, match="submit first"):
         api.act(session, ["rollback"])
@@ -162,7 +166,8 @@ def _submitted(inc: object) -> Session:
     return session
 
 
-def test_act_through_the_api_is_journalled_once_and_scored(cache: Path, ttft: object) -> None:
+@pytest.mark.slow
+def test_act_through_the_api_is_journalled_once_and_scored(cache: Path, ttft: Incident) -> None:
     session = _submitted(ttft)
     before = len(session.events)
     with pytest.raises(SessionError) as caught:
@@ -187,12 +192,13 @@ def test_act_through_the_api_is_journalled_once_and_scored(cache: Path, ttft: ob
     assert score is not None and score.digest == acted.score.digest
 
 
-def test_a_wrong_mitigation_is_scored_as_a_symptom_in_its_own_debrief_section(cache: Path, ttft: object) -> None:
+@pytest.mark.slow
+def test_a_wrong_mitigation_is_scored_as_a_symptom_in_its_own_debrief_section(cache: Path, ttft: Incident) -> None:
     inc = ttft
-    score = score_mitigation(inc, 0, ["set max_num_seqs=512"], 1800.0)  # type: ignore[arg-type]
+    score = score_mitigation(inc, 0, ["set max_num_seqs=512"], 1800.0)
     assert not score.recovered and score.verdict == "symptom" and score.points == 0
     assert score.time_to_recovery_s is None
-    text = debrief_markdown(inc, [], _report(), score)  # type: ignore[arg-type]
+    text = debrief_markdown(inc, [], _report(), score)
     section = text.split("## Mitigation", 1)[1]
     assert "Recovered: **no**" in section and "treated a symptom" in section and "prefix caching off" in section
 
@@ -203,7 +209,8 @@ def _report() -> ScoreReport:
     return score(load_incident(TTFT, 0), [], {})
 
 
-def test_line_mode_acts_with_errors_then_queries_after(cache: Path, ttft: object) -> None:
+@pytest.mark.slow
+def test_line_mode_acts_with_errors_then_queries_after(cache: Path, ttft: Incident) -> None:
     session = _submitted(ttft)
     script = "\n".join([
         "act set max_num_seq=512",

@@ -235,3 +235,17 @@ def test_line_mode_acts_with_errors_then_queries_after(cache: Path, ttft: Incide
     assert "Applied at t=1800 s: rollback" in text and "recovered yes" in text
     assert "late" in text and "Traceback" not in text
     assert [e.kind for e in session.events].count("act") == 1
+
+
+def test_shedding_a_tenant_drops_its_requests_from_the_decision_on() -> None:
+    inc = load_incident(Path(__file__).parent / "data" / "incidents" / "tui-mini.yaml", 0)
+    run = build_mitigated(inc, 0, [parse_action("shed chat-t0")], decision_s=200.0, horizon_s=300)
+    req = run.telemetry.tables["requests"]
+    t0 = pd.Timestamp(inc.window.start)
+    chat = req[req["tenant"] == "chat-t0"]
+    assert run.shed_requests > 100
+    assert len(chat) > 100 and (chat["ts"] < t0 + pd.Timedelta(seconds=200.5)).all()  # none after the decision
+    probes = run.telemetry.tables["probes"]
+    assert (probes["ts"] > t0 + pd.Timedelta(seconds=200)).any()  # the probes still run after it
+    with pytest.raises(ActionError, match="no tenant 'acme'"):
+        build_mitigated(inc, 0, [parse_action("shed acme")], horizon_s=300)

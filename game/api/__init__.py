@@ -19,7 +19,8 @@ The rules a front end must not get to choose live here or below, once:
 Its parts, each re-exported here:
 
 - `play`: one game: the library, the variant, the telemetry, the session and every action on it (also as
-  the `Game` object), the debrief;
+  the `Game` object), the mitigation after the diagnosis (`act`, `mitigation_actions`, `mitigation_score`:
+  docs/mitigation.md), the debrief;
 - `shelf`: the library as the picker shows it and the player's record (unfinished sessions, best scores);
 - `interviewer`: following a candidate's session, sending into it, the interview report;
 - `facilitator`: a game day's rounds, collecting hand-ins, the standings.

@@ -249,3 +249,27 @@ def test_shedding_a_tenant_drops_its_requests_from_the_decision_on() -> None:
     assert (probes["ts"] > t0 + pd.Timedelta(seconds=200)).any()  # the probes still run after it
     with pytest.raises(ActionError, match="no tenant 'acme'"):
         build_mitigated(inc, 0, [parse_action("shed acme")], horizon_s=300)
+
+
+def test_the_validator_points_at_a_bad_action_and_a_recovery_window_inside_the_window() -> None:
+    from incidents.diagnostics import Diagnostic
+    from incidents.loader import check_incident_text
+
+    text = (LIBRARY / "one-slow-replica.yaml").read_text()
+    bad = text.replace('- ["restart {{slow|replica}}"]', '- ["restart vllm-9"]\n    - [rollbak]')
+    bad = bad.replace("a: {window: [2100, 2700]}", "a: {window: [1000, 2700]}")
+    found = check_incident_text(bad, "x.yaml", seed=0)
+    lines = bad.splitlines()
+
+    def one(text: str) -> Diagnostic:
+        [d] = [d for d in found if text in d.message]
+        return d
+
+    window = one("mitigation.recovery[0].a.window: a recovery claim reads the fleet after the decision")
+    assert "a: {window: [1000, 2700]}" in lines[window.line - 1] and window.hint == "window: [2100, 2700]"
+    replica = one("mitigation.wrong[0][0]: there is no vllm-9: the fleet has vllm-0 .. vllm-3")
+    assert lines[replica.line - 1][replica.column - 1:].startswith('"restart vllm-9"')
+    verb = one("mitigation.wrong[1][0]: unknown action 'rollbak'")
+    assert verb.hint == "did you mean 'rollback'?" and "[rollbak]" in lines[verb.line - 1]
+    assert len(found) == 3
+    assert not check_incident_text(text, "x.yaml", seed=0)

@@ -303,6 +303,45 @@ def _check_symptoms(symptoms: list[Any], duration: float | None) -> list[Issue]:
     return issues
 
 
+def _check_mitigation(mit: dict[str, Any], n_replicas: int | None, duration: float | None) -> list[Issue]:
+    """Recovery claims read the continuation (after the window, within the horizon) against the window; the
+    action lists fit the fleet and use only the actions the incident offers."""
+    from incidents.mitigation import ActionError, check_against, parse_action
+
+    if not mit:
+        return []
+    issues: list[Issue] = []
+    horizon = _num(mit.get("horizon_s"))
+    end = None if duration is None else duration + (1200.0 if horizon is None else horizon)
+    for i, raw in enumerate(_list(mit.get("recovery"))):
+        claim = _dict(raw)
+        metric = _dict(claim.get("metric"))
+        loc: tuple[str | int, ...] = ("mitigation", "recovery", i)
+        issues += _check_table_column(metric.get("table"), [metric.get("column")], (*loc, "metric"),
+                                      column_loc=(*loc, "metric", "column"))
+        issues += _check_aggregate_column(claim.get("aggregate"), metric, (*loc, "metric", "column"))
+        pair = _list(_dict(claim.get("a")).get("window"))
+        start, stop = (_num(pair[0]), _num(pair[1])) if len(pair) == 2 else (None, None)
+        if duration is not None and end is not None and start is not None and stop is not None and \
+                not (duration <= start and stop <= end):
+            issues.append(Issue((*loc, "a", "window"), "a recovery claim reads the fleet after the decision: side a's "
+                                f"window must lie within [{duration:g}, {end:g}] s (the window's end to the horizon)",
+                                f"window: [{duration + 600:g}, {end:g}]"))
+        issues += _check_window(_dict(claim.get("b")).get("window"), duration, (*loc, "b", "window"))
+    allowed = mit.get("actions")
+    for side in ("right", "wrong"):
+        for i, actions in enumerate(_list(mit.get(side))):
+            for j, text in enumerate(_list(actions)):
+                if not isinstance(text, str):
+                    continue
+                try:
+                    check_against(parse_action(text), replicas=n_replicas or 10**6,
+                                  allowed=allowed if isinstance(allowed, list) else None)
+                except ActionError as exc:
+                    issues.append(Issue(("mitigation", side, i, j), exc.message, exc.hint))
+    return issues
+
+
 def _check_aggregate_column(aggregate: Any, metric: dict[str, Any], loc: tuple[str | int, ...]) -> list[Issue]:
     """An aggregate that cannot be computed on the column: it would only fail under `--deep`."""
     table, column = metric.get("table"), metric.get("column")
@@ -647,6 +686,7 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
             for i, fault in enumerate(_list(member)):
                 issues += _check_fault(i, _dict(fault), n_replicas, duration,
                                        ("hypotheses", h_index, "members", m), fleet)
+    issues += _check_mitigation(_dict(data.get("mitigation")), n_replicas, duration)
     signals = data.get("signals")
     issues += _check_signals(_list(signals), isinstance(signals, list), hyp_ids, alias_of, n_replicas, duration)
     return issues

@@ -660,6 +660,33 @@ class Inject(_Strict):
         return self
 
 
+class Mitigation(_Strict):
+    """After the diagnosis: what recovery means, which actions bring it and which plausible ones do not.
+
+    The simulation continues `horizon_s` seconds past the decision (the end of the window) with the actions
+    applied at the decision; `recovery` claims are read over that continuation (their windows are seconds
+    from the window's start, so past `window.duration_s`). Actions are written as in line mode
+    (incidents/mitigation.py): `rollback`, `set max_num_seqs=128`, `drain vllm-2`, `restart all`, ...
+    """
+
+    horizon_s: float = Field(1200.0, ge=300, le=3600, description="Seconds simulated after the decision.")
+    actions: list[Literal["rollback", "set", "restart", "drain", "router", "shed"]] | None = Field(
+        None, description="The actions this incident offers (absent: all of them).")
+    recovery: list[Symptom] = Field(min_length=1, description="Claims that hold when the fleet has recovered "
+                                    "(each must hold after every right action list and not after the wrong ones).")
+    right: list[list[str]] = Field(min_length=1, description="Action lists that recover the fleet.")
+    wrong: list[list[str]] = Field(min_length=1, description="Plausible action lists that do not.")
+    cost_note: str | None = Field(None, description="What the debrief says about the wrong actions' cost.")
+
+    @field_validator("right", "wrong")
+    @classmethod
+    def _lists_not_empty(cls, lists: list[list[str]]) -> list[list[str]]:
+        # each action is checked where it is written (incidents.crosscheck), with its line and column
+        if any(not actions for actions in lists):
+            raise ValueError("an action list needs at least one action")
+        return lists
+
+
 class Incident(_Strict):
     """One incident: fleet, workload, faults and noise to simulate, and the puzzle built on top."""
 
@@ -693,6 +720,9 @@ class Incident(_Strict):
     )
     injects: list[Inject] = Field(
         default_factory=list, description="Updates delivered to the player during the investigation."
+    )
+    mitigation: Mitigation | None = Field(
+        None, description="The mitigation phase after the diagnosis (docs/mitigation.md); absent: none."
     )
 
     @model_validator(mode="after")

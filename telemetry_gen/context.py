@@ -70,6 +70,9 @@ class TelemetryContext:
     throttle_causes: dict[str, str] = field(default_factory=dict)
     client_columns: bool = False
     adapter_names: tuple[str, ...] = ()
+    # a mitigation run's incident window (seconds): its series draw the window's noise as a build of the
+    # window alone does (hardware_series.replica_rng); None: the run is the window
+    window_s: float | None = None
 
     def gpu_of(self, replica: str) -> GPUProfile:
         setup = self.engines.get(replica)

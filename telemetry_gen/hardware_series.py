@@ -5,7 +5,7 @@ hardware events through telemetry_gen.gpu_state and node_metrics. The metrics ta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -105,8 +105,52 @@ def _activity(s: dict[str, np.ndarray], rows: np.ndarray, changes: dict[str, lis
     return shares
 
 
-def replica_rng(ctx: TelemetryContext, salt: int, index: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([ctx.seed % (1 << 63), salt, index]))
+WINDOW_TAIL_SALT = 0x7A11
+"""Salt of the draws past the incident's window in a mitigation run (see _WindowRng)."""
+
+
+class _WindowRng:
+    """The draws of a run longer than its incident's window (a mitigation run, telemetry_gen.mitigation),
+    made so that the window's part is what a build of the window alone draws: a draw as long as the series
+    (`n` scrapes) takes its first `n0` values (the scrapes within the window) from `main`, in the same order
+    as that build, and the rest from `tail`; every other draw comes from `main`. Only the methods the
+    hardware series call are offered."""
+
+    def __init__(self, main: np.random.Generator, tail: np.random.Generator, n: int, n0: int) -> None:
+        self.main, self.tail, self.n, self.n0 = main, tail, n, n0
+
+    def normal(self, loc: float = 0.0, scale: float = 1.0, size: int | None = None) -> Any:
+        if size == self.n:
+            rest = self.tail.normal(loc, scale, self.n - self.n0)
+            return np.concatenate([self.main.normal(loc, scale, self.n0), rest])
+        return self.main.normal(loc, scale, size)
+
+    def uniform(self, low: float = 0.0, high: float = 1.0, size: int | None = None) -> Any:
+        if size == self.n:
+            rest = self.tail.uniform(low, high, self.n - self.n0)
+            return np.concatenate([self.main.uniform(low, high, self.n0), rest])
+        return self.main.uniform(low, high, size)
+
+    def poisson(self, lam: Any = 1.0, size: int | None = None) -> Any:
+        arr = np.asarray(lam)
+        if size is None and arr.ndim == 1 and len(arr) == self.n:
+            return np.concatenate([self.main.poisson(arr[: self.n0]), self.tail.poisson(arr[self.n0:])])
+        return self.main.poisson(lam, size)
+
+    def integers(self, low: int, high: int | None = None, size: int | None = None) -> Any:
+        return self.main.integers(low, high, size)
+
+
+def replica_rng(ctx: TelemetryContext, salt: int, index: int, t: np.ndarray | None = None) -> np.random.Generator:
+    """The replica's generator for one kind of series. When the run outlasts the incident's window
+    (`ctx.window_s`) and `t` (the replica's scrape times) goes past it, draws over the series are split at the
+    window's end so the window's values are the window-only build's (_WindowRng)."""
+    main = np.random.default_rng(np.random.SeedSequence([ctx.seed % (1 << 63), salt, index]))
+    if ctx.window_s is None or t is None or not len(t) or float(t[-1]) <= ctx.window_s + 1e-9:
+        return main
+    tail = np.random.default_rng(np.random.SeedSequence([ctx.seed % (1 << 63), salt, index, WINDOW_TAIL_SALT]))
+    n0 = int(np.count_nonzero(t <= ctx.window_s + 1e-9))
+    return cast(np.random.Generator, _WindowRng(main, tail, len(t), n0))
 
 
 def _replica_errors(run: SimResult, ctx: TelemetryContext, s: dict[str, np.ndarray], name: str, index: int,
@@ -117,7 +161,7 @@ def _replica_errors(run: SimResult, ctx: TelemetryContext, s: dict[str, np.ndarr
     xids = [(c["t"], int(c.get("xid", 79))) for c in _crashes(run, "xid").get(name, [])]
     errors = G.error_trace(s["t"][rows].astype(float), shares[:, 0], shares[:, 2], changes.get("hbm_bw_factor", []),
                            changes.get("link_factor", []), nvlink, ctx.gpus_of(name) > 1, xids,
-                           replica_rng(ctx, XID_SALT, index))
+                           replica_rng(ctx, XID_SALT, index, s["t"][rows].astype(float)))
     return errors, nvlink
 
 
@@ -143,7 +187,7 @@ def replica_hardware(run: SimResult, ctx: TelemetryContext) -> dict[str, Replica
         shares = _activity(s, rows, mine)
         clock = G.window_mean(t, mine.get("clock_factor", []))
         throttles = G.throttles_from(mine.get("clock_factor", []), ctx.throttle_causes.get(name, "thermal"))
-        trace = G.gpu_trace(t, shares, clock, gpu, throttles, replica_rng(ctx, GPU_SALT, index))
+        trace = G.gpu_trace(t, shares, clock, gpu, throttles, replica_rng(ctx, GPU_SALT, index, t))
         errors, nvlink = _replica_errors(run, ctx, s, name, index, rows, shares, mine)
         up = s["up"][rows].astype(bool)
         queued = (s["running"][rows] + s["waiting"][rows]) > 0
@@ -151,7 +195,7 @@ def replica_hardware(run: SimResult, ctx: TelemetryContext) -> dict[str, Replica
             t, np.where(queued, 1.0, np.clip(shares[:, 0], 0.0, 1.0)),
             per_window(t, s["requests_finished_total"][rows]), per_window(t, s["generation_tokens_total"][rows]),
             G.window_mean(t, mine.get("host_overhead_factor", [])), up, ctx.gpus_of(name),
-            replica_rng(ctx, NODE_SALT, index),
+            replica_rng(ctx, NODE_SALT, index, t),
         )
         out[name] = ReplicaHardware(rows, t, trace, errors, _fb_used(run, name, ctx, s, rows),
                                     s["memory_total_bytes"][rows].astype(float), nvlink, node)

@@ -177,6 +177,9 @@ COMMANDS: tuple[Command, ...] = (
             "Jump to your queries against the fault timeline."),
     Command("debrief", "goto('what-happened')", "w", "What happened", "Jump to the cause and causal chain.",
             show=False),
+    Command("debrief", "mitigate", "m", "Mitigate",
+            "Act on the fleet (an incident with a mitigation phase): rollback, set KNOB=V, drain vllm-N, ...; the "
+            "simulation continues with your actions and the debrief gains their score.", show=False),
     Command("debrief", "export_markdown", "e", "Export Markdown",
             "Write the debrief as Markdown next to the transcript."),
     Command("debrief", "done", "escape", "Incidents", "Back to the incident list."),

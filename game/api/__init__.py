@@ -20,7 +20,8 @@ The rules a front end must not get to choose live here or below, once:
 Its parts, each re-exported here:
 
 - `play`: one game: the library, the variant, the telemetry, the session and every action on it (also as
-  the `Game` object), the debrief;
+  the `Game` object), the mitigation after the diagnosis (`act`, `mitigation_actions`, `mitigation_score`:
+  docs/mitigation.md), the debrief;
 - `shelf`: the library as the picker shows it and the player's record (unfinished sessions, best scores);
 - `review`: a game read back: a transcript loaded, scored again, replayed on fresh telemetry; a score as text;
   every unfinished session on the machine;
@@ -84,6 +85,7 @@ from game.api.play import (
     PLAYER_LIMITS,
     ROW_CAP,
     TABLE_COLUMNS,
+    Acted,
     BuildProgress,
     Debrief,
     Game,
@@ -96,6 +98,7 @@ from game.api.play import (
     Telemetry,
     Truth,
     Variant,
+    act,
     board,
     build_worlds,
     cancel,
@@ -109,6 +112,8 @@ from game.api.play import (
     hint,
     library,
     load_variant,
+    mitigation_actions,
+    mitigation_score,
     new_session,
     note,
     open_game,
@@ -181,6 +186,7 @@ __all__ = [
     "SOLVED_SCORE",
     "TABLE_COLUMNS",
     "TRUTH_WORLD",
+    "Acted",
     "BuildProgress",
     "Coverage",
     "Debrief",
@@ -210,6 +216,7 @@ __all__ = [
     "TranscriptError",
     "Truth",
     "Variant",
+    "act",
     "active_pins",
     "all_unfinished",
     "board",
@@ -251,6 +258,8 @@ __all__ = [
     "load_variant",
     "look",
     "met",
+    "mitigation_actions",
+    "mitigation_score",
     "new_session",
     "new_to_player",
     "note",

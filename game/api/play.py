@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from game.query.gateway import QueryResult
     from game.query.sandbox import CatalogEntry, Gateway
+    from game.rules.mitigation import MitigationScore
     from game.rules.scoring import ScoreReport
     from game.session import Event, Session, Update
     from game.session.hypotheses import Shown
@@ -276,11 +277,11 @@ def catalog(telemetry: Telemetry | Gateway) -> list[CatalogEntry]:
     return (telemetry.gateway if isinstance(telemetry, Telemetry) else telemetry).catalog()
 
 
-def glance(telemetry: Telemetry, sql: str) -> QueryResult:
-    """A read the front end makes for its own display (the plot's fault markers) or a statement run outside any
-    session (`servedrill query`), not the player's query: run on the gateway under the same limits and never
-    recorded."""
-    return telemetry.gateway.run(sql)
+def glance(telemetry: Telemetry | Gateway, sql: str) -> QueryResult:
+    """A read the front end makes for its own display (the plot's fault markers), a statement run outside any
+    session (`servedrill query`), or the player's reads of the fleet after the mitigation, not the player's
+    query: run on the gateway under the same limits and never recorded."""
+    return (telemetry.gateway if isinstance(telemetry, Telemetry) else telemetry).run(sql)
 
 
 def cancel(telemetry: Telemetry) -> bool:
@@ -347,7 +348,7 @@ def debrief(session: Session, progress: ScoringProgress | None = None) -> Debrie
         raise SessionError(held)
     events = session.events
     report = score_session(session.incident, session.header.seed, events, progress=progress)
-    markdown = debrief_markdown(session.incident, events, report)
+    markdown = debrief_markdown(session.incident, events, report, mitigation_score(session))
     if session.state == SUBMITTED:
         session.view_debrief()
     return Debrief(report, markdown, truth(session.incident))
@@ -389,6 +390,89 @@ def past_debrief(transcript: Path | str, progress: ScoringProgress | None = None
     markdown = debrief_markdown(t.incident, t.events, report)
     return PastDebrief(Debrief(report, markdown, truth(t.incident)), t.incident, list(t.events),
                        board(t.incident, t.header.seed), t.header.session_id, t.path)
+
+
+# ---------------------------------------------------------------- mitigation
+
+
+@dataclass(frozen=True)
+class Acted:
+    """The mitigation applied: its journal event, its score (apart from the diagnosis's), and a gateway on
+    the run that continued from the decision with the actions (the window as before, then what came after),
+    which the player reads with `glance` (the diagnosis's query budget is spent)."""
+
+    event: Event
+    score: MitigationScore
+    telemetry: Telemetry
+
+
+def mitigation_actions(incident: Incident) -> list[str]:
+    """How to write each action the incident offers (empty: it has no mitigation phase)."""
+    from incidents.mitigation import USAGE
+
+    mit = incident.mitigation
+    if mit is None:
+        return []
+    return [USAGE[verb] for verb in (mit.actions or USAGE)]
+
+
+def act(session: Session, actions: Sequence[str], decision_s: float | None = None, *,
+        limits: QueryLimits = PLAYER_LIMITS) -> Acted:
+    """Apply mitigation `actions` (written as in line mode: "rollback", "set max_num_seqs=512", "drain vllm-3")
+    at `decision_s` seconds into the window (default: its end), once, after the diagnosis was submitted. The
+    fleet is simulated on past the window with them (same seed, same traffic); the event is journalled before
+    the simulation. Raises SessionError (with a hint) on an action that cannot apply here, writing nothing.
+    Slow (a few seconds of simulation): a worker thread in a UI."""
+    from game.query.sandbox import Gateway
+    from game.rules.mitigation import score_mitigation
+    from game.session import SessionError
+    from incidents.mitigation import ActionError, check_against, parse_action, parse_actions
+    from telemetry_gen.mitigation import compile_actions, mitigated_database
+
+    inc = session.incident
+    decision = inc.window.duration_s if decision_s is None else float(decision_s)
+    if inc.mitigation is not None and session.state in ("submitted", "debriefed"):
+        parsed = []
+        allowed = None if inc.mitigation.actions is None else list(inc.mitigation.actions)
+        for i, text in enumerate(actions):
+            try:
+                action = parse_action(text)
+                check_against(action, replicas=inc.fleet.replicas, allowed=allowed)
+            except ActionError as exc:
+                raise SessionError(action_error_text(i, text, exc)) from None
+            parsed.append(action)
+        try:  # what only the incident can say (a rollback with nothing deployed), before anything is written
+            compile_actions(inc, parsed, decision)
+        except ActionError as exc:
+            raise SessionError(str(exc)) from None
+    event = session.act(list(actions), decision)
+    texts = list(event.data["actions"])
+    score = score_mitigation(inc, session.header.seed, texts, float(event.data["decision_s"]))
+    info: BuildInfo = mitigated_database(inc, session.header.seed, parse_actions(texts),
+                                         decision_s=float(event.data["decision_s"]))[0]
+    gateway = Gateway(Path(info.path), memory_limit=limits.memory_limit, row_cap=limits.row_cap,
+                      timeout_s=limits.timeout_s)
+    return Acted(event, score, Telemetry(info, gateway, session.header.seed))
+
+
+def action_error_text(index: int, text: str, exc: Exception) -> str:
+    """A refused action as the front ends print it: which action, the column it stopped at, why, and a hint."""
+    column = getattr(exc, "column", 1)
+    message = getattr(exc, "message", str(exc))
+    hint = getattr(exc, "hint", None)
+    return f"action {index + 1} `{text}`, column {column}: {message}" + (f" (hint: {hint})" if hint else "")
+
+
+def mitigation_score(session: Session) -> MitigationScore | None:
+    """The score of the session's mitigation (None: it did not act). Re-simulates when the build cache lost it."""
+    from game.rules.mitigation import score_mitigation
+    from game.session import ACT
+
+    event = next((e for e in session.events if e.kind == ACT), None)
+    if event is None or session.incident.mitigation is None:
+        return None
+    return score_mitigation(session.incident, session.header.seed, list(event.data["actions"]),
+                            float(event.data["decision_s"]))
 
 
 def read_span(reads: Sequence[Mapping[str, Any]], t0: Any, duration_s: float) -> tuple[float, float] | None:
@@ -475,6 +559,9 @@ class Game:
 
     def export_transcript(self, score: Mapping[str, Any] | None = None, *, root: Path | None = None) -> Path:
         return export_transcript(self.session, self.telemetry, score, root=root)
+
+    def act(self, actions: Sequence[str], decision_s: float | None = None) -> Acted:
+        return act(self.session, actions, decision_s)
 
     def debrief(self, progress: ScoringProgress | None = None) -> Debrief:
         return debrief(self.session, progress)

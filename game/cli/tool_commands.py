@@ -100,6 +100,12 @@ def format_bench(target: str, r: dict[str, Any]) -> str:
                   f"({r['loop_s']:.3f} s) - {verdict} target {r['limit_loop_ratio']:g}x / {r['limit_peak_mb']} MB")
     else:
         speed += f" - {verdict} target {r['limit_wall_s']} s / {r['limit_peak_mb']} MB"
+    if target == "mitigation":  # CPU seconds beside the wall clock, and the game's own path on an incident
+        inc = r["incident"]
+        acts = " + ".join(inc["actions"])
+        speed += (f"; {r['cpu_s']:.2f} s CPU for {r['simulated_s']:.0f} simulated s (decision at "
+                  f"{r['decision_s']:.0f}); {inc['id']} with {acts}: {inc['wall_s']:.2f} s wall, "
+                  f"{inc['cpu_s']:.2f} s CPU")
     if target == "fidelity":  # the comparison itself, not only how fast it ran
         from telemetry_gen.fidelity.harness import format_fidelity
 

@@ -295,6 +295,7 @@ class PlainGame:
             self._show_hypotheses()
             self._updates(quiet=True)
         if self.session.state == "submitted":
+            self._mitigate()
             self._finish()
             return self.session.state
         if self.session.state == "debriefed":
@@ -318,6 +319,7 @@ class PlainGame:
             except api.SessionError as exc:
                 self.say(f"error: {exc}")
             if self.session.state == "submitted":
+                self._mitigate()
                 self._finish()
                 return self.session.state
 
@@ -531,6 +533,51 @@ class PlainGame:
         # a query named after submit is kept for older scripts; scoring reads pins instead
         discriminator = parse_query_ref(words[0]) if words else None
         api.submit(self.session, None, discriminator)
+
+    def _mitigate(self) -> None:
+        """The mitigation phase, when the incident has one and the session has not acted: `act ...` applies
+        actions (once), SQL reads the fleet (after `act`, as it ran on with them; never counted), `done` ends."""
+        offered = api.mitigation_actions(self.session.incident)
+        if not offered or any(e.kind == "act" for e in self.session.events):
+            return
+        self.say("Diagnosis submitted. Now mitigate: what do you do to the fleet? The simulation continues from the "
+                 "end of the window with your actions. Actions (several: separate them with ;):")
+        for usage in offered:
+            self.say(f"  act {usage}")
+        self.say("SQL reads the telemetry (free); after act it holds what came after too. done (or skip) ends.")
+        gateway = self.gateway
+        while True:
+            self.out.write("mitigate> ")
+            self.out.flush()
+            line = self.inp.readline()
+            if not line:
+                return
+            line = line.strip()
+            word, _, rest = line.partition(" ")
+            if not line:
+                continue
+            if word.lower() in ("done", "skip", "quit", "exit", "submit"):
+                return
+            if word.lower() == "act":
+                texts = [t.strip() for t in rest.split(";") if t.strip()]
+                try:
+                    acted = api.act(self.session, texts)
+                except api.SessionError as exc:
+                    self.say(f"error: {exc}")
+                    continue
+                sc = acted.score
+                gateway = acted.telemetry.gateway
+                ttr = "never" if sc.time_to_recovery_s is None else f"{sc.time_to_recovery_s:.0f} s"
+                self.say(f"Applied at t={sc.decision_s:g} s: {', '.join(sc.actions)}. The fleet ran on to "
+                         f"t={sc.end_s:g} s: recovered {'yes' if sc.recovered else 'no'}, time to recovery {ttr}, "
+                         f"errors since {sc.errors_after}, shed {sc.requests_shed}. Query it, then done.")
+            elif is_sql(line):
+                result = api.glance(gateway, line)
+                self.say(f"error: {result.error}" if not result.ok else format_table(
+                    result.columns, result.rows, width=self.width))
+            else:
+                self.say(f"error: {word[:40]!r}: in the mitigation phase type act ACTION, SQL, or done. "
+                         "Actions: " + "; ".join(offered))
 
     def _finish(self) -> None:
         self.say("Scoring: re-running your queries on every hypothesis's world (building those not built "

@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 
 from engine_model.faults import FAULT_KINDS
+from game.rules.mitigation import MitigationScore, mitigation_markdown
 from game.rules.scoring import ScoreReport
 from game.session import Event
 from game.text import md_cell
@@ -209,7 +210,7 @@ def _latency_section(incident: Incident, events: Iterable[Any]) -> list[str]:
 
 
 def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]],
-                     report: ScoreReport) -> str:
+                     report: ScoreReport, mitigation: MitigationScore | None = None) -> str:
     """The debrief as Markdown: cause and chain, fault timeline, what the latency did (measured on the
     database the session played, when the build cache still holds it), the ranking against what the evidence
     supported, what each query ruled out, the settling queries, the score breakdown, the mitigation."""
@@ -304,5 +305,9 @@ def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]
         out.append(f"| {_cell(c.title)} | {pts} | {_cell(c.reason)} |")
     out.append("")
 
-    out += ["## Mitigation", "", incident.debrief.mitigation.strip(), ""]
+    if mitigation is None:
+        out += ["## Mitigation", "", incident.debrief.mitigation.strip(), ""]
+    else:  # the player acted: what their actions did, then what the incident recommends
+        out += [*mitigation_markdown(mitigation), "", "What the incident recommends:", "",
+                incident.debrief.mitigation.strip(), ""]
     return "\n".join(out)

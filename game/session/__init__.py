@@ -60,6 +60,7 @@ from game.session.paths import (
     transcripts_dir,
 )
 from game.session.records import (
+    ACT,
     BRIEFING,
     DEBRIEF_VIEWED,
     DEBRIEFED,
@@ -108,6 +109,7 @@ from game.session.rules import (
 from game.session.transcripts import MAX_TRANSCRIPT_BYTES, Transcript, load_transcript
 
 __all__ = [
+    "ACT",
     "BRIEFING", "CONFIDENCE_TOLERANCE", "DEBRIEFED", "DEBRIEF_VIEWED", "DRAFT_FORMAT", "DRAFT_SUFFIX",
     "FORMAT_VERSION", "GM_SENDER", "GM_SUFFIX", "HINT", "INJECT", "INVESTIGATING", "KEPT_BYTES",
     "KEPT_CELL_CHARS", "KINDS", "MAX_DRAFT_EDITOR_CHARS", "MAX_GM_TEXT_CHARS", "MAX_NOTE_CHARS",

@@ -33,6 +33,7 @@ from game.session.hypotheses import Shown as ShownHypothesis
 from game.session.inbox import InboxReader, gm_event
 from game.session.paths import draft_path, file_digest, inbox_path, locate_incident, open_incident, sessions_dir
 from game.session.records import (
+    ACT,
     DEBRIEF_VIEWED,
     HINT,
     INJECT,
@@ -353,6 +354,10 @@ class Session:
             else:
                 rows = ranking_rows(ranking)
             return self._record(SUBMIT, {"ranking": rows, "discriminator": discriminator})
+
+    def act(self, actions: Sequence[str], decision_s: float) -> Event:
+        """Journal the mitigation: the actions as written, applied at `decision_s` (seconds into the window)."""
+        return self._record(ACT, {"actions": list(actions), "decision_s": decision_s})
 
     def view_debrief(self) -> Event:
         return self._record(DEBRIEF_VIEWED, {})

@@ -43,13 +43,14 @@ class Kind(StrEnum):
     INJECT = "inject"
     MESSAGE = "message"
     UNPIN = "unpin"
+    ACT = "act"  # the mitigation, after the diagnosis (docs/mitigation.md)
 
 
 # The module-level names other modules have always imported; StrEnum members compare equal to the strings.
 BRIEFING, INVESTIGATING, SUBMITTED, DEBRIEFED = State
 STATES = tuple(State)
 UNFINISHED = (State.BRIEFING, State.INVESTIGATING, State.SUBMITTED)
-START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED, INJECT, MESSAGE, UNPIN = Kind
+START, QUERY, PIN, RANK, NOTE, HINT, SUBMIT, DEBRIEF_VIEWED, INJECT, MESSAGE, UNPIN, ACT = Kind
 KINDS = tuple(Kind)
 STANCES = ("supports", "refutes")
 

@@ -67,6 +67,8 @@ class Rules:
             case Kind.DEBRIEF_VIEWED:
                 self.require(State.SUBMITTED, "view the debrief")
                 return data
+            case Kind.ACT:
+                return self._check_act(data)
         gm = self._check_gm_id(data)  # before the state: an id used twice is refused whatever the state
         match kind:
             case Kind.INJECT:
@@ -199,6 +201,35 @@ class Rules:
             raise SessionError(f"inject {index} was already delivered")
         inject = injects[index]
         return {"index": index, "from": inject.sender, "text": inject.text}
+
+    def _check_act(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The mitigation: once, after the diagnosis was submitted, on an incident that has a mitigation phase;
+        its actions written as incidents.mitigation parses them, each fitting the fleet."""
+        from incidents.mitigation import ActionError, check_against, parse_actions
+
+        if self.state not in (State.SUBMITTED, State.DEBRIEFED):
+            raise SessionError("act after the diagnosis: submit first")
+        mit = self.incident.mitigation
+        if mit is None:
+            raise SessionError("this incident has no mitigation phase")
+        if self.count(Kind.ACT):
+            raise SessionError("the mitigation was already applied: the fleet is running with it")
+        texts = data.get("actions")
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            raise SessionError("act needs at least one action, e.g. act rollback")
+        try:
+            actions = parse_actions(texts)
+            allowed: list[str] | None = None if mit.actions is None else list(mit.actions)
+            for action in actions:
+                check_against(action, replicas=self.incident.fleet.replicas, allowed=allowed)
+        except ActionError as exc:
+            raise SessionError(str(exc)) from None
+        decision = data.get("decision_s")
+        if not isinstance(decision, int | float) or isinstance(decision, bool) or \
+                not 0.0 < float(decision) <= self.incident.window.duration_s:
+            span = self.incident.window.duration_s
+            raise SessionError(f"the decision time must lie within the window (0, {span:g}] s")
+        return {"actions": [a.text() for a in actions], "decision_s": float(decision)}
 
     def _check_note(self, data: dict[str, Any]) -> dict[str, Any]:
         text = data.get("text")

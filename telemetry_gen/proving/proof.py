@@ -52,6 +52,7 @@ from incidents.snippets import snippets
 from incidents.spec import Incident, Signal
 from telemetry_gen.cache import ensure_database
 from telemetry_gen.proving.evidence import FAILED, ROW_CAP, Shown, describe_reading, ruling, shown
+from telemetry_gen.proving.mitigation import check_mitigation
 from telemetry_gen.proving.report import (
     MIN_LIKELIHOOD_RATIO,
     ClaimCheck,
@@ -343,6 +344,10 @@ def prove(
         report.worlds = check_worlds(incident, seed, Path(fault.path),
                                      progress=lambda f, s: say(0.55 + 0.45 * f, s))
         report.worlds_wall_s = time.perf_counter() - started
+        if incident.mitigation is not None:
+            stage = "simulating the mitigation's action lists"
+            say(0.97, "mitigation")
+            report.mitigation = check_mitigation(incident, seed)
     except Exception as exc:
         report.error = f"{stage} failed: {exc!r}"
     say(1.0, "done")

@@ -89,7 +89,7 @@ def seed_entry(run: Mapping[str, Any]) -> dict[str, Any]:
         "ablation": digests.get("ablation"),
         "weakest": _weakest(run),
         "problems": list(run.get("problems", []))[:20],
-    }
+    } | ({"mitigation": [bool(m.get("ok")) for m in run["mitigation"]]} if run.get("mitigation") else {})
 
 
 def read_record(incident_path: Path | str) -> dict[str, Any] | None:

@@ -7,10 +7,13 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from incidents.claims import ClaimResult
 from incidents.variants import describe
+
+if TYPE_CHECKING:
+    from telemetry_gen.proving.mitigation import MitigationCheck
 
 MIN_LIKELIHOOD_RATIO = 3.0
 """L(true) / L(distractor), either way round, that makes a signal discriminating on its own."""
@@ -335,9 +338,11 @@ class ProofReport:
     # a proof record (telemetry_gen.proving.record) ties its verdict to
     fault_digest: str | None = None
     ablation_digest: str | None = None
+    # the mitigation section's action lists, checked with the worlds (telemetry_gen.proving.mitigation)
+    mitigation: list[MitigationCheck] = field(default_factory=list)
 
-    def _checks(self) -> list[ClaimCheck | ExpectationCheck | DiscriminationCheck | WorldCheck]:
-        return [*self.claims, *self.expectations, *self.discrimination, *self.worlds]
+    def _checks(self) -> list[ClaimCheck | ExpectationCheck | DiscriminationCheck | WorldCheck | MitigationCheck]:
+        return [*self.claims, *self.expectations, *self.discrimination, *self.worlds, *self.mitigation]
 
     @property
     def ok(self) -> bool:
@@ -364,6 +369,8 @@ class ProofReport:
             # the page's misses belong to the world entry (a strawman) or the draw; not ruled out, to the hypothesis
             out += [Failure("world", subject, problem, worlds=missing if subject[-1:] == ("world",) or w.kind == "draw"
                             else ()) for subject, problem in w.parts()]
+        for m in self.mitigation:
+            out += [Failure("mitigation", m.subject, m.problem)] if m.problem else []
         for problem in self.inspection:
             # the game layer's lines start "signal <id>: ..."
             found = _SIGNAL_PREFIX.match(problem)
@@ -420,6 +427,8 @@ class ProofReport:
             else:
                 for subject, problem in w.parts():
                     out += fail(subject, problem)
+        for m in self.mitigation:
+            out += [f"  ok   {m.line()}"] if m.ok else fail(m.subject, m.problem)
         if not self.worlds_checked and self.error is None:
             out.append("  --   hypothesis worlds not checked (claims only)")
         if self.inspected and not self.inspection:
@@ -450,6 +459,7 @@ class ProofReport:
             "worlds_checked": self.worlds_checked,
             "digests": {"faults": self.fault_digest, "ablation": self.ablation_digest},
             "inspection": list(self.inspection),
+            "mitigation": [m.to_dict() for m in self.mitigation],
             "failures": [{"check": f.check, "subject": list(f.subject), "problem": f.problem}
                          for f in self.failures()],
         }

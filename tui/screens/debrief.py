@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Markdown, Static
+from textual.widgets import Input, Markdown, Static
 
 from tui.actions import bindings
 from tui.app_api import GameApp, game_app
@@ -94,6 +94,7 @@ class DebriefScreen(Screen[None]):
         self.report: ScoreReport | None = None
         self.markdown = ""
         self.transcript: Path | None = None
+        self.mitigated = False  # the debrief shows the player's mitigation
 
     @property
     def served(self) -> GameApp:
@@ -104,9 +105,13 @@ class DebriefScreen(Screen[None]):
         with VerticalScroll(id="debrief-scroll"):
             yield Markdown("", id="debrief-body")
         yield Static("", id="debrief-status")
+        # the mitigation phase: shown by `m` when the incident has one and the session has not acted
+        yield Input(placeholder="act: rollback; set max_num_seqs=256; drain vllm-2 (Enter applies)",
+                    id="debrief-act")
         yield KeyBar(self.SCOPE)
 
     def on_mount(self) -> None:
+        self.query_one("#debrief-act", Input).display = False
         if self.past is not None:
             self._reopen(self.past)
         else:
@@ -126,6 +131,66 @@ class DebriefScreen(Screen[None]):
             self.post_message(DebriefReady(None, "", None, f"{type(exc).__name__}: {exc}"))
             return
         self.post_message(DebriefReady(done.debrief.report, document, str(transcript)))
+
+    def _can_act(self) -> bool:
+        from game.api import mitigation_actions
+
+        play = self.served.play
+        if self.past is not None or play is None or play.session is None:  # a reopened debrief only reads
+            return False
+        session = play.session
+        return bool(mitigation_actions(session.incident)) and not any(e.kind == "act" for e in session.events)
+
+    def action_mitigate(self) -> None:
+        from game.api import mitigation_actions
+
+        if not self._can_act() or self.report is None:
+            return
+        box = self.query_one("#debrief-act", Input)
+        box.display = True
+        box.focus()
+        assert self.served.play is not None and self.served.play.session is not None
+        offered = mitigation_actions(self.served.play.session.incident)
+        self.query_one("#debrief-status", Static).update(
+            template("Mitigate: $offered (several: separate them with ;)", offered=" · ".join(offered)))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "debrief-act":
+            return
+        texts = [t.strip() for t in event.value.split(";") if t.strip()]
+        if not texts:
+            return
+        self.query_one("#debrief-status", Static).update("Simulating the fleet on from the decision with your "
+                                                         "actions…")
+        self._act(texts)
+
+    @work(thread=True, exclusive=True, group="mitigate", exit_on_error=False)
+    def _act(self, texts: list[str]) -> None:
+        from game.api import SessionError, act
+
+        play = self.served.play
+        assert play is not None and play.session is not None
+        try:
+            acted = act(play.session, texts)
+            acted.telemetry.close()
+        except SessionError as exc:
+            self.app.call_from_thread(self._act_refused, str(exc))
+            return
+        except Exception as exc:  # the worker's boundary: report it on screen
+            self.app.call_from_thread(self._act_refused, f"{type(exc).__name__}: {exc}")
+            return
+        self.app.call_from_thread(self._acted)
+
+    def _act_refused(self, why: str) -> None:
+        status = self.query_one("#debrief-status", Static)
+        status.update(template("[b red]Not applied:[/] $why", why=one_line(why, 500)))
+
+    def _acted(self) -> None:
+        box = self.query_one("#debrief-act", Input)
+        box.display = False
+        box.value = ""
+        self.report = None  # the debrief is written again, with the mitigation's section
+        self._prepare()
 
     @work(thread=True, exclusive=True, group="debrief", exit_on_error=False)
     def _prepare(self) -> None:
@@ -164,7 +229,9 @@ class DebriefScreen(Screen[None]):
         await self.query_one(Markdown).update(message.markdown)
         saved = ("Reopened from your history" if self.past is not None
                  else "Transcript saved" if self.transcript else "Transcript not saved")
-        status.update(f"{saved} · [b]s[/b] score details · [b]t[/b] timeline · [b]e[/b] export as Markdown")
+        mitigate = " · [b]m[/b] mitigate: act on the fleet" if self._can_act() else ""
+        status.update(f"{saved} · [b]s[/b] score details · [b]t[/b] timeline · [b]e[/b] export as Markdown{mitigate}")
+        self.mitigated = "## Mitigation\n\nAt t=" in message.markdown
         self.call_after_refresh(self.fit_tables)
         self.call_after_refresh(self.served.mark, "debrief")
 

@@ -335,6 +335,14 @@ class ServedrillApp(App[None]):
         from tui.screens.debrief import DebriefScreen
 
         self.drop_typeahead()  # the debrief's single-letter keys are no place for typed SQL
+        hold = None
+        if self.play is not None and self.play.session is not None:
+            hold = api.debrief_hold(self.play.session, self.clock())  # a game-day round holds it till it ends
+        if hold is not None:
+            from tui.screens.held import HeldDebriefScreen
+
+            self.switch_screen(HeldDebriefScreen(hold))
+            return
         self.switch_screen(DebriefScreen())
 
     def leave_game(self) -> None:

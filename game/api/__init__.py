@@ -22,7 +22,9 @@ Its parts, each re-exported here:
   the `Game` object), the debrief;
 - `shelf`: the library as the picker shows it and the player's record (unfinished sessions, best scores);
 - `interviewer`: following a candidate's session, sending into it, the interview report;
-- `facilitator`: a game day's rounds, collecting hand-ins, the standings.
+- `facilitator`: a game day's rounds, collecting hand-ins, the standings;
+- `timing`: the clock a player's screen shows (the round's in a game-day round), its warnings at 5 and 1
+  minutes left, TIME UP (a round hands the board in), and the debrief held until the round ends.
 
 Heavy modules (pydantic, DuckDB, the simulator) are imported inside the calls: the terminal imports this
 package before its first paint. So are the errors of the session and the interviewer's channel
@@ -127,6 +129,16 @@ from game.api.shelf import (
     teaches,
     unfinished_sessions,
 )
+from game.api.timing import (
+    WARN_AT_S,
+    Clock,
+    DebriefHold,
+    TimeNotice,
+    TimeWarnings,
+    debrief_hold,
+    player_clock,
+    time_up,
+)
 
 if TYPE_CHECKING:
     from game.gameday.gate import Refused as RoundRefused
@@ -137,9 +149,12 @@ __all__ = [
     "PLAYER_LIMITS",
     "ROW_CAP",
     "SOLVED_SCORE",
+    "WARN_AT_S",
     "BuildProgress",
+    "Clock",
     "Coverage",
     "Debrief",
+    "DebriefHold",
     "GMError",
     "Game",
     "IncidentError",
@@ -154,6 +169,8 @@ __all__ = [
     "Sent",
     "SessionError",
     "Telemetry",
+    "TimeNotice",
+    "TimeWarnings",
     "Truth",
     "Variant",
     "active_pins",
@@ -167,6 +184,7 @@ __all__ = [
     "collect_round",
     "coverage",
     "debrief",
+    "debrief_hold",
     "end_with_parent",
     "export_transcript",
     "filter_library",
@@ -190,6 +208,7 @@ __all__ = [
     "open_telemetry",
     "pin",
     "pin_count",
+    "player_clock",
     "player_record",
     "preselected",
     "random_incident",
@@ -214,6 +233,7 @@ __all__ = [
     "started_on",
     "submit",
     "teaches",
+    "time_up",
     "transcripts_folder",
     "truth",
     "unfinished_sessions",

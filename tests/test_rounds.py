@@ -4,9 +4,11 @@ and the debrief held until the round ends. Time is driven by the tests (`now`), 
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_tui_support import START, investigating_events, journal
@@ -170,3 +172,73 @@ def test_the_seat_carries_the_rounds_limit() -> None:
     assert seat_module.Seat.from_env(seat.to_env()) == seat
     old = json.dumps({"player": "ana", "round": 2, "incident_id": "x", "seed": 3, "registry": "/r", "state": "/s"})
     assert seat_module.Seat.from_env(old).time_limit_s is None  # a server before round clocks
+
+
+# ---------------------------------------------------------------- line mode
+
+
+class _Echo:
+    """A gateway that answers every query with one row."""
+
+    def run(self, sql: str) -> Any:
+        from game.query.gateway import QueryResult
+
+        return QueryResult(sql, ok=True, columns=["x"], rows=[(1,)], row_count=1)
+
+
+class _Timed(io.StringIO):
+    """Input lines, each read at its own moment: reading a line moves the test's clock to the next one's."""
+
+    def __init__(self, lines: list[tuple[float, str]], now: list[float]) -> None:
+        super().__init__("")
+        self.lines, self.now = list(lines), now
+
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+        if not self.lines:
+            return ""
+        at, line = self.lines.pop(0)
+        self.now[0] = at
+        return line + "\n"
+
+
+def _plain(session: Session, lines: list[tuple[float, str]], start: float) -> str:
+    from game.frontends.line_mode import PlainGame
+
+    now = [start]
+    out = io.StringIO()
+    game = PlainGame(session, _Echo(), _Timed(lines, now), out, clock=lambda: now[0])  # type: ignore[arg-type]
+    game.run()
+    return out.getvalue()
+
+
+def test_line_mode_shows_the_clock_and_warns_at_the_next_prompt(tmp_path: Path) -> None:
+    session = investigating(tmp_path)
+    try:
+        text = _plain(session, [(START + 100, "time"), (START + 650, "SELECT 1"), (START + 850, "hypotheses"),
+                                (START + 901, "time"), (START + 902, "quit")], START + 10)
+    finally:
+        session.close()
+    lines = text.splitlines()
+    assert "time 1:40 / 15:00" in text
+    assert text.count("*** 5 minutes left on the clock.") == 1 and text.count("*** 1 minute left") == 1
+    assert lines.index("*** 5 minutes left on the clock.") > next(i for i, x in enumerate(lines) if "1:40" in x)
+    assert "*** Time is up" in text and "time 15:01 / 15:00" in text
+    assert session.state == "investigating"  # ordinary play goes on
+
+
+def test_line_mode_hands_in_at_time_up_of_a_round_and_holds_the_debrief(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    t0 = START + 1000
+    enter_round(monkeypatch, tmp_path, limit_s=600.0, started=t0)
+    session = investigating(tmp_path)
+    try:
+        text = _plain(session, [(t0 + 10, "time"), (t0 + 301, "SELECT 1"), (t0 + 610, "hypotheses"),
+                                (t0 + 620, "quit")], t0 + 5)
+        assert session.state == "submitted"
+    finally:
+        session.close()
+    assert "round 1 · 9:50 left" in text
+    assert "*** 5 minutes left in round 1. At TIME UP your board as it stands is handed in." in text
+    assert "*** TIME UP: the round's time is over; your board as it stands is handed in." in text
+    assert "Handed in. The debrief opens when the round ends (when the facilitator ends it)" in text
+    assert "Traceback" not in text and "Score" not in text

@@ -17,6 +17,7 @@ import difflib
 import re
 import shlex
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ MORE_HINT = "type more to see them"
 """Said after a page of rows when the result has more."""
 
 COMMANDS = ("schema", "hypotheses", "rank", "pin", "unpin", "note", "queries", "more", "hint", "briefing", "updates",
-            "submit", "help", "quit", "exit")
+            "time", "submit", "help", "quit", "exit")
 
 SQL_STARTS = ("select", "with", "from", "describe", "desc", "show", "summarize", "explain", "values", "table",
               "pivot", "unpivot")
@@ -75,6 +76,7 @@ def help_text(board: Sequence[ShownHypothesis] = ()) -> str:
         ("hint", "take the next hint (costs points)"),
         ("briefing", "show the briefing again"),
         ("updates", "show the updates received so far"),
+        ("time", "the clock: time used and the limit (in a game-day round, the round's time left)"),
         ("submit", "submit your ranking (then the debrief and the score)"),
         ("help", "this text"),
         ("quit", "leave; the session stays resumable"),
@@ -236,6 +238,9 @@ class PlainGame:
     last_index: int = field(default=0, init=False)
     shown: int = field(default=0, init=False)
     """Rows of `last` printed so far."""
+    clock: Callable[[], float] = time.time
+    """Epoch seconds now: the game clock, its warnings and TIME UP (game.api.timing); tests drive it."""
+    warnings: api.TimeWarnings = field(default_factory=api.TimeWarnings, init=False)
 
     def __post_init__(self) -> None:
         if self.width is None and _isatty(self.out):
@@ -269,6 +274,9 @@ class PlainGame:
             return self.session.state
         while True:
             self._deliver_injects()
+            if self._tick():  # TIME UP of a game-day round handed the board in
+                self._finish()
+                return self.session.state
             self.out.write(PROMPT)
             self.out.flush()
             line = self.inp.readline()
@@ -312,6 +320,7 @@ class PlainGame:
             "hint": lambda _: self._hint(),
             "briefing": lambda _: self.say(briefing_text(self.session.incident, self.session.board)),
             "updates": lambda _: self._updates(),
+            "time": lambda _: self.say(api.player_clock(self.session, self.clock()).text()),
             "submit": self._submit,
             "help": lambda _: self.say(help_text(self.session.board)),
         }
@@ -320,6 +329,15 @@ class PlainGame:
             return False
         handlers[command](rest.strip())
         return True
+
+    def _tick(self) -> bool:
+        """Print the clock's warnings that came due (5 and 1 minute left, time up: each once); at TIME UP of a
+        game-day round hand in the last ranking saved (game.api.time_up). Whether it handed in. Line mode
+        reads a line at a time: a warning shows at the next prompt."""
+        clock = api.player_clock(self.session, self.clock())
+        for due in self.warnings.due(clock):
+            self.say(f"*** {due.text}")
+        return api.time_up(self.session, clock) is not None
 
     def _deliver_injects(self) -> None:
         # timed injects and whatever an interviewer sent into the session's inbox
@@ -440,6 +458,11 @@ class PlainGame:
         api.submit(self.session, None, discriminator)
 
     def _finish(self) -> None:
+        hold = api.debrief_hold(self.session, self.clock())
+        if hold is not None:  # a game-day round holds the debrief until it ends
+            self.say(hold.text)
+            self.say(f"See it then with: servedrill resume {self.session.session_id} --plain")
+            return
         self.say("Scoring: re-running your queries on every hypothesis's world...")
         done = api.debrief(self.session)
         report = done.report

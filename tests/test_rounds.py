@@ -1,4 +1,4 @@
-"""Rounds on every screen, through the game API (game.api.timing): the clock a player sees (the round's in a
+"""Rounds on every screen, through the game API (game.api.rounds): the clock a player sees (the round's in a
 game-day round, the incident's otherwise), its warnings at 5 and 1 minute left, TIME UP that hands the board in,
 and the debrief held until the round ends. Time is driven by the tests (`now`), never waited for."""
 
@@ -242,3 +242,24 @@ def test_line_mode_hands_in_at_time_up_of_a_round_and_holds_the_debrief(
     assert "*** TIME UP: the round's time is over; your board as it stands is handed in." in text
     assert "Handed in. The debrief opens when the round ends (when the facilitator ends it)" in text
     assert "Traceback" not in text and "Score" not in text
+
+
+# ---------------------------------------------------------------- what a round offers
+
+
+def test_a_round_offers_only_its_incident(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_tui_support import FIXTURE
+
+    library = api.library([FIXTURE, api.find_incident("one-slow-replica")])
+    assert [e.id for e in api.round_library(library)] == [e.id for e in library]  # outside a round: all
+    enter_round(monkeypatch, tmp_path)
+    assert [e.id for e in api.round_library(library)] == ["tui-mini"]
+
+
+def test_the_picker_counts_only_the_players_own_open_sessions(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    journal(root / "sessions" / "ben-game.jsonl", investigating_events(), session_id="ben-game", player="ben")
+    journal(root / "sessions" / "mine.jsonl", investigating_events(), session_id="mine", player="tester")
+    record = api.player_record("tester", root)
+    assert [s.session_id for s in record.unfinished.get("tui-mini", [])] == ["mine"]
+    assert api.player_record("dara", root).unfinished == {}  # nobody else's "● 2 open"

@@ -110,3 +110,24 @@ def test_a_submitted_game_resumed_in_a_running_round_shows_the_hold(
             assert "Could not build" not in held
 
     run_async(go())
+
+
+def test_the_picker_of_a_round_lists_only_the_rounds_incident_and_no_other_players_games(
+        tui_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_tui_support import FIXTURE
+
+    from game import api
+
+    journal(tui_env / "sessions" / "ben-game.jsonl", investigating_events(), session_id="ben-game", player="ben")
+    enter_round(monkeypatch, tmp_path)
+
+    async def go() -> None:
+        app = make_app(tui_env, incidents=[FIXTURE, api.find_incident("one-slow-replica")], steady=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: "picker" in app.marks)
+            picker = app.screen
+            assert [e.id for e in picker.entries] == ["tui-mini"]
+            await until(pilot, lambda: picker.scanned, what="the sessions scanned")
+            assert picker.unfinished == {}  # ben's open game is not shown on tester's picker
+
+    run_async(go())

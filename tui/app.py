@@ -118,7 +118,8 @@ class ServedrillApp(App[None]):
 
         if self.steady:
             self.theme = "textual-dark"
-        self.push_screen(PickerScreen(api.library(self.incident_paths), self.preselect))
+        # in a game-day round, only the round's incident (game.api.round_library)
+        self.push_screen(PickerScreen(api.round_library(api.library(self.incident_paths)), self.preselect))
         if self.ask_player:
             from tui.screens.dialogs import PlayerNameScreen
 

@@ -23,7 +23,7 @@ Its parts, each re-exported here:
 - `shelf`: the library as the picker shows it and the player's record (unfinished sessions, best scores);
 - `interviewer`: following a candidate's session, sending into it, the interview report;
 - `facilitator`: a game day's rounds, collecting hand-ins, the standings;
-- `timing`: the clock a player's screen shows (the round's in a game-day round), its warnings at 5 and 1
+- `rounds`: the clock a player's screen shows (the round's in a game-day round), its warnings at 5 and 1
   minutes left, TIME UP (a round hands the board in), and the debrief held until the round ends.
 
 Heavy modules (pydantic, DuckDB, the simulator) are imported inside the calls: the terminal imports this
@@ -108,6 +108,17 @@ from game.api.play import (
     updates,
     variant_of,
 )
+from game.api.rounds import (
+    WARN_AT_S,
+    Clock,
+    DebriefHold,
+    TimeNotice,
+    TimeWarnings,
+    debrief_hold,
+    player_clock,
+    round_library,
+    time_up,
+)
 from game.api.shelf import (
     SOLVED_SCORE,
     Coverage,
@@ -128,16 +139,6 @@ from game.api.shelf import (
     sessions,
     teaches,
     unfinished_sessions,
-)
-from game.api.timing import (
-    WARN_AT_S,
-    Clock,
-    DebriefHold,
-    TimeNotice,
-    TimeWarnings,
-    debrief_hold,
-    player_clock,
-    time_up,
 )
 
 if TYPE_CHECKING:
@@ -218,6 +219,7 @@ __all__ = [
     "resume_game",
     "resume_session",
     "round_gate",
+    "round_library",
     "round_standings",
     "round_times",
     "run_query",

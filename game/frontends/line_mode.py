@@ -239,7 +239,7 @@ class PlainGame:
     shown: int = field(default=0, init=False)
     """Rows of `last` printed so far."""
     clock: Callable[[], float] = time.time
-    """Epoch seconds now: the game clock, its warnings and TIME UP (game.api.timing); tests drive it."""
+    """Epoch seconds now: the game clock, its warnings and TIME UP (game.api.rounds); tests drive it."""
     warnings: api.TimeWarnings = field(default_factory=api.TimeWarnings, init=False)
 
     def __post_init__(self) -> None:

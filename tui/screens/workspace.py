@@ -114,7 +114,7 @@ class WorkspaceScreen(Screen[None]):
         """The pane the compact layout shows under the editor (see PANES); the sidebar's page when wide."""
         self.compact = False
         self.time_warnings = api.TimeWarnings()
-        """The clock's warnings given so far (each once; game.api.timing)."""
+        """The clock's warnings given so far (each once; game.api.rounds)."""
         self.timed_out = False
         """TIME UP of a round handed the board in (tests wait on it)."""
 
@@ -765,7 +765,7 @@ class WorkspaceScreen(Screen[None]):
     def _update_status(self) -> None:
         session = self.session
         incident = session.incident
-        # the clock (game.api.timing): the game clock against the incident's limit, or in a game-day round the
+        # the clock (game.api.rounds): the game clock against the incident's limit, or in a game-day round the
         # round's; warnings at 5 and 1 minute left go to the notice strip, TIME UP of a round hands in
         now = self.served.clock()
         clock = api.player_clock(session, now)

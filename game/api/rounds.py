@@ -1,5 +1,8 @@
-"""The clock a player's screen shows, its warnings, and what happens when the time is up: one rule for every
-front end (the terminal, the browser, line mode). `game.api` re-exports these names.
+"""A player's side of a game-day round, and the clock every game shows: one rule for every front end (the
+terminal, the browser, line mode). `game.api` re-exports these names.
+
+- **What a round offers**: only the round's incident (`round_library`: the picker lists nothing else, so a
+  player cannot open the wrong one); outside a round, the library as given.
 
 - **Ordinary play**: the game clock counts the time a process held the session (`Session.elapsed`) against
   the incident's own time limit. Warnings at 5 minutes and 1 minute left, and "time is up" at the limit;
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from game.rules.library import LibraryEntry
     from game.session import Event, Session
     from game.session.seat import Seat
 
@@ -41,6 +45,15 @@ __all__ = [
 
 WARN_AT_S = (300.0, 60.0)
 """Seconds left at which the player is warned, once each: 5 minutes and 1 minute."""
+
+
+def round_library(entries: Sequence[LibraryEntry]) -> list[LibraryEntry]:
+    """The incidents a player may open now: in a served game-day round only the round's incident (its seat's),
+    otherwise `entries` as they are."""
+    from game.session.seat import current
+
+    seat = current()
+    return list(entries) if seat is None else [e for e in entries if e.id == seat.incident_id]
 
 
 def clock_text(seconds: float) -> str:

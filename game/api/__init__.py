@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from game.api.facilitator import (
     RoundTimes,
+    broadcast,
     collect_round,
     leaderboard_text,
     round_gate,
@@ -177,6 +178,7 @@ __all__ = [
     "active_pins",
     "board",
     "briefing_entry",
+    "broadcast",
     "build_worlds",
     "by_difficulty",
     "cancel",

@@ -1,11 +1,11 @@
 """The facilitator's console for a game day: a line-mode loop over the rounds.
 
 Commands: `rounds`, `start [N]` (the next round by default), `status` (time left, who handed in),
-`collect` (same, said explicitly), `broadcast TEXT` (a message to every player in the round), `end` (final
-collection and the round's ranking), `board` (the leaderboard so far), `help`, `quit`. While a round runs, the console wakes up every TICK_S seconds
-(when stdin is a terminal) to collect new hand-ins and to call the time: 5 minutes left, 1 minute
-left, time up. Round start and end times are kept in the results folder's gameday.json, so a
-console that was closed picks up where it was.
+`collect` (same, said explicitly), `broadcast TEXT` (a message to every player in the round), `end`
+(final collection and the round's ranking), `board` (the leaderboard so far), `help`, `quit`. While a
+round runs, the console wakes up every TICK_S seconds (when stdin is a terminal) to collect new hand-ins
+and to call the time: 5 minutes left, 1 minute left, time up. Round start and end times are kept in the
+results folder's gameday.json, so a console that was closed picks up where it was.
 
 Input and the clock are injected (`read_line`, `clock`) so tests can drive it line by line. Every game-day
 operation (the rounds' times, collecting, the standings) is the facilitator's part of `game.api`.

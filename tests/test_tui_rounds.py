@@ -6,6 +6,7 @@ tests move it and wait for what the screen shows, never for wall time."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,46 @@ def test_the_picker_of_a_round_lists_only_the_rounds_incident_and_no_other_playe
             assert picker.unfinished == {}  # ben's open game is not shown on tester's picker
 
     run_async(go())
+
+
+# ---------------------------------------------------------------- what it looks like (snapshots)
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """HH:MM on screen in UTC, whatever the machine's zone (the snapshots are compared byte for byte)."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_snapshot_round_workspace_with_a_minute_left(tui_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     snap_compare: Any) -> None:
+    enter_round(monkeypatch, tmp_path, limit_s=600.0, started=START)
+    path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
+    app = make_app(tui_env, resume_session=path, steady=True, clock=lambda: START + 545.0)
+
+    async def settle(pilot: Any) -> None:
+        await until(pilot, lambda: "workspace" in pilot.app.marks)
+        await until(pilot, lambda: _strip(pilot.app).has("clock"))
+        await until(pilot, lambda: len(pilot.app.screen.query_one("#schema").root.children) > 0)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=settle)
+
+
+def test_snapshot_held_debrief(tui_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, utc: None,
+                               snap_compare: Any) -> None:
+    from test_tui_support import submitted_events
+
+    enter_round(monkeypatch, tmp_path, limit_s=600.0, started=START)
+    path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", submitted_events())
+    app = make_app(tui_env, resume_session=path, steady=True, clock=lambda: START + 100.0)
+
+    async def settle(pilot: Any) -> None:
+        await until(pilot, lambda: "debrief-held" in pilot.app.marks)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=settle)

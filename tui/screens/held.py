@@ -28,8 +28,9 @@ class HeldDebriefScreen(Screen[None]):
 
     DEFAULT_CSS = """
     HeldDebriefScreen { align: center middle; }
-    HeldDebriefScreen #held-box { width: auto; max-width: 76; height: auto; border: round $accent;
+    HeldDebriefScreen #held-box { width: 72; max-width: 100%; height: auto; border: round $accent;
                                   padding: 1 2; }
+    HeldDebriefScreen #held-box Static { width: 100%; }
     HeldDebriefScreen #held-title { text-style: bold; }
     HeldDebriefScreen #held-note { color: $text-muted; margin-top: 1; }
     """

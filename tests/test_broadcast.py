@@ -128,3 +128,19 @@ def test_servedrill_send_without_the_key_says_why(tmp_path: Path, mini_incident:
     assert run.exit_code == 1 and "Traceback" not in run.output
     doc = json.loads(run.stdout)
     assert doc["ok"] is False and "not sent" in doc["error"] and "hint:" in doc["error"]
+
+
+def test_a_broadcast_without_the_games_key_is_refused_per_player(data: Path, day: Path, tmp_path: Path,  # noqa: F811
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    gd = load_gameday(day)
+    session = _playing(data, "ana")
+    try:
+        monkeypatch.setenv("SERVEDRILL_GM_KEY_FILE", str(tmp_path / "intruder.key"))
+        load_key(create=True)
+        done = api.broadcast(gd, gd.rounds[0], [data], "I am the facilitator, honest")
+        assert done.delivered == {} and list(done.refused) == ["ana"]
+        assert "not sent" in done.refused["ana"] and "hint:" in done.refused["ana"]
+        with pytest.raises(api.GMError, match="needs some text"):
+            api.broadcast(gd, gd.rounds[0], [data], "   ")
+    finally:
+        session.close()

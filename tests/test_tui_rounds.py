@@ -175,3 +175,19 @@ def test_snapshot_held_debrief(tui_env: Path, tmp_path: Path, monkeypatch: pytes
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=settle)
+
+
+def test_a_game_opened_after_the_round_ended_is_handed_in_at_once(
+        tui_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    enter_round(monkeypatch, tmp_path, limit_s=600.0, started=START, ended=START + 400)
+    path = journal(tui_env / "sessions" / "tui-mini-fixed.jsonl", investigating_events())
+
+    async def go() -> None:
+        app = make_app(tui_env, resume_session=path, steady=True, clock=lambda: START + 900.0)
+        async with app.run_test(size=(80, 24)) as pilot:
+            # the round is over and its debriefs are open: handed in, then straight to the debrief
+            await until(pilot, lambda: screen_name(app) == "DebriefScreen", what="the debrief")
+            assert app.play.session.state in ("submitted", "debriefed")
+            assert "time-up" in app.marks
+
+    run_async(go())

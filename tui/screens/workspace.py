@@ -117,6 +117,7 @@ class WorkspaceScreen(Screen[None]):
         """The clock's warnings given so far (each once; game.api.rounds)."""
         self.timed_out = False
         """TIME UP of a round handed the board in (tests wait on it)."""
+        self.timing_out = False
 
     @property
     def served(self) -> GameApp:
@@ -785,12 +786,14 @@ class WorkspaceScreen(Screen[None]):
             final = due.kind == "time_up" and clock.round is not None
             self.notice(due.text, key="clock", severity="error" if final else "warning",
                         timeout=None if final else 60)
-        if clock.submits and clock.time_up and session.state == "investigating":
-            self._time_up(clock)
+        if clock.submits and clock.time_up and session.state == "investigating" and not self.timing_out:
+            self.timing_out = True
+            self.call_after_refresh(self._time_up, clock)  # once the screen is the app's (a resume after the end)
 
     def _time_up(self, clock: Any) -> None:
         """TIME UP of a game-day round: hand in the board as it stands on screen, then the debrief (held until
         the round ends, as the round's plan says)."""
+        self.timing_out = False
         if self.running:
             self.action_cancel_query()
         board = self.query_one(HypothesisBoard).board
@@ -806,7 +809,7 @@ class WorkspaceScreen(Screen[None]):
                 self.notice(f"TIME UP, but the hand-in failed: {exc}", key="clock", severity="error", timeout=None)
                 return
         self.timed_out = True
-        while self.app.screen is not self and len(self.app.screen_stack) > 1:
+        while self in self.app.screen_stack and self.app.screen is not self:
             self.app.pop_screen()  # a dialog open at TIME UP (submit, a note) closes with the round
         self.served.mark("time-up")
         self.served.show_debrief()

@@ -263,3 +263,28 @@ def test_the_picker_counts_only_the_players_own_open_sessions(tmp_path: Path) ->
     record = api.player_record("tester", root)
     assert [s.session_id for s in record.unfinished.get("tui-mini", [])] == ["mine"]
     assert api.player_record("dara", root).unfinished == {}  # nobody else's "● 2 open"
+
+
+def test_before_a_game_the_round_states_its_own_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert api.round_clock(START) is None  # outside a round
+    state = enter_round(monkeypatch, tmp_path, limit_s=720.0, started=START)
+    clock = api.round_clock(START + 60)
+    assert clock is not None and clock.text() == "round 1 · 11:00 left"
+    ends = time.strftime("%H:%M", time.localtime(START + 720))
+    assert api.round_limits_text(clock) == f"Round 1: 12:00 for the round, ends at {ends}"
+    write_round_state(state, None, None)  # `serve --round N`, not started by the console
+    not_started = api.round_clock(START)
+    assert not_started is not None and api.round_limits_text(not_started) == "Round 1: 12:00 for the round"
+
+
+def test_line_mode_briefing_in_a_round_states_the_rounds_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_tui_support import FIXTURE
+
+    enter_round(monkeypatch, tmp_path, limit_s=720.0, started=START)
+    session = Session.create(FIXTURE, 0, "tester", root=tmp_path / "data")
+    try:
+        text = _plain(session, [(START + 30, "quit")], START + 10)
+    finally:
+        session.close()
+    ends = time.strftime("%H:%M", time.localtime(START + 720))
+    assert f"Round 1: 12:00 for the round, ends at {ends}." in text

@@ -191,3 +191,21 @@ def test_a_game_opened_after_the_round_ended_is_handed_in_at_once(
             assert "time-up" in app.marks
 
     run_async(go())
+
+
+def test_the_briefing_of_a_round_states_the_rounds_limit(tui_env: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    enter_round(monkeypatch, tmp_path, limit_s=720.0, started=START)
+
+    async def go() -> None:
+        app = make_app(tui_env, steady=True, clock=lambda: START + 60.0)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: "picker" in app.marks)
+            await pilot.press("enter")
+            await until(pilot, lambda: "ready" in app.marks, what="the telemetry")
+            limits = str(app.screen.query_one("#briefing-limits").render())
+            ends = time.strftime("%H:%M", time.localtime(START + 720))
+            assert limits.startswith(f"Round 1: 12:00 for the round, ends at {ends}")
+            assert "15:00" not in limits  # not the incident's own limit
+
+    run_async(go())

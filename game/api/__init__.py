@@ -117,7 +117,9 @@ from game.api.rounds import (
     TimeWarnings,
     debrief_hold,
     player_clock,
+    round_clock,
     round_library,
+    round_limits_text,
     time_up,
 )
 from game.api.shelf import (
@@ -220,8 +222,10 @@ __all__ = [
     "render_report",
     "resume_game",
     "resume_session",
+    "round_clock",
     "round_gate",
     "round_library",
+    "round_limits_text",
     "round_standings",
     "round_times",
     "run_query",

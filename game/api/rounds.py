@@ -40,6 +40,9 @@ __all__ = [
     "clock_text",
     "debrief_hold",
     "player_clock",
+    "round_clock",
+    "round_library",
+    "round_limits_text",
     "time_up",
 ]
 
@@ -127,10 +130,33 @@ def player_clock(session: Session, now: float) -> Clock:
         return Clock(session.elapsed(now), float(limit) if limit else None)
     started, ended = _round_start(seat, session)
     limit = seat.time_limit_s if seat.time_limit_s is not None else session.incident.time_limit_s
-    limit_s = float(limit) if limit else None
+    return _seat_clock(seat, started, ended, float(limit) if limit else None, now)
+
+
+def round_clock(now: float) -> Clock | None:
+    """The running round's clock at `now` before the player has a game (the briefing): None outside a served
+    round. It counts from the console's start (0 elapsed, no end time, while there is none)."""
+    from game.gameday.collect import read_state, round_times
+    from game.session.seat import current
+
+    seat = current()
+    if seat is None:
+        return None
+    started, ended = round_times(read_state(Path(seat.state).parent), seat.round)
+    return _seat_clock(seat, started or 0.0, ended, seat.time_limit_s, now)
+
+
+def _seat_clock(seat: Seat, started: float, ended: float | None, limit_s: float | None, now: float) -> Clock:
     at = now if ended is None else min(now, ended)
     return Clock(max(0.0, at - started) if started else 0.0, limit_s, seat.round,
                  None if limit_s is None or not started else started + limit_s, ended is not None, submits=True)
+
+
+def round_limits_text(c: Clock) -> str:
+    """A round's limit as a briefing states it: `Round 1: 12:00 for the round, ends at 14:12`."""
+    limit = "no time limit" if c.limit is None else f"{clock_text(c.limit)} for the round"
+    ends = f", ends at {_hhmm(c.ends_at)}" if c.ends_at is not None else ""
+    return f"Round {c.round}: {limit}{ends}"
 
 
 @dataclass(frozen=True)

@@ -261,6 +261,9 @@ class PlainGame:
         incident = self.session.incident
         if self.session.state == "briefing":
             self.say(briefing_text(incident, self.session.board))
+            round_clock = api.round_clock(self.clock())
+            if round_clock is not None:  # a game-day round: its limit, not the incident's
+                self.say(api.round_limits_text(round_clock) + ".")
             api.start(self.session, self.telemetry_digest)
         elif self.session.state == "investigating":
             self.say(f"Resumed {self.session.session_id}: {len(self.session.queries)} queries so far.")

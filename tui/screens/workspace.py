@@ -790,7 +790,7 @@ class WorkspaceScreen(Screen[None]):
             self.timing_out = True
             self.call_after_refresh(self._time_up, clock)  # once the screen is the app's (a resume after the end)
 
-    def _time_up(self, clock: Any) -> None:
+    def _time_up(self, clock: api.Clock) -> None:
         """TIME UP of a game-day round: hand in the board as it stands on screen, then the debrief (held until
         the round ends, as the round's plan says)."""
         self.timing_out = False

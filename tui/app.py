@@ -118,7 +118,8 @@ class ServedrillApp(App[None]):
 
         if self.steady:
             self.theme = "textual-dark"
-        self.push_screen(PickerScreen(api.library(self.incident_paths), self.preselect))
+        # in a game-day round, only the round's incident (game.api.round_library)
+        self.push_screen(PickerScreen(api.round_library(api.library(self.incident_paths)), self.preselect))
         if self.ask_player:
             from tui.screens.dialogs import PlayerNameScreen
 
@@ -341,6 +342,14 @@ class ServedrillApp(App[None]):
         from tui.screens.debrief import DebriefScreen
 
         self.drop_typeahead()  # the debrief's single-letter keys are no place for typed SQL
+        hold = None
+        if self.play is not None and self.play.session is not None:
+            hold = api.debrief_hold(self.play.session, self.clock())  # a game-day round holds it till it ends
+        if hold is not None:
+            from tui.screens.held import HeldDebriefScreen
+
+            self.switch_screen(HeldDebriefScreen(hold))
+            return
         self.switch_screen(DebriefScreen())
 
     def leave_game(self) -> None:

@@ -29,9 +29,12 @@ Its parts, each re-exported here:
   answer) the worlds of its hypotheses to query;
 - `journal`: a session's record as the agents read it (its state, its pins, a hand-in's score);
 - `interviewer`: following a candidate's session, sending into it, the interview report;
-- `facilitator`: a game day's rounds, collecting hand-ins, the standings (the live console's);
+- `facilitator`: a game day's rounds, collecting hand-ins, the standings (the live console's), a message to
+  every player in a round;
 - `gameday`: a game day as its files: the plan checked, the roster issued, hand-ins collected with the journal
   key, the leaderboard read and written (the CLI's `gameday` and `leaderboard`).
+- `rounds`: the clock a player's screen shows (the round's in a game-day round), its warnings at 5 and 1
+  minutes left, TIME UP (a round hands the board in), and the debrief held until the round ends.
 
 Heavy modules (pydantic, DuckDB, the simulator) are imported inside the calls: the terminal imports this
 package before its first paint. So are the errors of the session and the interviewer's channel
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from game.api.facilitator import (
     RoundTimes,
+    broadcast,
     collect_round,
     leaderboard_text,
     round_gate,
@@ -143,6 +147,19 @@ from game.api.review import (
     score_text,
     score_transcript,
 )
+from game.api.rounds import (
+    WARN_AT_S,
+    Clock,
+    DebriefHold,
+    TimeNotice,
+    TimeWarnings,
+    debrief_hold,
+    player_clock,
+    round_clock,
+    round_library,
+    round_limits_text,
+    time_up,
+)
 from game.api.shelf import (
     SOLVED_SCORE,
     Coverage,
@@ -186,10 +203,13 @@ __all__ = [
     "SOLVED_SCORE",
     "TABLE_COLUMNS",
     "TRUTH_WORLD",
+    "WARN_AT_S",
     "Acted",
     "BuildProgress",
+    "Clock",
     "Coverage",
     "Debrief",
+    "DebriefHold",
     "Exported",
     "GMError",
     "Game",
@@ -213,6 +233,8 @@ __all__ = [
     "Sent",
     "SessionError",
     "Telemetry",
+    "TimeNotice",
+    "TimeWarnings",
     "TranscriptError",
     "Truth",
     "Variant",
@@ -222,6 +244,7 @@ __all__ = [
     "board",
     "board_text",
     "briefing_entry",
+    "broadcast",
     "build_worlds",
     "by_difficulty",
     "cancel",
@@ -231,6 +254,7 @@ __all__ = [
     "coverage",
     "data_folders",
     "debrief",
+    "debrief_hold",
     "end_with_parent",
     "export_parquet",
     "export_transcript",
@@ -269,6 +293,7 @@ __all__ = [
     "past_debrief",
     "pin",
     "pin_count",
+    "player_clock",
     "player_record",
     "preselected",
     "random_incident",
@@ -278,7 +303,10 @@ __all__ = [
     "replay_transcript",
     "resume_game",
     "resume_session",
+    "round_clock",
     "round_gate",
+    "round_library",
+    "round_limits_text",
     "round_standings",
     "round_times",
     "run_query",
@@ -297,6 +325,7 @@ __all__ = [
     "started_on",
     "submit",
     "teaches",
+    "time_up",
     "transcripts_folder",
     "truth",
     "unfinished_sessions",

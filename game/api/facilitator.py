@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from game.gameday.broadcast import Broadcast
     from game.gameday.collect import Collected
     from game.gameday.gate import RoundGate
     from game.gameday.plan import GameDay, Round
 
-__all__ = ["RoundTimes", "collect_round", "leaderboard_text", "round_gate", "round_standings", "round_times",
-           "save_round_times"]
+__all__ = ["RoundTimes", "broadcast", "collect_round", "leaderboard_text", "round_gate", "round_standings",
+           "round_times", "save_round_times"]
 
 RoundTimes = dict[int, tuple[float | None, float | None]]
 """Round number -> (started, ended), epoch seconds or None."""
@@ -72,3 +73,14 @@ def round_gate(plan: Path, round_no: int | None = None) -> RoundGate:
     from game.gameday.gate import load_gate
 
     return load_gate(plan, round_no)
+
+
+def broadcast(gameday: GameDay, rnd: Round, folders: Iterable[Path], text: str, *, sender: str | None = None,
+              started: float | None = None) -> Broadcast:
+    """A message to every player in round `rnd`: delivered into each roster player's game of the round (found in
+    the data folders `folders`, begun since `started`, not handed in yet), where it shows as an update on their
+    screen. Refused per game without the credential that game takes (`game.gameday.gm.check_sender`); players
+    with no game yet are listed, not reached. GMError (one line) for a text no game would take."""
+    from game.gameday.broadcast import broadcast as deliver
+
+    return deliver(gameday, rnd, folders, text, sender=sender, started=started)

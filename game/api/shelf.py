@@ -205,7 +205,7 @@ class PlayerRecord:
 
 
 def player_record(player: str, root: Path | None = None) -> PlayerRecord:
-    """Unfinished sessions under `root` (default: the data folder) by incident id, and `player`'s best
+    """`player`'s unfinished sessions under `root` (default: the data folder) by incident id, and their best
     score by incident id: the total each of the player's exported transcripts recorded at its debrief
     (scoring re-runs every query on every world, far too slow for a list; a transcript without a recorded
     total is unscored and left out)."""
@@ -213,6 +213,8 @@ def player_record(player: str, root: Path | None = None) -> PlayerRecord:
 
     record = PlayerRecord()
     for summary in list_unfinished(root):
+        if summary.player != player:  # another player's open game is theirs, not a count on this one's picker
+            continue
         record.unfinished.setdefault(summary.incident_id, []).append(summary)
     folder = transcripts_dir(root)
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:

@@ -146,6 +146,50 @@ def submit_cmd(file: Path, player: str, round_no: int | None, as_json: bool) -> 
         done = api.hand_in(gd, rounds, folders, player=player, key=key)
     _report(gd, done, as_json, player, key)
 
+@gameday_group.command("broadcast")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("text")
+@click.option("--round", "round_no", type=int, default=None, help="This round (default: the running one).")
+@click.option("--from", "sender", default=None, help="Who it is from (default: Facilitator, and the plan's name).")
+@click.option("--sessions", "sessions", multiple=True, type=click.Path(path_type=Path),
+              help="Another SERVEDRILL_DATA folder the players play in (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def broadcast_cmd(file: Path, text: str, round_no: int | None, sender: str | None, sessions: tuple[Path, ...],
+                  as_json: bool) -> None:
+    """A message to every player in a round: it shows on each player's screen as an update. Only the account
+    whose interviewer key the players' games take (in a served game day, the facilitator's) can send."""
+    from game import api
+
+    gd = _load(file, as_json)
+    times = api.round_times(gd)
+    if round_no is None:
+        running = [r for r in gd.rounds if times[r.number][0] is not None and times[r.number][1] is None]
+        if not running:
+            fail(f"{file}: no round is running (hint: start one in the console, or pass --round N)", as_json=as_json)
+        rnd = running[-1]
+    else:
+        rnd = _rounds(gd, round_no, as_json)[0]
+    try:
+        done = api.broadcast(gd, rnd, api.data_folders(gd, sessions), text, sender=sender,
+                             started=times[rnd.number][0])
+    except api.GMError as exc:
+        fail(f"not sent: {exc}", as_json=as_json)
+        return
+    if as_json:
+        emit({"ok": True, **done.to_dict()})
+        return
+    click.echo(f"Sent to {len(done.delivered)} player(s) in round {rnd.number}"
+               + (f": {', '.join(sorted(done.delivered))}" if done.delivered else ""))
+    if done.not_playing:
+        click.echo(f"  no game yet (not reached): {', '.join(done.not_playing)}")
+    if done.handed_in:
+        click.echo(f"  handed in already: {', '.join(done.handed_in)}")
+    for player, why in sorted(done.refused.items()):
+        click.echo(f"  refused for {player}: {why}")
+    if done.refused and not done.delivered:
+        raise SystemExit(1)
+
+
 @click.command("leaderboard", cls=GuardedCommand)
 @click.argument("results_dir", type=click.Path(path_type=Path))
 @click.option("--gameday", "gameday_file", type=click.Path(path_type=Path), default=None,

@@ -1,11 +1,11 @@
 """The facilitator's console for a game day: a line-mode loop over the rounds.
 
 Commands: `rounds`, `start [N]` (the next round by default), `status` (time left, who handed in),
-`collect` (same, said explicitly), `end` (final collection and the round's ranking), `board` (the
-leaderboard so far), `help`, `quit`. While a round runs, the console wakes up every TICK_S seconds
-(when stdin is a terminal) to collect new hand-ins and to call the time: 5 minutes left, 1 minute
-left, time up. Round start and end times are kept in the results folder's gameday.json, so a
-console that was closed picks up where it was.
+`collect` (same, said explicitly), `broadcast TEXT` (a message to every player in the round), `end`
+(final collection and the round's ranking), `board` (the leaderboard so far), `help`, `quit`. While a
+round runs, the console wakes up every TICK_S seconds (when stdin is a terminal) to collect new hand-ins
+and to call the time: 5 minutes left, 1 minute left, time up. Round start and end times are kept in the
+results folder's gameday.json, so a console that was closed picks up where it was.
 
 Input and the clock are injected (`read_line`, `clock`) so tests can drive it line by line. Every game-day
 operation (the rounds' times, collecting, the standings) is the facilitator's part of `game.api`.
@@ -156,7 +156,8 @@ class Console:
         if crossed:  # only the latest one: a console started late does not read out stale warnings
             self.announced.update((rnd.number, m) for m in crossed)
             mark = min(crossed)
-            self.echo("TIME UP - ask everyone to submit now, then `end`" if mark == 0.0
+            self.echo("TIME UP - games served by `serve --gameday` hand in their boards by themselves; ask "
+                      "everyone else to submit now, then `end`" if mark == 0.0
                       else f"{_mmss(mark)} left in round {rnd.number}")
 
     def collect(self, rnd: Round) -> Collected:
@@ -169,6 +170,7 @@ class Console:
                   "start [N]   start round N (default: the next one) and show the join commands\n"
                   "status      time left, who handed in, who is still playing\n"
                   "collect     collect hand-ins now (the console also does it every 30 s)\n"
+                  "broadcast TEXT  a message to every player in the running round (shown on their screen)\n"
                   "end         end the running round: collect and show its ranking\n"
                   "board       the leaderboard so far\n"
                   "quit        leave (a running round keeps running; run the console again to go on)")
@@ -248,6 +250,30 @@ class Console:
         for problem in got.problems:
             self.echo(f"  note: {problem}")
         self._show_round(rnd)
+
+    def do_broadcast(self, arg: str) -> None:
+        rnd = self.running
+        if rnd is None:
+            self.echo("no round is running; a broadcast goes to the players of the running round")
+            return
+        if not arg:
+            self.echo("usage: broadcast TEXT (e.g. broadcast Ten minutes left, pin your evidence)")
+            return
+        try:
+            done = api.broadcast(self.gameday, rnd, self.folders, arg, started=self.times[rnd.number][0])
+        except api.GMError as exc:
+            self.echo(f"not sent: {exc}")
+            return
+        self.echo(f"Sent to {len(done.delivered)} player(s) in round {rnd.number}"
+                  + (f": {', '.join(sorted(done.delivered))}" if done.delivered else ""))
+        if done.not_playing:
+            self.echo(f"  no game yet (not reached): {', '.join(done.not_playing)}")
+        if done.handed_in:
+            self.echo(f"  handed in already: {', '.join(done.handed_in)}")
+        for player, why in sorted(done.refused.items()):
+            self.echo(f"  refused for {player}: {why}")
+
+    do_say = do_broadcast
 
     def _show_round(self, rnd: Round) -> None:
         for t in api.round_standings(self.gameday, rnd):

@@ -18,6 +18,7 @@ import html
 import re
 import shlex
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,7 @@ MORE_HINT = "type more to see them"
 """Said after a page of rows when the result has more."""
 
 COMMANDS = ("schema", "hypotheses", "rank", "pin", "unpin", "note", "queries", "more", "hint", "briefing", "updates",
-            "submit", "help", "quit", "exit", "snippets", "snippet", "history", "debrief", "\\x")
+            "time", "submit", "help", "quit", "exit", "snippets", "snippet", "history", "debrief", "\\x")
 
 SQL_STARTS = ("select", "with", "from", "describe", "desc", "show", "summarize", "explain", "values", "table",
               "pivot", "unpivot")
@@ -102,6 +103,7 @@ def help_text(board: Sequence[ShownHypothesis] = ()) -> str:
         ("hint", "take the next hint (costs points)"),
         ("briefing", "show the briefing again"),
         ("updates", "show the updates received so far"),
+        ("time", "the clock: time used and the limit (in a game-day round, the round's time left)"),
         ("submit", "submit your ranking (then the debrief and the score)"),
         ("history", "your finished sessions: incident, score, date, time taken"),
         ("debrief 1", "reopen the debrief of session 1 of the history (re-scored from its transcript)"),
@@ -269,6 +271,9 @@ class PlainGame:
     """`\\x`: results print as column | value lines, every value in full."""
     past: list[PastSession] | None = field(default=None, init=False)
     """The finished sessions `history` listed last (what `debrief N` counts in)."""
+    clock: Callable[[], float] = time.time
+    """Epoch seconds now: the game clock, its warnings and TIME UP (game.api.rounds); tests drive it."""
+    warnings: api.TimeWarnings = field(default_factory=api.TimeWarnings, init=False)
 
     def __post_init__(self) -> None:
         if self.width is None and _isatty(self.out):
@@ -289,6 +294,9 @@ class PlainGame:
         incident = self.session.incident
         if self.session.state == "briefing":
             self.say(briefing_text(incident, self.session.board))
+            round_clock = api.round_clock(self.clock())
+            if round_clock is not None:  # a game-day round: its limit, not the incident's
+                self.say(api.round_limits_text(round_clock) + ".")
             api.start(self.session, self.telemetry_digest)
         elif self.session.state == "investigating":
             self.say(f"Resumed {self.session.session_id}: {len(self.session.queries)} queries so far.")
@@ -303,6 +311,9 @@ class PlainGame:
             return self.session.state
         while True:
             self._deliver_injects()
+            if self._tick():  # TIME UP of a game-day round handed the board in
+                self._finish()
+                return self.session.state
             self.out.write(PROMPT)
             self.out.flush()
             line = self.inp.readline()
@@ -347,6 +358,7 @@ class PlainGame:
             "hint": lambda _: self._hint(),
             "briefing": lambda _: self.say(briefing_text(self.session.incident, self.session.board)),
             "updates": lambda _: self._updates(),
+            "time": lambda _: self.say(api.player_clock(self.session, self.clock()).text()),
             "submit": self._submit,
             "help": lambda _: self.say(help_text(self.session.board)),
             "snippets": self._snippets,
@@ -360,6 +372,15 @@ class PlainGame:
             return False
         handlers[command](rest.strip())
         return True
+
+    def _tick(self) -> bool:
+        """Print the clock's warnings that came due (5 and 1 minute left, time up: each once); at TIME UP of a
+        game-day round hand in the last ranking saved (game.api.time_up). Whether it handed in. Line mode
+        reads a line at a time: a warning shows at the next prompt."""
+        clock = api.player_clock(self.session, self.clock())
+        for due in self.warnings.due(clock):
+            self.say(f"*** {due.text}")
+        return api.time_up(self.session, clock) is not None
 
     def _deliver_injects(self) -> None:
         # timed injects and whatever an interviewer sent into the session's inbox
@@ -580,6 +601,11 @@ class PlainGame:
                          "Actions: " + "; ".join(offered))
 
     def _finish(self) -> None:
+        hold = api.debrief_hold(self.session, self.clock())
+        if hold is not None:  # a game-day round holds the debrief until it ends
+            self.say(hold.text)
+            self.say(f"See it then with: servedrill resume {self.session.session_id} --plain")
+            return
         self.say("Scoring: re-running your queries on every hypothesis's world (building those not built "
                  "yet takes a while)...")
         done = api.debrief(self.session, progress=scoring_progress(self.say))

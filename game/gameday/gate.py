@@ -120,7 +120,7 @@ class RoundGate:
 
     def seat(self, player: str, rnd: Round) -> Seat:
         return Seat(player, rnd.number, rnd.incident_id, rnd.seed, str(self.roster.server_dir),
-                    str(self.gameday.results / "gameday.json"), rnd.debrief)
+                    str(self.gameday.results / "gameday.json"), rnd.debrief, rnd.time_limit_s)
 
     def command(self, player: str, rnd: Round) -> str:
         """The shell command of `player`'s tab in `rnd`: their game, continued when they have one."""

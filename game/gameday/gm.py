@@ -154,6 +154,37 @@ def append_item(session_path: Path | str, item: Mapping[str, Any]) -> Path:
     return inbox
 
 
+def check_sender(session_path: Path | str) -> None:
+    """Refuse (GMError) a sender without the credential the session's game takes: the interviewer key its game
+    verifies with (the id it recorded beside the journal, `gm_key.record_trust`; a record owned by another
+    account than the journal's is not the game's). A session that recorded none (written before, or in a
+    folder its game could not write) takes items only from its owner's account.
+    Without this, any shell user who can write the sessions folder could append to an inbox and be told
+    "sent" for an item the candidate's game then drops."""
+    from game.session.gm_key import key_id, key_path, load_key, trust_path, trusted_id
+
+    path = Path(session_path)
+    trusted = trusted_id(path)
+    try:
+        owner = os.stat(path).st_uid
+        if trusted is not None and os.stat(trust_path(path)).st_uid != owner:
+            trusted = None  # written by someone else than the game's account: not the game's word
+    except OSError as exc:
+        raise GMError(f"{path}: cannot read the session ({exc.strerror or exc})") from None
+    if trusted is not None:
+        own = load_key()
+        if own is not None and key_id(own) == trusted:
+            return
+        why = "you hold no interviewer key" if own is None else f"your interviewer key ({key_path()}) is not it"
+        raise GMError(f"{path.name}: not sent: this session's game takes only items signed with the interviewer "
+                      f"key of the account that runs it, and {why} (hint: send from that account (in a served "
+                      "game day, the facilitator's, which runs every player's game), or set "
+                      "SERVEDRILL_GM_KEY_FILE to the key file that game uses)")
+    if hasattr(os, "getuid") and owner != os.getuid():
+        raise GMError(f"{path.name}: not sent: the session is another user's and its game recorded no interviewer "
+                      "key (hint: send from the account that runs the candidate's game)")
+
+
 def send(session_path: Path | str, kind: str, *, text: str | None = None, sender: str | None = None,
          cost: int | None = None, index: int | None = None, check: bool = True,
          watch: Watch | None = None) -> dict[str, Any]:
@@ -161,6 +192,7 @@ def send(session_path: Path | str, kind: str, *, text: str | None = None, sender
     first checked against the session's journal as it is now (hints left, inject not yet delivered,
     round not over), through `watch` when the caller already follows the session."""
     item = make_item(kind, text=text, sender=sender, cost=cost, index=index)
+    check_sender(session_path)
     if check:
         (watch or Watch(session_path)).check_send(item)
     append_item(session_path, item)

@@ -28,6 +28,7 @@ from game.query.gateway import QueryResult
 from game.session import journal
 from game.session.draft import Draft, held_clock
 from game.session.gm_key import key_path as gm_key_path
+from game.session.gm_key import record_trust as record_gm_trust
 from game.session.gm_key import verify as verify_gm
 from game.session.hypotheses import Shown as ShownHypothesis
 from game.session.inbox import InboxReader, gm_event
@@ -246,9 +247,12 @@ class Session:
             self._draft.seen(time.time())
 
     def _hold(self) -> None:
-        """This process opens the session: a new held interval, written at once."""
+        """This process opens the session: a new held interval, written at once; and which interviewer key its
+        game takes items signed with (`gm_key.record_trust`: a sender holding another is refused up front)."""
         self._draft.hold(time.time())
         self._draft.write()
+        if self.path is not None:
+            record_gm_trust(self.path)
 
     # ---------------------------------------------------------------- reading
 

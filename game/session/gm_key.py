@@ -91,3 +91,51 @@ def verify(item: Mapping[str, Any]) -> bool:
     except (TypeError, ValueError):
         return False
     return hmac.compare_digest(expected, sig)
+
+
+# ---------------------------------------------------------------- who may send to a session
+
+TRUST_SUFFIX = ".gm-key"
+"""The sidecar `<session_id>.gm-key` next to a journal: the id of the interviewer key its game verifies with."""
+
+
+def key_id(key: bytes) -> str:
+    """A key's public name: a hash that tells keys apart and reveals nothing of the key."""
+    return hashlib.sha256(b"servedrill interviewer key id\0" + key).hexdigest()[:32]
+
+
+def trust_path(session_path: Path | str) -> Path:
+    return Path(session_path).with_suffix(TRUST_SUFFIX)
+
+
+def record_trust(session_path: Path | str) -> None:
+    """Called by the game that holds a session: write which interviewer key it verifies with (the key made if
+    this account has none), so that `servedrill send` from anyone else can be refused up front. Best effort:
+    a folder that cannot be written leaves the sender to the owner rule (`game.gameday.gm.check_sender`)."""
+    try:
+        key = load_key(create=True)
+        if key is None:
+            return
+        target = trust_path(session_path)
+        text = key_id(key) + "\n"
+        try:
+            if read_text(target, max_bytes=MAX_KEY_FILE_BYTES, what="interviewer key id").strip() == text.strip():
+                return
+        except OSError:
+            pass
+        tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except OSError:
+        return
+
+
+def trusted_id(session_path: Path | str) -> str | None:
+    """The id of the key the session's game verifies with (None: not recorded, or unreadable)."""
+    try:
+        text = read_text(trust_path(session_path), max_bytes=MAX_KEY_FILE_BYTES, what="interviewer key id").strip()
+    except OSError:
+        return None
+    return text if len(text) == 32 and all(c in "0123456789abcdef" for c in text) else None

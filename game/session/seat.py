@@ -40,6 +40,9 @@ class Seat:
     registry: str
     state: str
     debrief: str = HELD
+    time_limit_s: float | None = None
+    """The round's time limit, seconds (the plan's `time_limit_min`, else the incident's): the round's clock
+    (game.api.clock)."""
 
     def to_env(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -49,7 +52,8 @@ class Seat:
         try:
             raw = json.loads(text)
             return cls(str(raw["player"]), int(raw["round"]), str(raw["incident_id"]), int(raw["seed"]),
-                       str(raw["registry"]), str(raw["state"]), str(raw.get("debrief", HELD)))
+                       str(raw["registry"]), str(raw["state"]), str(raw.get("debrief", HELD)),
+                       None if raw.get("time_limit_s") is None else float(raw["time_limit_s"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise SessionError(f"${SEAT_ENV} is not a round seat ({exc}); the server that started this game "
                                "is misconfigured") from None

@@ -59,8 +59,12 @@ def alert_card(entry: LibraryEntry, hints: list[str] | None = None) -> Content:
     return Content("").join(parts)
 
 
-def limits_text(entry: LibraryEntry) -> str:
-    parts = [f"Time limit {clock_text(entry.time_limit_s)}" if entry.time_limit_s else "No time limit",
+def limits_text(entry: LibraryEntry, now: float | None = None) -> str:
+    """The time limit and the query budget; in a game-day round (with `now`) the round's limit, not the
+    incident's (game.api.round_clock)."""
+    round_clock = None if now is None else api.round_clock(now)
+    parts = [api.round_limits_text(round_clock) if round_clock is not None else
+             f"Time limit {clock_text(entry.time_limit_s)}" if entry.time_limit_s else "No time limit",
              f"query budget {entry.query_budget}" if entry.query_budget else "no query budget"]
     return " · ".join(parts)
 
@@ -97,7 +101,7 @@ class BriefingScreen(Screen[None]):
         with VerticalScroll(id="briefing"):
             yield Static(alert_card(self.entry, self.hints), id="alert-card")
         with Vertical(id="briefing-bottom"):
-            yield Static(limits_text(self.entry), id="briefing-limits")
+            yield Static(limits_text(self.entry, self.served.clock()), id="briefing-limits")
             with Vertical(id="prepare"):
                 yield Static("Checking the incident…", id="prepare-stage")
                 yield ProgressBar(total=100, show_eta=False, id="prepare-bar")
@@ -164,7 +168,7 @@ class BriefingScreen(Screen[None]):
         # the card was painted from a quick peek at the file; now show this seed's variant of it
         self.entry = api.briefing_entry(self.entry, message.variant.incident, message.board)
         self.query_one("#alert-card", Static).update(alert_card(self.entry, self.hints))
-        self.query_one("#briefing-limits", Static).update(limits_text(self.entry))
+        self.query_one("#briefing-limits", Static).update(limits_text(self.entry, self.served.clock()))
         self.unfinished = message.unfinished
         self.query_one("#prepare-stage", Static).update("Opening telemetry…")
         self._show_action()
@@ -178,7 +182,8 @@ class BriefingScreen(Screen[None]):
         how = "cached" if telemetry.build.cached else f"built in {telemetry.build.build_s:.1f} s"
         self.query_one("#prepare-stage", Static).update(f"Telemetry ready ({how}): {rows:,} requests.")
         # the seed picks the variant and the telemetry: what a player quotes to replay this exact game
-        self.query_one("#briefing-limits", Static).update(f"{limits_text(self.entry)} · seed {telemetry.seed}")
+        limits = limits_text(self.entry, self.served.clock())
+        self.query_one("#briefing-limits", Static).update(f"{limits} · seed {telemetry.seed}")
         self.query_one(ProgressBar).update(progress=100)
         self.served.mark("ready")
         self._show_action()

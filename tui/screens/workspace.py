@@ -37,7 +37,7 @@ from game import api
 from tui.actions import PANE_SCOPES, bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.board import Board, evidence_by_hypothesis, latest_notes
-from tui.formatting import clock_text, one_line
+from tui.formatting import one_line
 from tui.messages import QueryDone, QueryRefused, SchemaLoaded
 from tui.plotting import Marker, epoch_seconds
 from tui.resultview import ResultView, from_event, from_result
@@ -113,6 +113,11 @@ class WorkspaceScreen(Screen[None]):
         self.pane = "results"
         """The pane the compact layout shows under the editor (see PANES); the sidebar's page when wide."""
         self.compact = False
+        self.time_warnings = api.TimeWarnings()
+        """The clock's warnings given so far (each once; game.api.rounds)."""
+        self.timed_out = False
+        """TIME UP of a round handed the board in (tests wait on it)."""
+        self.timing_out = False
 
     @property
     def served(self) -> GameApp:
@@ -761,12 +766,12 @@ class WorkspaceScreen(Screen[None]):
     def _update_status(self) -> None:
         session = self.session
         incident = session.incident
-        # the game clock: time a process held the session (not the nights the game was closed)
-        elapsed = session.elapsed(self.served.clock())
+        # the clock (game.api.rounds): the game clock against the incident's limit, or in a game-day round the
+        # round's; warnings at 5 and 1 minute left go to the notice strip, TIME UP of a round hands in
+        now = self.served.clock()
+        clock = api.player_clock(session, now)
         parts = []
-        limit = incident.time_limit_s
-        clock = clock_text(elapsed) + (f" / {clock_text(limit)}" if limit else "")
-        parts.append(f"[b red]time {clock}[/]" if limit and elapsed > limit else f"time {clock}")
+        parts.append(f"[b red]{clock.text()}[/]" if clock.urgent or clock.time_up else clock.text())
         used = len(session.queries)
         budget = incident.query_budget
         queries = f"queries {used}" + (f" / {budget}" if budget else "")
@@ -777,6 +782,37 @@ class WorkspaceScreen(Screen[None]):
 
         status = self.query_one("#status-line", Static)
         status.update(template("  ·  ".join(parts) + "  ·  [b]$title[/b]", title=one_line(incident.title, 60)))
+        for due in self.time_warnings.due(clock):
+            final = due.kind == "time_up" and clock.round is not None
+            self.notice(due.text, key="clock", severity="error" if final else "warning",
+                        timeout=None if final else 60)
+        if clock.submits and clock.time_up and session.state == "investigating" and not self.timing_out:
+            self.timing_out = True
+            self.call_after_refresh(self._time_up, clock)  # once the screen is the app's (a resume after the end)
+
+    def _time_up(self, clock: api.Clock) -> None:
+        """TIME UP of a game-day round: hand in the board as it stands on screen, then the debrief (held until
+        the round ends, as the round's plan says)."""
+        self.timing_out = False
+        if self.running:
+            self.action_cancel_query()
+        board = self.query_one(HypothesisBoard).board
+        ranking = sorted(((i.id, float(i.confidence)) for i in board.items), key=lambda r: -r[1])
+        try:
+            if api.time_up(self.session, clock, ranking) is None:
+                return
+        except api.SessionError:
+            # the board on screen does not add up (mid-edit): the last ranking saved, else an even split
+            try:
+                api.time_up(self.session, clock)
+            except api.SessionError as exc:
+                self.notice(f"TIME UP, but the hand-in failed: {exc}", key="clock", severity="error", timeout=None)
+                return
+        self.timed_out = True
+        while self in self.app.screen_stack and self.app.screen is not self:
+            self.app.pop_screen()  # a dialog open at TIME UP (submit, a note) closes with the round
+        self.served.mark("time-up")
+        self.served.show_debrief()
 
 
 def _updates_label(count: int) -> str:

@@ -265,7 +265,7 @@ def connect(ray: Any, address: str, jobs: int | None) -> bool:
     env = {"env_vars": forwarded_env()}
     try:
         if address == "local":
-            ray.init(num_cpus=jobs, include_dashboard=False, runtime_env=env, log_to_driver=False,
+            ray.init(num_cpus=jobs or None, include_dashboard=False, runtime_env=env, log_to_driver=False,
                      logging_level="WARNING", configure_logging=False)
             return True
         ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level="WARNING",
@@ -295,7 +295,10 @@ def _ray_outcomes(ray: Any, fn: Callable[[T], R], tasks: Sequence[T], address: s
         owned = connect(ray, address, jobs)
         running: dict[Any, tuple[int, float]] = {}
         try:
-            width = jobs or max(1, int(ray.cluster_resources().get("CPU", 1)))
+            cpus = int(ray.cluster_resources().get("CPU", 0))
+            if cpus < 1:
+                raise FanoutError(f"the Ray cluster at {address!r} has no CPUs to run tasks on; {CONNECT_HINT}")
+            width = jobs or cpus
             remote = ray.remote(num_cpus=1, max_retries=retries)(_ray_call)
             fn_ref = ray.put(fn)
             cwd, code = os.getcwd(), code_version()

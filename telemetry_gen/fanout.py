@@ -226,16 +226,19 @@ def forwarded_env() -> dict[str, str]:
 
 def _ray_call(fn: Callable[[T], R], task: T, cwd: str, code: str) -> tuple[R | None, str | None, float, str]:
     """A Ray task: in the driver's working folder when this node has it (relative incident paths then mean
-    the same), refused when this node's telemetry code differs from the driver's."""
+    the same), refused when this node's telemetry code differs from the driver's. Its node is host/Ray node id."""
     from telemetry_gen.cache import code_version
 
     if os.path.isdir(cwd):
         os.chdir(cwd)
     mine = code_version()
+    ray = importlib.import_module("ray")
+    node = f"{socket.gethostname()}/{ray.get_runtime_context().get_node_id()[:12]}"
     if mine != code:
         return (None, f"node {socket.gethostname()} runs telemetry code {mine}, the driver {code}: install the "
-                "same servedrill commit on every node", 0.0, socket.gethostname())
-    return _call(fn, task)
+                "same servedrill commit on every node", 0.0, node)
+    value, error, seconds, _ = _call(fn, task)
+    return value, error, seconds, node
 
 
 @contextlib.contextmanager

@@ -144,8 +144,10 @@ def test_proofs_on_a_two_node_ray_cluster_are_the_local_ones_byte_for_byte(
     local = _validate(tmp_path / "local", tmp_path / "cache-local", monkeypatch, "--jobs", "2")
     on_ray = _validate(tmp_path / "ray", tmp_path / "cache-ray", monkeypatch, "--ray", ray_cluster)
     assert on_ray["deep"]["ray"] == ray_cluster and on_ray["deep"]["proofs"] == 4
-    # the Ray tasks built the databases themselves, in the cache the driver named (forwarded to every task)
-    assert len(list((tmp_path / "cache-ray").glob("*.duckdb"))) == 4
+    # the Ray tasks built the databases themselves (with and without the faults, per file and seed), in the cache
+    # the driver named (forwarded to every task), under the same content-addressed names as the local run's
+    built = sorted(p.name for p in (tmp_path / "cache-ray").glob("*.duckdb"))
+    assert len(built) == 8 and built == sorted(p.name for p in (tmp_path / "cache-local").glob("*.duckdb"))
     for name in PROVEN:
         mine = (tmp_path / "local" / "proofs" / f"{name}.json").read_bytes()
         theirs = (tmp_path / "ray" / "proofs" / f"{name}.json").read_bytes()
@@ -161,6 +163,9 @@ def test_ray_task_bounds_and_errors_as_data(ray_cluster: str) -> None:
     got = by_index(fan_out(time.sleep, [60.0, 0.01], ray=ray_cluster, task_timeout_s=8.0))
     assert "timed out" in (got[0].error or "") and got[1].ok
     assert time.monotonic() - started < 50
+    # one CPU per node and both tasks in flight at once: they ran on the two nodes
+    spread = by_index(fan_out(time.sleep, [2.0, 2.0], ray=ray_cluster))
+    assert all(o.ok for o in spread.values()) and len({o.node for o in spread.values()}) == 2, spread
     import ray
 
     assert not ray.is_initialized()  # the run connected and disconnected; the cluster is the fixture's

@@ -143,7 +143,8 @@ def test_proofs_on_a_two_node_ray_cluster_are_the_local_ones_byte_for_byte(
             shutil.copy(ROOT / "incidents" / f"{name}.yaml", tmp_path / side / f"{name}.yaml")
     local = _validate(tmp_path / "local", tmp_path / "cache-local", monkeypatch, "--jobs", "2")
     on_ray = _validate(tmp_path / "ray", tmp_path / "cache-ray", monkeypatch, "--ray", ray_cluster)
-    assert on_ray["deep"]["ray"] == ray_cluster and on_ray["deep"]["proofs"] == 4
+    assert on_ray["deep"]["ray"] == ray_cluster and on_ray["deep"]["proofs"] == local["deep"]["proofs"] == 4
+    assert local["ok"] and on_ray["ok"]
     # the Ray tasks built the databases themselves (with and without the faults, per file and seed), in the cache
     # the driver named (forwarded to every task), under the same content-addressed names as the local run's
     built = sorted(p.name for p in (tmp_path / "cache-ray").glob("*.duckdb"))

@@ -195,8 +195,10 @@ def _local_run(fn: Callable[[T], R], tasks: Sequence[T], jobs: int, task_timeout
                 pending[:0] = sorted(i for i, _ in running.values())
                 running.clear()
     finally:
-        if pool is not None:
-            _kill_pool(pool)
+        if pool is not None and running:
+            _kill_pool(pool)  # stopped early (the caller broke off, an exception, SIGTERM): nothing waits for them
+        elif pool is not None:
+            pool.shutdown(wait=True)  # every task is done: the idle workers exit as usual
 
 
 # ---------------------------------------------------------------- Ray

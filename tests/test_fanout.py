@@ -200,3 +200,32 @@ def test_eval_on_ray_gives_the_local_results(ray_cluster: str, library_cache: Pa
     assert [{k: v for k, v in r.items() if k != "wall_s"} for r in local["summary"]] == \
         [{k: v for k, v in r.items() if k != "wall_s"} for r in on_ray["summary"]]
     assert list((tmp_path / "ray" / "episodes").iterdir())  # the episode's logs and journal came back too
+
+
+@needs_ray
+def test_fidelity_points_on_ray_are_the_local_rows(ray_cluster: str) -> None:
+    def rows(*extra: str) -> list[dict[str, Any]]:
+        result = CliRunner().invoke(cli, ["fidelity", "--only", "nightly-latency-llama8B", "--json", *extra])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        assert not report["failed_points"]
+        return list(report["points"])
+
+    local = rows("--workers", "2")
+    assert len(local) == 3 and local == rows("--ray", ray_cluster)
+
+
+@pytest.mark.slow  # two games of the tutorial, scored on their worlds
+def test_an_autoplay_sweep_plays_every_seed(in_library_cache: Path) -> None:
+    result = CliRunner().invoke(cli, ["autoplay", "--strategy", "lucky", PROVEN[0], "--seeds", "0-1", "--jobs", "2",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["ok"] and report["spoils"] and report["seeds"] == [0, 1] and report["failed"] == []
+    assert [r["seed"] for r in report["runs"]] == [0, 1] and all(r["queries"] == 1 for r in report["runs"])
+    assert report["mean"] == round(sum(r["total"] for r in report["runs"]) / 2, 2)
+
+
+def test_a_sweep_flag_without_seeds_is_refused() -> None:
+    result = CliRunner().invoke(cli, ["autoplay", "--strategy", "lucky", PROVEN[0], "--jobs", "2"])
+    assert result.exit_code == 1 and "--seeds" in result.output and "Traceback" not in result.output

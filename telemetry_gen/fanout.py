@@ -17,7 +17,8 @@ on), in the order they finish. Two backends:
   (`telemetry_gen.cache.code_version`): a node with other code would prove other telemetry.
 
 Bounds: `task_timeout_s` per task (counted from its dispatch; a task is dispatched only when a worker is free)
-and `timeout_s` for the whole run. A task past its bound is stopped (its worker killed; locally the other
+and `timeout_s` for the whole run (with `jobs` 1 locally, the tasks run in this process: only the run's bound
+holds, checked between tasks). A task past its bound is stopped (its worker killed; locally the other
 tasks of the pool are dispatched again in a fresh pool) and becomes an error outcome; past the run's bound
 every unfinished task does. When the caller stops iterating, or an exception or SIGTERM ends the run, the
 workers are killed and a Ray cluster this run started is shut down (`ray.shutdown`): no raylet is left.

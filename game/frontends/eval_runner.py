@@ -256,7 +256,15 @@ def unpack(packed: bytes, out: Path) -> None:
     import io
 
     with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
-        tar.extractall(out, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+            tar.extractall(out, filter="data")
+            return
+        root = out.resolve()
+        for member in tar.getmembers():
+            target = (out / member.name).resolve()
+            if not (member.isfile() or member.isdir()) or not target.is_relative_to(root):
+                raise ValueError(f"refused to unpack {member.name!r}: not a file or folder inside {out}")
+        tar.extractall(out)  # every member checked above
 
 
 @dataclass

@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 DEPS := $(VENV)/.deps-stamp
 STAMP := $(VENV)/.installed-stamp
 DEFAULT := $(VENV)/.default-incident-stamp
+RAY_STAMP := $(VENV)/.ray-stamp
 DEFAULT_INCIDENT := one-slow-replica
 TUTORIAL_INCIDENT := first-shift-one-replica-lags
 LOG := $(VENV)/setup.log
@@ -69,6 +70,15 @@ $(DEFAULT): $(STAMP)
 
 setup: $(DEFAULT)
 
+# the `ray` extra of pyproject.toml (Ray, for the fan-out tests of tests/test_fanout.py and `--ray`): the tests
+# install it, `make play` does not
+RAY_REQUIREMENTS := import tomllib; p = tomllib.load(open('pyproject.toml', 'rb')); \
+	print('\n'.join(p['project']['optional-dependencies']['ray']))
+$(RAY_STAMP): pyproject.toml | $(DEPS)
+	$(call step,ray,installing Ray (the ray extra: for the tests and --ray; make play does without),30 s to 2 minutes: about 300 MB,\
+		$(BIN)/python -c "$(RAY_REQUIREMENTS)" > $(VENV)/ray-requirements.txt && $(PIP) install -r $(VENV)/ray-requirements.txt)
+	@touch $(RAY_STAMP)
+
 play: $(DEFAULT)
 	$(BIN)/servedrill play $(ARGS)
 
@@ -84,7 +94,7 @@ XDIST ?= -n auto --dist loadfile
 # root, or through passwordless sudo), refreshing the package lists once if the first try fails. Never
 # fail the target for it: without chromium that test skips and says why.
 APT := $(shell [ "$$(id -u)" = 0 ] && echo "env DEBIAN_FRONTEND=noninteractive apt-get" || echo "sudo -n env DEBIAN_FRONTEND=noninteractive apt-get")
-test: $(STAMP)
+test: $(STAMP) $(RAY_STAMP)
 	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian chromium for the browser test"; \
 		$(APT) install -y -q chromium >/dev/null 2>&1 \
 		|| { $(APT) update -q >/dev/null 2>&1 && $(APT) install -y -q chromium >/dev/null 2>&1; } \
@@ -92,16 +102,19 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q $(XDIST)
 
 # the inner loop: every test but those marked slow (tests/conftest.py says which); make test still runs all
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(RAY_STAMP)
 	$(BIN)/python -m pytest -q $(XDIST) -m "not slow"
 
 # the library on the whole seed policy (claims on seeds 0-58, then every hypothesis world on seeds 0-4:
 # incidents.variants.WORLD_PROOF_SEEDS), written to incidents/proofs/ for CI to check
 # (tests/test_library_proof.py); an hour or more on two cores for the whole library, but only files whose
 # record no longer stands are proven again (--changed-only). Commit the records it writes.
+# RAY=ADDRESS proves on a Ray cluster instead of local processes (make prove RAY=auto; docs/cli.md, "Fan-out on
+# Ray"); it needs the ray extra.
+RAY ?=
 prove: $(STAMP)
-	$(BIN)/servedrill validate --deep --claims-only --record --changed-only incidents/
-	$(BIN)/servedrill validate --deep --seeds 5 --record --changed-only incidents/
+	$(BIN)/servedrill validate --deep --claims-only --record --changed-only $(if $(RAY),--ray $(RAY)) incidents/
+	$(BIN)/servedrill validate --deep --seeds 5 --record --changed-only $(if $(RAY),--ray $(RAY)) incidents/
 
 # ruff, then mypy over the product packages (pyproject.toml's [tool.mypy] names them)
 lint: $(STAMP)

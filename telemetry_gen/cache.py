@@ -32,7 +32,7 @@ def cache_dir() -> Path:
 # Modules and data of telemetry_gen that never shape a built database: the proof and benchmark tools and
 # the cache itself. Leaving them out of code_version keeps cached databases and proof records valid across
 # edits to them.
-_NOT_TELEMETRY = frozenset({"cache.py", "cost.py", "lifeline.py"})
+_NOT_TELEMETRY = frozenset({"cache.py", "cost.py", "fanout.py", "lifeline.py"})
 _NOT_TELEMETRY_ROOMS = frozenset({"proving", "fidelity"})
 
 

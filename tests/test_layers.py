@@ -55,6 +55,7 @@ CLI_PLAYER: dict[str, str] = {
     "game/cli/gameday_commands.py": "gameday check, roster, run, collect, submit; leaderboard",
     "game/cli/agent_commands.py": "mcp, eval: agents playing through the API",
     "game/cli/incident_commands.py": "list (and beside it the authoring commands validate, schema, new)",
+    "game/cli/fanout_options.py": "the --ray option every fanning-out command takes, and its check",
 }
 """CLI modules that play or read a game: held to CLI_PLAYER_MAY (module -> its commands)."""
 

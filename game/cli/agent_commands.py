@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from game.cli.core import CommandError, GuardedCommand, emit
+from game.cli.fanout_options import ray_option, require_ray
 
 if TYPE_CHECKING:
     from game.frontends.eval_runner import EpisodeResult
@@ -43,19 +44,31 @@ def mcp_cmd(player: str, incident: str | None, seed: int | None, data_dir: Path 
 @click.option("--incidents", default=None,
               help="Comma-separated incident ids or files (default: the whole library).")
 @click.option("--seeds", default="0,1,2", show_default=True, help="Comma-separated seeds, or a range A-B.")
-@click.option("--parallel", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Episodes run at once (local processes).")
+@click.option("--parallel", type=click.IntRange(min=1), default=None,
+              help="Episodes run at once: local processes (default 1), or with --ray Ray tasks (default: one per "
+                   "CPU of the cluster).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=600.0, show_default=True,
               help="Wall-clock limit of one episode's agent, in seconds.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder for the results, transcripts and each episode's logs and session.")
+@ray_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def eval_cmd(agents: tuple[str, ...], incidents: str | None, seeds: str, parallel: int, timeout_s: float,
-             out: Path, as_json: bool) -> None:
+def eval_cmd(agents: tuple[str, ...], incidents: str | None, seeds: str, parallel: int | None, timeout_s: float,
+             out: Path, ray: str | None, as_json: bool) -> None:
     """Run agents on incidents and seeds over MCP, each episode on its own server session; score each
     session as `servedrill score` does and write a results table (docs/agents.md)."""
     from game import api
-    from game.frontends.eval_runner import LocalExecutor, agent_argv, markdown_table, run_eval, summarize
+    from game.frontends.eval_runner import (
+        Executor,
+        LocalExecutor,
+        RayExecutor,
+        agent_argv,
+        markdown_table,
+        run_eval,
+        summarize,
+    )
+
+    require_ray(ray)
 
     try:
         for agent in agents:
@@ -72,8 +85,9 @@ def eval_cmd(agents: tuple[str, ...], incidents: str | None, seeds: str, paralle
             click.echo(f"[{done}/{total}] {r.agent} {r.incident} seed {r.seed}: {r.status} {r.total:.1f} "
                        f"in {r.wall_s:.1f} s" + (" (timed out)" if r.timed_out else ""), err=True)
 
-    results = run_eval(list(agents), chosen, seed_list, out, timeout_s=timeout_s,
-                       executor=LocalExecutor(parallel), progress=progress)
+    executor: Executor = LocalExecutor(parallel or 1) if ray is None else RayExecutor(ray, parallel or 0)
+    results = run_eval(list(agents), chosen, seed_list, out, timeout_s=timeout_s, executor=executor,
+                       progress=progress)
     summary = summarize(results)
     if as_json:
         emit({"ok": True, "out": str(out), "summary": summary, "episodes": [r.row() for r in results]})

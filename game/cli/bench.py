@@ -123,12 +123,12 @@ def worlds_run() -> dict[str, Any]:
             "worlds_disk_mb": round(size, 1), "wall_s": round(time.perf_counter() - t0, 3)}
 
 
-def fidelity_run() -> dict[str, Any]:
-    """Every fidelity point, simulated and compared (telemetry_gen.fidelity.harness.run_fidelity), plus the
-    request count the speed report needs."""
+def fidelity_run(ray: str | None = None) -> dict[str, Any]:
+    """Every fidelity point, simulated and compared (telemetry_gen.fidelity.harness.run_fidelity; on the Ray
+    cluster at `ray` when given), plus the request count the speed report needs."""
     from telemetry_gen.fidelity.harness import run_fidelity
 
-    res = run_fidelity()
+    res = run_fidelity(ray=ray)
     res["requests"] = sum(int(row["num_prompts"]) for row in res["points"])
     res["fidelity_meets_target"] = res.pop("meets_target")
     return res
@@ -229,14 +229,14 @@ def mitigation_run() -> dict[str, Any]:
     return out
 
 
-def _child(target: str) -> None:
+def _child(target: str, ray: str | None = None) -> None:
     t_start = time.perf_counter()
     import engine_model
 
     if target == "worlds":
         res = worlds_run()
     elif target == "fidelity":
-        res = fidelity_run()
+        res = fidelity_run(ray)
     elif target == "mitigation":
         res = mitigation_run()
     else:
@@ -253,16 +253,16 @@ def _child(target: str) -> None:
     print(json.dumps(res))
 
 
-def run_target(target: str) -> dict[str, Any]:
-    """Run one target in a child process, the reference loop in another just before it; adds the limits
-    and whether they were met."""
+def run_target(target: str, ray: str | None = None) -> dict[str, Any]:
+    """Run one target in a child process (fidelity: its points on the Ray cluster at `ray` when given), the
+    reference loop in another just before it; adds the limits and whether they were met."""
     if target not in TARGETS:
         raise ValueError(f"unknown bench target {target!r}; known: {', '.join(TARGETS)}")
     limits = TARGET_LIMITS.get(target, {})
     loop_s = reference_loop_s() if "loop_ratio" in limits else None
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", f"from game.cli.bench import _child; _child({target!r})"],
+        [sys.executable, "-c", f"from game.cli.bench import _child; _child({target!r}, {ray!r})"],
         capture_output=True, text=True, check=False,
     )
     process_wall_s = time.perf_counter() - t0

@@ -51,6 +51,8 @@ def command_error(exc: BaseException, *, as_json: bool | None = None) -> Command
     """`exc` as the CommandError that reports it: the project's own errors by their one-line message, a
     file the system refused by its name and reason, anything else as an internal error (never a
     traceback: a command line is read by people and scripts)."""
+    from game.api.fanout import FanoutError  # here: most runs of the CLI raise nothing
+
     match exc:
         case CommandError():
             if exc.as_json is None:
@@ -58,7 +60,7 @@ def command_error(exc: BaseException, *, as_json: bool | None = None) -> Command
             return exc
         case KeyboardInterrupt():
             return CommandError("interrupted", exit_code=130, as_json=as_json)
-        case api.SessionError() | api.TranscriptError() | api.GMError():
+        case api.SessionError() | api.TranscriptError() | api.GMError() | FanoutError():
             return CommandError(str(exc), as_json=as_json)
         case api.IncidentError():
             return CommandError(str(exc.diagnostics[0]) if exc.diagnostics else "invalid incident", as_json=as_json)

@@ -18,6 +18,7 @@ import click
 
 from game import api
 from game.cli.core import CommandError, GuardedCommand, emit
+from game.cli.fanout_options import ray_option, require_ray
 
 T = TypeVar("T")
 
@@ -235,13 +236,23 @@ def replay_cmd(transcript: Path, incident_file: Path | None, as_json: bool, reve
 @click.option("--seed", default=0, show_default=True, help="Telemetry seed.")
 @click.option("--player-seed", type=int, default=None, help="Random player's seed (default: --seed).")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write a transcript.")
+@click.option("--seeds", "sweep_seeds", default=None, metavar="SEEDS",
+              help="A sweep: play every one of these seeds (0,1,2 or 0-9), each an independent game, and report "
+                   "each score and their mean.")
+@click.option("--jobs", type=click.IntRange(1, 256), default=None,
+              help="--seeds: games at once in local processes (default: the cores available).")
+@ray_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def autoplay_cmd(incident: str, strategy: str, seed: int, player_seed: int | None, out: Path | None,
-                 as_json: bool) -> None:
+                 sweep_seeds: str | None, jobs: int | None, ray: str | None, as_json: bool) -> None:
     """Let a scripted player (expert, lucky, random, shotgun) play an incident, and score it.
 
     This SPOILS the incident: the players are built from its answer key."""
     from game.frontends.autoplay import autoplay_session
+
+    if sweep_seeds is not None or ray is not None or jobs is not None:
+        _autoplay_sweep(incident, strategy, sweep_seeds, player_seed, out, jobs, ray, as_json)
+        return
 
     session, report = autoplay_session(incident_path(incident, seed), seed, strategy, player_seed=player_seed)
     inc = session.incident
@@ -257,6 +268,37 @@ def autoplay_cmd(incident: str, strategy: str, seed: int, player_seed: int | Non
     click.echo(api.score_text(report))
     if written:
         click.echo(f"Transcript: {written}")
+
+def _autoplay_sweep(incident: str, strategy: str, seeds: str | None, player_seed: int | None, out: Path | None,
+                    jobs: int | None, ray: str | None, as_json: bool) -> None:
+    """`autoplay --seeds`: the games fanned out (game.frontends.autoplay_sweep), one line (or row) per seed."""
+    from game.api.fanout import default_jobs
+    from game.cli.agent_commands import parse_seeds
+    from game.frontends.autoplay_sweep import sweep
+
+    if seeds is None:
+        raise CommandError("--jobs and --ray fan out a sweep: name its seeds with --seeds (e.g. --seeds 0-9)")
+    if out is not None or player_seed is not None:
+        raise CommandError("--out and --player-seed belong to one game: leave them out of a --seeds sweep")
+    require_ray(ray)
+    chosen = parse_seeds(seeds)
+    incident_path(incident, chosen[0])  # a bad incident fails here, before anything is fanned out
+    result = sweep(incident, chosen, strategy, jobs=jobs or (0 if ray else default_jobs()), ray=ray)
+    ok = not result["failed"]
+    if as_json:
+        emit({"ok": ok, "incident": incident, "spoils": True, **result})
+    else:
+        click.echo("Spoiler: autoplay players are built from the incident's answer key.", err=True)
+        for run in result["runs"]:
+            click.echo(f"{strategy} on {incident} seed {run['seed']}: " + (
+                f"FAILED {run['error'].splitlines()[-1]}" if run["error"] else
+                f"{run['total']:.1f} with {run['queries']} queries ({run['seconds']:.1f} s)"))
+        mean = "-" if result["mean"] is None else f"{result['mean']:.1f}"
+        click.echo(f"mean {mean} over {len(chosen) - len(result['failed'])} of {len(chosen)} seeds in "
+                   f"{result['wall_s']:.0f} s" + (f" on Ray at {ray}" if ray else ""))
+    if not ok:
+        sys.exit(1)
+
 
 COMMANDS: tuple[click.Command, ...] = (play_cmd, resume_cmd, score_cmd, replay_cmd, autoplay_cmd,)
 """The commands of this module, in the order `servedrill --help` lists them."""

@@ -16,6 +16,7 @@ import click
 
 # game.cli.core's helpers (emit, fail), as a module reference
 import game.cli.core as base
+from game.cli.fanout_options import ray_option, require_ray
 from incidents.loader import (
     Diagnostic,
     IncidentError,
@@ -176,10 +177,11 @@ class _Counter:
 
 
 def prove_files(results: list[FileResult], seeds: tuple[int, ...], *, jobs: int = 1, claims_only: bool = False,
-                progress: Any = None, on_file: Any = None) -> None:
-    """Prove every file in `results` (those without diagnostics) on every seed, `jobs` processes at a time,
-    filling each result's `deep` (runs in seed order). on_file(result) is called for each file as soon as
-    all its seeds are done, in file order, so output can stream while later files are still proving."""
+                progress: Any = None, on_file: Any = None, ray: str | None = None) -> None:
+    """Prove every file in `results` (those without diagnostics) on every seed, `jobs` processes at a time (or
+    as Ray tasks on the cluster at `ray`, `jobs` at a time when given, else one per CPU of the cluster), filling
+    each result's `deep` (runs in seed order). on_file(result) is called for each file as soon as all its seeds
+    are done, in file order, so output can stream while later files are still proving."""
     from telemetry_gen.proving.pool import ProofTask, prove_many
 
     todo = [r for r in results if not r.diagnostics]
@@ -197,7 +199,7 @@ def prove_files(results: list[FileResult], seeds: tuple[int, ...], *, jobs: int 
                 on_file(result)
             ready += 1
 
-    for done, (task, run) in enumerate(prove_many(tasks, jobs, inspect=unobserved_signals), start=1):
+    for done, (task, run) in enumerate(prove_many(tasks, jobs, inspect=unobserved_signals, ray=ray), start=1):
         runs[task.path][task.seed] = run
         if progress is not None:
             progress(done, len(tasks), f"{Path(task.path).stem} seed {task.seed}")
@@ -291,20 +293,25 @@ def _print_file(result: FileResult, verbose: bool = False) -> None:
 @click.option("--verbose", "-v", is_flag=True, help="Print every check of every seed, not only the failures.")
 @click.option("--allow-large", is_flag=True, help="Accept an incident whose estimated build cost exceeds the "
               "bounds (docs/authoring.md, 'Bounds'): for authors who mean a long, large or finely scraped run.")
+@ray_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tuple[int, ...], jobs: int | None,
              claims_only: bool, record: bool, changed_only: bool, verbose: bool, allow_large: bool,
-             as_json: bool) -> None:
+             ray: str | None, as_json: bool) -> None:
     """Check incident files (default: the whole library); PATHS may be files, folders or library ids.
 
     Prints every problem as file:line:column: message (hint: ...) and exits 1 if there is any.
     """
+    from telemetry_gen.fanout import FanoutError
     from telemetry_gen.proving.pool import default_jobs
 
     if record and not deep:
         raise click.UsageError("--record needs --deep: a record says what the simulation proved")
     if changed_only and not record:
         raise click.UsageError("--changed-only needs --deep --record: it skips files whose record still stands")
+    if ray is not None and not deep:
+        raise click.UsageError("--ray needs --deep: only the proofs fan out")
+    require_ray(ray)
     if allow_large:
         from telemetry_gen.cost import ALLOW_LARGE_ENV
 
@@ -344,11 +351,13 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
                 r.current = True  # its record stands: nothing to prove again
     proving = [r for r in results if not r.diagnostics and not r.current] if deep else []
     chosen = chosen_seeds(seeds, sample)
-    workers = jobs or default_jobs()
+    workers = jobs or (0 if ray else default_jobs())  # on Ray, 0: as many at once as the cluster has CPUs
     if proving:
         try:
             prove_files(results, chosen, jobs=workers, claims_only=claims_only,
-                        progress=None if as_json else _Counter(), on_file=finished)
+                        progress=None if as_json else _Counter(), on_file=finished, ray=ray)
+        except FanoutError as exc:
+            raise base.CommandError(str(exc)) from None
         except Exception as exc:
             for r in proving:
                 if r.deep is None:
@@ -358,7 +367,7 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
     if as_json:
         base.emit({"ok": ok, "files": [r.to_dict() for r in results],
                    **({"records": [str(p) for p in records]} if record else {}),
-                   **({"deep": {"seeds": list(chosen), "jobs": workers, "claims_only": claims_only,
+                   **({"deep": {"seeds": list(chosen), "jobs": workers, "ray": ray, "claims_only": claims_only,
                                 "proofs": len(proving) * len(chosen), "wall_s": round(wall, 1)}} if deep else {})})
     elif not results:
         click.echo("no incident files to check")
@@ -371,8 +380,8 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
         if proving:
             n, f, k = len(proving) * len(chosen), len(proving), len(chosen)
             click.echo(f"deep: {n} proof{'s' * (n != 1)} ({f} file{'s' * (f != 1)} x {k} seed{'s' * (k != 1)}"
-                       f"{', claims only' if claims_only else ''}) in {wall:.0f} s with {workers} "
-                       f"job{'s' * (workers != 1)}")
+                       f"{', claims only' if claims_only else ''}) in {wall:.0f} s "
+                       + (f"on Ray at {ray}" if ray else f"with {workers} job{'s' * (workers != 1)}"))
         for written in records:
             click.echo(f"recorded {written}")
     sys.exit(0 if ok else 1)

@@ -10,9 +10,11 @@ When the agent has exited (or was stopped at the wall-clock limit), the episode'
 scored here, the way `servedrill score` scores a transcript: each query's SQL re-run on every hypothesis's
 world. Nothing the agent says about its score is read. An episode that was not submitted scores 0.
 
-Where each episode runs is an `Executor`'s business: `LocalExecutor` runs them in local worker processes.
-A cluster executor (Ray: one task per episode) only has to call `run_episode` remotely and hand back its
-`EpisodeResult`; the folders under `out` are then the task's to ship back.
+Where each episode runs is an `Executor`'s business: `LocalExecutor` runs them in local worker processes,
+`RayExecutor` as one Ray task per episode (`game.api.fanout`). A Ray task plays its episode in a folder of its
+node's own and ships the folder back (`run_shipped`), so `out` need not be on storage the nodes share; the
+telemetry and the worlds come from each node's build cache ($SERVEDRILL_CACHE, forwarded to the tasks), built
+once per incident and seed there and shared when that folder is shared.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -205,6 +209,64 @@ class Executor(Protocol):
     def run(self, episodes: Sequence[Episode], out: Path, timeout_s: float) -> Iterable[EpisodeResult]: ...
 
 
+SCORING_ALLOWANCE_S = 1800.0
+"""Beyond an episode's own wall-clock limit, how long its task may take to score it (building the incident's
+worlds when no cache holds them yet) before the task is stopped and the episode fails."""
+
+
+def _failed(episode: Episode, error: str) -> EpisodeResult:
+    return EpisodeResult(episode.agent, episode.incident, episode.seed, "no-session", error=error[-500:])
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One episode as a fan-out task (picklable: the function is module-level and these are plain values)."""
+
+    episode: Episode
+    out: str
+    timeout_s: float
+
+
+def _run_job(job: _Job) -> EpisodeResult:
+    return run_episode(job.episode, Path(job.out), job.timeout_s)
+
+
+def run_shipped(job: _Job) -> tuple[EpisodeResult, bytes]:
+    """Play one episode in a fresh folder of this node's and hand back its result and the folder as a gzipped tar
+    (the episode's logs, data and transcript), for a driver that may not see this node's disk."""
+    scratch = Path(tempfile.mkdtemp(prefix="servedrill-eval-"))
+    try:
+        result = run_episode(job.episode, scratch, job.timeout_s)
+        with tempfile.TemporaryFile() as buffer:
+            with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+                for part in ("episodes", "transcripts"):
+                    if (scratch / part).exists():
+                        tar.add(scratch / part, arcname=part)
+            buffer.seek(0)
+            packed = buffer.read()
+        if result.transcript:
+            result.transcript = str(Path(job.out) / "transcripts" / Path(result.transcript).name)
+        return result, packed
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def unpack(packed: bytes, out: Path) -> None:
+    """Unpack what `run_shipped` sent into `out` (only regular files and folders, never outside it)."""
+    import io
+
+    with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+            tar.extractall(out, filter="data")
+            return
+        root = out.resolve()
+        for member in tar.getmembers():
+            target = (out / member.name).resolve()
+            if not (member.isfile() or member.isdir()) or not target.is_relative_to(root):
+                raise ValueError(f"refused to unpack {member.name!r}: not a file or folder inside {out}")
+        tar.extractall(out)  # every member checked above
+
+
 @dataclass
 class LocalExecutor:
     """Episodes in up to `parallel` local worker processes (one agent and its server each at a time)."""
@@ -212,16 +274,35 @@ class LocalExecutor:
     parallel: int = 1
 
     def run(self, episodes: Sequence[Episode], out: Path, timeout_s: float) -> Iterable[EpisodeResult]:
-        if self.parallel <= 1:
-            for episode in episodes:
-                yield run_episode(episode, out, timeout_s)
-            return
-        import multiprocessing
+        from game.api.fanout import fan_out
 
-        with ProcessPoolExecutor(self.parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(run_episode, e, out, timeout_s) for e in episodes]
-            for future in as_completed(futures):
-                yield future.result()
+        jobs = [_Job(e, str(out), timeout_s) for e in episodes]
+        for outcome in fan_out(_run_job, jobs, jobs=self.parallel, task_timeout_s=timeout_s + SCORING_ALLOWANCE_S):
+            yield outcome.value if outcome.value is not None else \
+                _failed(outcome.task.episode, outcome.error or "no result")
+
+
+@dataclass
+class RayExecutor:
+    """One Ray task per episode on the cluster at `address` (`game.api.fanout`), at most `parallel` at once
+    (0: one per CPU of the cluster); each episode's folder is shipped back into `out`. Raises FanoutError
+    (from the first result on) when Ray is not installed or no cluster answers at `address`."""
+
+    address: str
+    parallel: int = 0
+
+    def run(self, episodes: Sequence[Episode], out: Path, timeout_s: float) -> Iterable[EpisodeResult]:
+        from game.api.fanout import fan_out
+
+        jobs = [_Job(e, str(out), timeout_s) for e in episodes]
+        for outcome in fan_out(run_shipped, jobs, ray=self.address, jobs=self.parallel,
+                               task_timeout_s=timeout_s + SCORING_ALLOWANCE_S):
+            if outcome.value is None:
+                yield _failed(outcome.task.episode, outcome.error or "no result")
+                continue
+            result, packed = outcome.value
+            unpack(packed, out)
+            yield result
 
 
 def run_eval(agents: Sequence[str], incidents: Sequence[str], seeds: Sequence[int], out: Path, *,

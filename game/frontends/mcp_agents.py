@@ -110,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mcp_agents: run me under servedrill eval ({SERVER_ENV}, {INCIDENT_ENV}, {SEED_ENV}): {exc}",
               file=sys.stderr)
         return 2
+    from game import api
+
+    api.end_with_parent()  # an episode's task stopped by its fan-out (killed) takes its builtin agent with it
     result = anyio.run(run_builtin, args[0], server, incident, seed)
     print(json.dumps({"strategy": args[0], "total": result.get("total")}))
     return 0

@@ -345,12 +345,9 @@ def engine_family(engine: str) -> str:
     return words[0] if words else "?"
 
 
-def point_row(p: FidelityPoint) -> dict[str, Any]:
-    """Simulate one point and compare: the JSON row of `run_fidelity`'s `points`. A point the engine
-    model cannot run (its weights and activations do not fit, or requests never finish) keeps its row
-    with `error` set and no modelled figures, so one bad point of a file does not hide the others."""
-    pub = published_metrics(p)
-    row: dict[str, Any] = {
+def _point_head(p: FidelityPoint, pub: dict[str, float]) -> dict[str, Any]:
+    """The part of a point's row that describes the point and its published figures."""
+    return {
         "name": p.name,
         "source": p.source,
         "model": p.model,
@@ -369,6 +366,19 @@ def point_row(p: FidelityPoint) -> dict[str, Any]:
         "held_out": p.held_out,
         "published": {k: round(v, 4) for k, v in pub.items()},
     }
+
+
+def failed_point_row(p: FidelityPoint, error: str) -> dict[str, Any]:
+    """The row of a point whose simulation did not come back (its worker died, it timed out)."""
+    return {**_point_head(p, published_metrics(p)), "modelled": {}, "rel_error": {}, "error": error[:300]}
+
+
+def point_row(p: FidelityPoint) -> dict[str, Any]:
+    """Simulate one point and compare: the JSON row of `run_fidelity`'s `points`. A point the engine
+    model cannot run (its weights and activations do not fit, or requests never finish) keeps its row
+    with `error` set and no modelled figures, so one bad point of a file does not hide the others."""
+    pub = published_metrics(p)
+    row = _point_head(p, pub)
     try:
         model = model_metrics(p, run_point(p))
     except (ValueError, RuntimeError, ArithmeticError) as exc:
@@ -391,26 +401,28 @@ def default_workers() -> int:
     return max(1, min(4, cpus))
 
 
-def run_fidelity(points: list[FidelityPoint] | None = None, workers: int | None = None) -> dict[str, Any]:
+POINT_TIMEOUT_S = 900.0
+"""The longest one point's simulation may run before it is stopped and its row carries the error."""
+
+
+def run_fidelity(points: list[FidelityPoint] | None = None, workers: int | None = None,
+                 ray: str | None = None) -> dict[str, Any]:
     """Simulate every point; JSON-ready result (keys documented in docs/cli.md, `bench fidelity`).
 
     Points are independent simulations, so with workers > 1 (default: default_workers()) they run in
-    that many fresh (spawned) processes; the rows, in the points' order, are the same either way."""
+    that many fresh (spawned) processes, or as Ray tasks on the cluster at `ray` (telemetry_gen.fanout;
+    `workers` at a time when given, else one per CPU of the cluster); the rows, in the points' order, are the
+    same either way. Raises telemetry_gen.fanout.FanoutError when Ray cannot start."""
+    from telemetry_gen.fanout import fan_out
+
     t0 = time.perf_counter()
     pts = load_points() if points is None else points
-    n = default_workers() if workers is None else max(1, workers)
-    if n > 1 and len(pts) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        # spawn, not fork: the caller may hold threads (a test runner, a TUI) that fork would copy mid-lock
-        from telemetry_gen.lifeline import watch_parent
-
-        with ProcessPoolExecutor(max_workers=min(n, len(pts)), mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=watch_parent) as ex:
-            rows = list(ex.map(point_row, pts, chunksize=max(1, len(pts) // (8 * n))))
-    else:
-        rows = [point_row(p) for p in pts]
+    n = default_workers() if workers is None and ray is None else max(0 if ray else 1, workers or 0)
+    by_index: dict[int, dict[str, Any]] = {}
+    for outcome in fan_out(point_row, pts, ray=ray, jobs=n, task_timeout_s=POINT_TIMEOUT_S):
+        by_index[outcome.index] = outcome.value if outcome.value is not None else \
+            failed_point_row(outcome.task, outcome.error or "no result")
+    rows = [by_index[i] for i in range(len(pts))]
     families = sorted({engine_family(row["engine"]) for row in rows})
     failed = [row["name"] for row in rows if row["error"]]
     target = decide_target(rows)
@@ -437,6 +449,7 @@ def run_fidelity(points: list[FidelityPoint] | None = None, workers: int | None 
         "meets_target": target["meets"],
         "wall_s": round(time.perf_counter() - t0, 3),
         "workers": n if n > 1 and len(pts) > 1 else 1,
+        "ray": ray,
     }
 
 

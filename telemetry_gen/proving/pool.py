@@ -3,18 +3,15 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from incidents.loader import IncidentError, SourceMap, load_variant, source_map
 from incidents.spec import Incident
-from telemetry_gen.lifeline import watch_parent
 from telemetry_gen.proving.proof import prove
 from telemetry_gen.proving.report import Loc, ProofReport
 from telemetry_gen.proving.suspects import suspects
@@ -107,51 +104,38 @@ def prove_task(task: ProofTask, inspect: Inspect | None = None,
 
 
 POOL_RESTARTS = 2
-"""Times `prove_many` starts a fresh pool for the tasks a dead worker process took down with it."""
+"""Times `prove_many` runs again a task that a dead worker process (or a lost Ray node) took down with it."""
+PROOF_TASK_TIMEOUT_S = 3600.0
+"""The longest one proof (one file at one seed, worlds included) may run before it is stopped as a failure: the
+largest library incident's world proof takes minutes on a busy 2-core machine."""
 
 
-def _failed_run(task: ProofTask, exc: BaseException) -> dict[str, Any]:
+def _failed_run(task: ProofTask, error: str) -> dict[str, Any]:
     hint = " (a script calling prove_many with jobs > 1 needs `if __name__ == '__main__':`)" \
-        if isinstance(exc, BrokenProcessPool) else ""
-    report = ProofReport(Path(task.path).stem, task.seed, error=f"the proof process failed: {exc!r}{hint}",
+        if "BrokenProcessPool" in error else ""
+    report = ProofReport(Path(task.path).stem, task.seed, error=f"the proof process failed: {error}{hint}",
                          worlds_checked=task.worlds)
     return located(report, source_map(task.path))
 
 
-def prove_many(tasks: Sequence[ProofTask], jobs: int = 1,
-               inspect: Inspect | None = None) -> Iterator[tuple[ProofTask, dict[str, Any]]]:
-    """Prove every task, `jobs` at a time in worker processes (1: one after the other in this process),
-    yielding (task, run) as each finishes. The build cache is shared: workers never build the same
-    database twice, and a later run reuses what this one built.
+def prove_many(tasks: Sequence[ProofTask], jobs: int = 1, inspect: Inspect | None = None, *,
+               ray: str | None = None, task_timeout_s: float | None = PROOF_TASK_TIMEOUT_S,
+               timeout_s: float | None = None) -> Iterator[tuple[ProofTask, dict[str, Any]]]:
+    """Prove every task, `jobs` at a time in worker processes (1: one after the other in this process), or as
+    Ray tasks on the cluster at `ray` (telemetry_gen.fanout), yielding (task, run) as each finishes. The build
+    cache is shared: workers never build the same database twice, and a later run reuses what this one built
+    (on Ray, each node's $SERVEDRILL_CACHE: shared when it is a shared folder).
 
-    A worker that dies (killed, out of memory) breaks its pool and every task still in it; those tasks
-    go to a fresh pool, up to POOL_RESTARTS times, so one crash does not fail a whole library run."""
-    if jobs <= 1 or len(tasks) <= 1:
-        for task in tasks:
-            yield task, prove_task(task, inspect)
-        return
-    # spawn, not fork: the parent may hold DuckDB connections and threads a fork would copy mid-use
-    context = multiprocessing.get_context("spawn")
-    pending, restarts = list(tasks), 0
-    while pending:
-        again: list[ProofTask] = []
-        with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context,
-                                 initializer=watch_parent) as pool:
-            futures = {pool.submit(prove_task, task, inspect): task for task in pending}
-            try:
-                for future in as_completed(futures):
-                    task = futures[future]
-                    try:
-                        run = future.result()
-                    except BrokenProcessPool as exc:
-                        if restarts < POOL_RESTARTS:
-                            again.append(task)
-                            continue
-                        run = _failed_run(task, exc)
-                    except Exception as exc:
-                        run = _failed_run(task, exc)
-                    yield task, run
-            finally:
-                for future in futures:
-                    future.cancel()
-        pending, restarts = again, restarts + 1
+    A worker that dies (killed, out of memory) takes its tasks down with it; they run again, up to
+    POOL_RESTARTS times, so one crash does not fail a whole library run. A task past `task_timeout_s`, or left
+    when the run passes `timeout_s`, becomes a failed run. Raises telemetry_gen.fanout.FanoutError only when the
+    Ray backend cannot start (Ray missing, no cluster at `ray`)."""
+    from telemetry_gen.fanout import fan_out
+
+    work = partial(prove_task, inspect=inspect)
+    for outcome in fan_out(work, tasks, ray=ray, jobs=jobs, task_timeout_s=task_timeout_s, timeout_s=timeout_s,
+                           retries=POOL_RESTARTS):
+        if outcome.value is not None:
+            yield outcome.task, outcome.value
+        else:
+            yield outcome.task, _failed_run(outcome.task, outcome.error or "no result")

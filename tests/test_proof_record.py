@@ -102,6 +102,9 @@ def test_the_first_seeds_need_their_worlds_proven(tmp_path: Path) -> None:
 
 def test_make_prove_proves_the_worlds_the_records_are_held_to() -> None:
     recipe = (Path(__file__).resolve().parents[1] / "Makefile").read_text().split("\nprove:", 1)[1].split("\n\n")[0]
+    ray = "$(if $(RAY),--ray $(RAY)) "  # make prove RAY=ADDRESS: the same proofs on a cluster
+    assert recipe.count(ray) == 2
+    recipe = recipe.replace(ray, "")
     assert "--claims-only --record --changed-only incidents/" in recipe
     assert f"--seeds {WORLD_PROOF_SEEDS} --record --changed-only incidents/" in recipe
 

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from game.cli.core import CommandError, ProgressBar, emit, fail
+from game.cli.fanout_options import ray_option, require_ray
 
 
 # ----- calc ---------------------------------------------------------------------------------------
@@ -64,8 +65,9 @@ def calc(as_json: bool, **kw: Any) -> None:
 # ----- bench --------------------------------------------------------------------------------------
 @click.command()
 @click.argument("targets", nargs=-1)
+@ray_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench(targets: tuple[str, ...], as_json: bool) -> None:
+def bench(targets: tuple[str, ...], ray: str | None, as_json: bool) -> None:
     """Measure speed and memory of the standard fleet (targets: engine, generate; default all)."""
     from game.cli.bench import DEFAULT_TARGETS, TARGETS, run_target
 
@@ -73,7 +75,11 @@ def bench(targets: tuple[str, ...], as_json: bool) -> None:
     unknown = [t for t in chosen if t not in TARGETS]
     if unknown:
         fail(f"unknown bench target {unknown[0]!r}; known: {', '.join(TARGETS)}", as_json=as_json)
-    results = {t: run_target(t) for t in chosen}
+    if ray is not None and tuple(chosen) != ("fidelity",):
+        fail("--ray fans out the fidelity points only: run it as `servedrill bench fidelity --ray ADDRESS`",
+             as_json=as_json)
+    require_ray(ray)
+    results = {t: run_target(t, ray=ray) for t in chosen}
     if as_json:
         emit({"ok": all(r.get("ok") for r in results.values()), "results": results})
         return
@@ -120,8 +126,9 @@ def format_bench(target: str, r: dict[str, Any]) -> str:
 @click.option("--only", default="", metavar="TEXT", help="Only the points whose name contains TEXT (any case).")
 @click.option("--workers", type=click.IntRange(1, 64), default=None,
               help="Processes to spread the points over (default: the CPUs available, at most 4).")
+@ray_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def fidelity(points_file: Path | None, only: str, workers: int | None, as_json: bool) -> None:
+def fidelity(points_file: Path | None, only: str, workers: int | None, ray: str | None, as_json: bool) -> None:
     """Replay published benchmark points through the engine model and compare (your own file with --points)."""
     from telemetry_gen.fidelity.harness import (
         POINTS_PATH,
@@ -139,7 +146,8 @@ def fidelity(points_file: Path | None, only: str, workers: int | None, as_json: 
         raise CommandError(exc.problems[0], diagnostics=exc.problems, as_json=as_json) from None
     if not chosen:
         fail(f"no point of {path} has {only!r} in its name", as_json=as_json)
-    result = run_fidelity(chosen, workers)
+    require_ray(ray)
+    result = run_fidelity(chosen, workers, ray=ray)
     result = {"ok": True, "points_file": str(path), "only": only or None, **result}
     if as_json:
         emit(result)

@@ -22,7 +22,8 @@ Its parts, each re-exported here:
 - `play`: one game: the library, the variant, the telemetry, the session and every action on it (also as
   the `Game` object), the mitigation after the diagnosis (`act`, `mitigation_actions`, `mitigation_score`:
   docs/mitigation.md), the debrief;
-- `shelf`: the library as the picker shows it and the player's record (unfinished sessions, best scores);
+- `shelf`: the library as the picker shows it and the player's record (unfinished sessions, best scores,
+  saved queries);
 - `review`: a game read back: a transcript loaded, scored again, replayed on fresh telemetry; a score as text;
   every unfinished session on the machine;
 - `telemetry`: the telemetry outside a game: a variant's tables as Parquet, and (for authors; it spoils the
@@ -161,6 +162,7 @@ from game.api.rounds import (
     time_up,
 )
 from game.api.shelf import (
+    SAVED_NAME_CHARS,
     SOLVED_SCORE,
     Coverage,
     LibraryEntry,
@@ -172,6 +174,7 @@ from game.api.shelf import (
     coverage,
     filter_library,
     find_session,
+    forget_query,
     history,
     incident_of_the_day,
     library_files,
@@ -181,6 +184,8 @@ from game.api.shelf import (
     player_record,
     preselected,
     random_incident,
+    save_query,
+    saved_queries,
     session_entry,
     sessions,
     solved,
@@ -200,6 +205,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PLAYER_LIMITS",
     "ROW_CAP",
+    "SAVED_NAME_CHARS",
     "SOLVED_SCORE",
     "TABLE_COLUMNS",
     "TRUTH_WORLD",
@@ -261,6 +267,7 @@ __all__ = [
     "filter_library",
     "find_incident",
     "find_session",
+    "forget_query",
     "glance",
     "hand_in",
     "hand_in_terms",
@@ -311,7 +318,9 @@ __all__ = [
     "round_times",
     "run_query",
     "save_draft",
+    "save_query",
     "save_round_times",
+    "saved_queries",
     "score_hand_in",
     "score_text",
     "score_transcript",

@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from game.rules.library import LibraryEntry
+from game.session.saved_queries import MAX_NAME_CHARS
+
+SAVED_NAME_CHARS = MAX_NAME_CHARS
+"""The longest name a saved query may have, characters (a front end's input box stops there)."""
 
 if TYPE_CHECKING:
     import random
@@ -20,6 +24,7 @@ if TYPE_CHECKING:
 
     from game.session import Event, SessionSummary
     from game.session.hypotheses import Shown
+    from game.session.saved_queries import SavedQuery
     from incidents.spec import Incident
 
 __all__ = [
@@ -342,3 +347,46 @@ def history(player: str | None, root: Path | None = None) -> list[PastSession]:
                                  sum(1 for e in t.events if e.kind == QUERY), path))
     found.sort(key=lambda p: (p.submitted or p.started or 0.0, p.session_id), reverse=True)
     return found
+
+
+# ---------------------------------------------------------------- saved queries
+
+
+def saved_queries(player: str, root: Path | None = None) -> list[SavedQuery]:
+    """`player`'s saved queries under `root` (default: the data folder), in the order saved: offered in every
+    incident (the editor's snippet menu, line mode's `saved`). Running one is a query like any other. Raises
+    SessionError when the file cannot be read back (it is left as it is)."""
+    from game.session import SessionError, data_dir
+    from game.session.saved_queries import SavedQueryError
+    from game.session.saved_queries import saved_queries as read
+
+    try:
+        return read(root or data_dir(), player)
+    except SavedQueryError as exc:
+        raise SessionError(str(exc)) from None
+
+
+def save_query(player: str, name: str, sql: str, root: Path | None = None) -> tuple[SavedQuery, bool]:
+    """Save `sql` as `name` for `player` (a name saved before, in any case, is replaced): (the query, whether
+    it replaced one). Saving costs nothing and scores nothing. Raises SessionError, with a hint, on a bad name,
+    an empty or too long query, a full list or an unreadable file; nothing is written then."""
+    from game.session import SessionError, data_dir
+    from game.session.saved_queries import SavedQueryError
+    from game.session.saved_queries import save_query as save
+
+    try:
+        return save(root or data_dir(), player, name, sql)
+    except SavedQueryError as exc:
+        raise SessionError(str(exc)) from None
+
+
+def forget_query(player: str, name: str, root: Path | None = None) -> SavedQuery:
+    """Delete `player`'s saved query called `name` (any case). Raises SessionError when there is none."""
+    from game.session import SessionError, data_dir
+    from game.session.saved_queries import SavedQueryError
+    from game.session.saved_queries import forget_query as forget
+
+    try:
+        return forget(root or data_dir(), player, name)
+    except SavedQueryError as exc:
+        raise SessionError(str(exc)) from None

@@ -42,7 +42,8 @@ MORE_HINT = "type more to see them"
 """Said after a page of rows when the result has more."""
 
 COMMANDS = ("schema", "hypotheses", "rank", "pin", "unpin", "note", "queries", "more", "hint", "briefing", "updates",
-            "time", "submit", "help", "quit", "exit", "snippets", "snippet", "history", "debrief", "\\x")
+            "time", "submit", "help", "quit", "exit", "snippets", "snippet", "save", "saved", "forget", "history",
+            "debrief", "\\x")
 
 SQL_STARTS = ("select", "with", "from", "describe", "desc", "show", "summarize", "explain", "values", "table",
               "pivot", "unpivot")
@@ -98,6 +99,9 @@ def help_text(board: Sequence[ShownHypothesis] = ()) -> str:
         (f"note {first} some text", "write a note on a hypothesis"),
         ("queries", "list your queries"),
         ("snippets", "good first queries, numbered; snippet 2 runs the second (it counts as a query)"),
+        ("save NAME", "save your last query (or: save NAME: SQL) under NAME, for every incident you play"),
+        ("saved", "your saved queries, numbered; saved 2 runs the second (it counts as a query)"),
+        ("forget NAME", "delete a saved query (its name or number)"),
         ("more", f"the next {SHOWN_ROWS} rows of the last result (a query returns at most {ROW_CAP} rows)"),
         ("\\x", "expanded display on or off: each row as column | value lines, every value in full"),
         ("hint", "take the next hint (costs points)"),
@@ -363,6 +367,9 @@ class PlainGame:
             "help": lambda _: self.say(help_text(self.session.board)),
             "snippets": self._snippets,
             "snippet": self._snippets,
+            "save": self._save,
+            "saved": self._saved,
+            "forget": self._forget,
             "history": self._history,
             "debrief": self._past_debrief,
             "\\x": self._expanded,
@@ -480,6 +487,47 @@ class PlainGame:
         sql = menu[int(word) - 1].sql.strip()
         self.say(" ".join(sql.split()))
         self._query(sql)
+
+    def _save(self, rest: str) -> None:
+        """`save NAME` keeps the last query run as NAME; `save NAME: SQL` keeps SQL. Saving is free."""
+        name, colon, sql = rest.partition(":")
+        if not colon:
+            queries = self.session.queries
+            if not queries:
+                raise api.SessionError("no query to save yet: run one, then save NAME (or save NAME: SQL)")
+            sql = str(queries[-1].data["sql"])
+        query, replaced = api.save_query(self.session.header.player, name, sql, self.transcript_root)
+        self.say(f"{'Replaced' if replaced else 'Saved'} \"{query.name}\": saved (lists them, saved N runs one) "
+                 "offers it in every incident.")
+
+    def _saved(self, rest: str) -> None:
+        """`saved`: the player's saved queries, numbered; `saved N` runs number N (a query like any other)."""
+        mine = api.saved_queries(self.session.header.player, self.transcript_root)
+        if not mine:
+            raise api.SessionError("no saved queries yet: save NAME keeps your last query")
+        if not rest:
+            for number, saved in enumerate(mine, start=1):
+                self.say(f"{number}. {saved.name}")
+                self.say("\n".join(f"     {line}" for line in saved.sql.splitlines()))
+            self.say(f"Run one with: saved N (1-{len(mine)}); it counts as a query.")
+            return
+        if not rest.isdigit() or not 1 <= int(rest) <= len(mine):
+            raise api.SessionError(f"no saved query {rest[:20]!r}: write saved N with N from 1 to {len(mine)}")
+        sql = mine[int(rest) - 1].sql
+        self.say(" ".join(sql.split()))
+        self._query(sql)
+
+    def _forget(self, rest: str) -> None:
+        """`forget NAME` (or its number in `saved`) deletes a saved query."""
+        player = self.session.header.player
+        name = rest
+        if rest.isdigit():
+            mine = api.saved_queries(player, self.transcript_root)
+            if not 1 <= int(rest) <= len(mine):
+                raise api.SessionError(f"no saved query {rest[:20]!r}: saved lists them with their numbers")
+            name = mine[int(rest) - 1].name
+        gone = api.forget_query(player, name, self.transcript_root)
+        self.say(f"Forgot \"{gone.name}\".")
 
     def _history(self, rest: str) -> None:
         """`history`: the player's finished sessions, numbered for `debrief N`, most recent first."""

@@ -3,7 +3,7 @@ full. Each fits an 80x24 terminal: one-line (compact) buttons, heights that give
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Group
@@ -18,10 +18,11 @@ from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from tui.actions import help_sections
-from tui.text import bounded, editable, literal, template
+from tui.text import bounded, editable, literal, one_line, template
 from tui.widgets.safe_text import SafeTextArea
 
 if TYPE_CHECKING:
+    from game.session.saved_queries import SavedQuery
     from incidents.snippets import Snippet
 
 MAX_DETAIL_CHARS = 1_000_000
@@ -170,6 +171,43 @@ def clean_player_name(text: str) -> str | None:
     return name
 
 
+class QueryNameScreen(ModalScreen[str | None]):
+    """Name the editor's query to save it (offered by F3 in every incident). Enter saves through `save`, which
+    returns None when it worked or why not (said under the box, which stays open); Escape cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "cancel", "Cancel")]
+
+    def __init__(self, sql: str, save: Callable[[str], str | None], max_chars: int) -> None:
+        super().__init__()
+        self.sql = sql
+        self.save = save
+        self.max_chars = max_chars
+
+    def compose(self) -> ComposeResult:
+        first = " ".join(self.sql.split())
+        with Vertical(id="query-name-dialog", classes="dialog"):
+            yield Label("Save this query as (F3 offers it in every incident):")
+            yield Static(literal(first, 300), id="query-name-sql", markup=False)
+            yield Input(max_length=self.max_chars, placeholder="a few words that say what it shows",
+                        id="query-name")
+            yield Static("", id="query-name-problem", markup=False)
+            yield Label("Enter saves (the same name replaces it) · Escape cancels", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    @on(Input.Submitted, "#query-name")
+    def _submitted(self, event: Input.Submitted) -> None:
+        problem = self.save(event.value)
+        if problem is None:
+            self.dismiss(" ".join(event.value.split()))
+        else:
+            self.query_one("#query-name-problem", Static).update(one_line(problem, 300))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class PlayerNameScreen(ModalScreen[str | None]):
     """Ask who is playing (a browser tab of `servedrill serve` has no $USER of its own); Enter keeps the
     name, Escape keeps the suggested one."""
@@ -253,27 +291,39 @@ class RowDetailScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
+SAVED_MARK = "★ "
+"""Before a saved query's name in the snippet menu: the player's own, below the starting points."""
+
+
 class SnippetScreen(ModalScreen[str | None]):
-    """Pick a starting query; Enter puts it in the editor."""
+    """Pick a starting query or one of the player's saved queries; Enter puts it in the editor. Names are the
+    player's text: shown literally (no markup)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [("escape", "cancel", "Cancel")]
 
-    def __init__(self, snippets: Sequence[Snippet]) -> None:
+    def __init__(self, snippets: Sequence[Snippet], saved: Sequence[SavedQuery] = ()) -> None:
         super().__init__()
         self.snippets = list(snippets)
+        self.saved = list(saved)
 
     def compose(self) -> ComposeResult:
+        options: list[Option | None] = [Option(literal(s.title, 200), id=f"snippet:{i}")
+                                        for i, s in enumerate(self.snippets)]
+        if self.saved:
+            options.append(None)  # a rule between the starting points and the player's own
+            options += [Option(literal(SAVED_MARK + q.name, 82), id=f"saved:{i}") for i, q in enumerate(self.saved)]
         with Vertical(id="snippet-dialog", classes="dialog"):
-            yield Label("Start from a snippet (Enter inserts, Escape cancels)")
-            yield OptionList(*[Option(s.title, id=s.key) for s in self.snippets], id="snippet-list")
+            yield Label("Start from a snippet or a saved query (Enter inserts, Escape cancels; alt+s saves the "
+                        "editor's query)")
+            yield OptionList(*options, id="snippet-list", markup=False)
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()
 
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:
-        chosen = next(s for s in self.snippets if s.key == event.option.id)
-        self.dismiss(chosen.sql)
+        kind, _, index = (event.option.id or "").partition(":")
+        self.dismiss(self.saved[int(index)].sql if kind == "saved" else self.snippets[int(index)].sql)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -41,7 +41,7 @@ from tui.formatting import one_line
 from tui.messages import QueryDone, QueryRefused, SchemaLoaded
 from tui.plotting import Marker, epoch_seconds
 from tui.resultview import ResultView, from_event, from_result
-from tui.screens.dialogs import ChoiceScreen, ConfirmScreen, NoteScreen, SnippetScreen
+from tui.screens.dialogs import ChoiceScreen, ConfirmScreen, NoteScreen, QueryNameScreen, SnippetScreen
 from tui.text import clean, literal, template
 from tui.widgets.board import HypothesisBoard
 from tui.widgets.keybar import KeyBar
@@ -529,7 +529,35 @@ class WorkspaceScreen(Screen[None]):
                 editor.recall(sql)  # the snippet replaces the editor's text (ctrl+z brings it back)
                 editor.focus()
 
-        self.app.push_screen(SnippetScreen(api.snippets(self.session.incident)), insert)
+        try:
+            saved = api.saved_queries(self.session.header.player, self.served.data_root)
+        except api.SessionError as exc:  # an unreadable file of saved queries: said, the snippets still offered
+            saved = []
+            self.notice(one_line(str(exc), 500), key="saved", severity="error", timeout=None)
+        self.app.push_screen(SnippetScreen(api.snippets(self.session.incident), saved), insert)
+
+    def action_save_query(self) -> None:
+        sql = self.query_one(SqlEditor).text.strip()
+        if not sql:
+            self.notice("Type a query first: alt+s saves the editor's query.", key="saved", severity="warning",
+                        timeout=5)
+            return
+        player, root = self.session.header.player, self.served.data_root
+
+        def save(name: str) -> str | None:
+            try:
+                api.save_query(player, name, sql, root)
+            except api.SessionError as exc:
+                return str(exc)
+            return None
+
+        def saved(name: str | None) -> None:
+            if name:
+                self.notice(f"Saved as \u201c{one_line(name, 80)}\u201d: F3 offers it in every incident.",
+                            key="saved", timeout=5)
+            self.query_one(SqlEditor).focus()
+
+        self.app.push_screen(QueryNameScreen(sql, save, api.SAVED_NAME_CHARS), saved)
 
     # ------------------------------------------------------------ board
 

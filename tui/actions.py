@@ -112,7 +112,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("workspace", "toggle_view", "f2", "Table/Plot", "Switch the result between table and plot."),
     Command("workspace", "snippets", "f3", "Snippets", "Insert a starting query or one of your saved queries."),
     Command("workspace", "save_query", "alt+s", "Save query",
-            "Save the editor's query under a name: F3 offers it in every incident you play."),
+            "Save the editor's query under a name: F3 offers it in every incident you play.", show=False),
     Command("workspace", "show_updates", "f4", "Updates",
             "Show the updates feed: injects, the interviewer's messages, hints."),
     Command("workspace", "save_ranking", "ctrl+s", "Save ranking",

@@ -66,3 +66,21 @@ def test_list_table_marks_best_and_new_and_unsolved_filters(played: Path) -> Non
     assert "tester: solved 1 of 2 incidents" in text
     data = json.loads(run("list", "--library", str(played), "--json", "--player", "tester", "--unsolved").stdout)
     assert [inc["id"] for inc in data["incidents"]] == ["slow-decode"]
+
+
+def test_history_lists_the_players_finished_sessions_in_text_and_json(played: Path) -> None:
+    data = json.loads(run("history", "--player", "tester", "--json").stdout)
+    [past] = data["sessions"]
+    assert data["ok"] is True and data["player"] == "tester"
+    assert (past["session_id"], past["incident"], past["score"], past["solved"]) == ("tui-mini-fixed", "tui-mini",
+                                                                                    82.5, True)
+    assert past["queries"] >= 1 and Path(past["transcript"]).is_file()
+    text = run("history", "--player", "tester").output
+    assert "82.5 solved" in text and "Reopen a debrief in the terminal" in text
+    # someone else has finished nothing; every player's list has tester's
+    assert json.loads(run("history", "--player", "nobody", "--json").stdout)["sessions"] == []
+    assert "No finished sessions yet" in run("history", "--player", "nobody").output
+    everyone = json.loads(run("history", "--all-players", "--json").stdout)
+    assert everyone["player"] is None and [p["player"] for p in everyone["sessions"]] == ["tester"]
+    both = run("history", "--player", "x", "--all-players", "--json")
+    assert both.exit_code != 0 and json.loads(both.stdout)["ok"] is False

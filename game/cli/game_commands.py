@@ -300,7 +300,31 @@ def _autoplay_sweep(incident: str, strategy: str, seeds: str | None, player_seed
         sys.exit(1)
 
 
-COMMANDS: tuple[click.Command, ...] = (play_cmd, resume_cmd, score_cmd, replay_cmd, autoplay_cmd,)
+@click.command("history", cls=GuardedCommand)
+@click.option("--player", default=None, help="Whose finished sessions (default $USER).")
+@click.option("--all-players", is_flag=True, help="Every player's finished sessions in this data folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def history_cmd(player: str | None, all_players: bool, as_json: bool) -> None:
+    """Your finished sessions, most recent first: incident, score, date, time taken, queries (the terminal's
+    F4 history; `servedrill score TRANSCRIPT` re-scores one)."""
+    from game.frontends.line_mode import history_text
+
+    if all_players and player is not None:
+        raise CommandError("--player and --all-players: give one of them")
+    who = None if all_players else _player(player)
+    past = api.history(who)
+    if as_json:
+        emit({"ok": True, "player": who, "sessions": [
+            {"session_id": p.session_id, "incident": p.incident_id, "title": p.title, "player": p.player,
+             "seed": p.seed, "started": p.started, "submitted": p.submitted, "taken_s": p.taken_s,
+             "score": p.score, "solved": p.solved, "queries": p.queries, "transcript": str(p.transcript)}
+            for p in past]})
+        return
+    click.echo(history_text(past, reopen="Reopen a debrief in the terminal (F4 in the picker), or in line mode "
+                                         "(history, then debrief N)"))
+
+
+COMMANDS: tuple[click.Command, ...] = (play_cmd, resume_cmd, history_cmd, score_cmd, replay_cmd, autoplay_cmd,)
 """The commands of this module, in the order `servedrill --help` lists them."""
 
 

@@ -686,16 +686,17 @@ def scoring_progress(say: Callable[[str], None]) -> Callable[[str, int, int], No
     return progress
 
 
-def history_text(past: Sequence[PastSession], width: int | None = None, cell_chars: int | None = None) -> str:
-    """The finished sessions `game.api.history` found, numbered for `debrief N`, as a table (or a line
-    saying there are none yet)."""
+def history_text(past: Sequence[PastSession], width: int | None = None, cell_chars: int | None = None,
+                 reopen: str = "Reopen a debrief with: debrief N") -> str:
+    """The finished sessions `game.api.history` found, numbered for `debrief N`, as a table and the `reopen`
+    line (or a line saying there are none yet)."""
     if not past:
         return "No finished sessions yet: a session you submit is listed here, its debrief one command away."
     rows = [(str(n), p.title, "-" if p.score is None else f"{p.score:.1f}" + (" solved" if p.solved else ""),
              p.date, _taken(p.taken_s), str(p.queries)) for n, p in enumerate(past, start=1)]
     table = format_table(["#", "incident", "score", "date (UTC)", "time", "queries"], rows, max_rows=None,
                          width=width, cell_chars=cell_chars)
-    return table + "\nReopen a debrief with: debrief N"
+    return table + "\n" + reopen
 
 
 def say_past_debrief(past: Sequence[PastSession], rest: str, say: Callable[[str], None]) -> None:

@@ -104,7 +104,7 @@ def test_interviewer_screen(tui_env: Path, snap_compare: Any) -> None:
 
 # ---------------------------------------------------------------- 80x24 first, and a big terminal
 
-SIZES = {"80x24": (80, 24), "200x60": (200, 60)}
+SIZES = {"80x24": (80, 24), "120x36": (120, 36), "200x60": (200, 60)}
 PLOT_SQL = ("SELECT time_bucket(INTERVAL '30 seconds', ts) AS t, replica, avg(prefill_s) AS prefill "
             "FROM requests WHERE status = 'ok' GROUP BY ALL ORDER BY t, replica")
 
@@ -131,7 +131,7 @@ SCENES = ("picker", "workspace-table", "workspace-plot", "board", "submit", "deb
 @pytest.mark.parametrize("size", list(SIZES), ids=list(SIZES))
 @pytest.mark.parametrize("scene", SCENES)
 def test_screen_at_size(tui_env: Path, snap_compare: Any, scene: str, size: str) -> None:
-    """Every screen of a game at 80x24 (what the layout is designed for) and at 200x60."""
+    """Every screen of a game at 80x24 (what the layout is designed for), 120x36 and 200x60."""
     if scene == "picker":
         app = make_app(tui_env, steady=True)
 

@@ -370,10 +370,9 @@ def test_the_submit_dialog_says_pins_count_both_ways() -> None:
 def _scope_classes() -> dict[str, type]:
     from tui.app import ServedrillApp
     from tui.screens.briefing import BriefingScreen
-    from tui.screens.debrief import DebriefScreen
-    from tui.screens.picker import PickerScreen
-    from tui.screens.debrief import PastDebriefScreen
+    from tui.screens.debrief import DebriefScreen, PastDebriefScreen
     from tui.screens.history import HistoryScreen
+    from tui.screens.picker import PickerScreen
     from tui.screens.submit import SubmitScreen
     from tui.screens.workspace import WorkspaceScreen
     from tui.widgets.board import HypothesisBoard

@@ -50,6 +50,9 @@ class Router:
         self.sticky_hot: frozenset[int] = frozenset()
         self.sticky_share = -1.0
         self.pins: dict[str, int] = {}
+        # replicas taken out of the pool (fault router_drain, the `drain` action): never chosen, pinned or
+        # not; what they hold finishes
+        self.drained: frozenset[int] = frozenset()
 
     def set_skew(self, replicas: tuple[int, ...], share: float) -> None:
         """Send `share` of all arrivals to `replicas` (indices) and the rest to the others; share < 0 ends it."""
@@ -65,9 +68,13 @@ class Router:
         self.sticky_share = share
         self.pins = {}
 
+    def set_drained(self, replicas: tuple[int, ...]) -> None:
+        """Take `replicas` (indices) out of the pool (an empty tuple puts every one back)."""
+        self.drained = frozenset(replicas)
+
     def _routable(self, r: Replica) -> bool:
         # a crashed replica keeps receiving traffic until the health check notices
-        return r.state == "up" or (r.state == "down" and not r.noticed_down)
+        return (r.state == "up" or (r.state == "down" and not r.noticed_down)) and r.index not in self.drained
 
     def choose(self, req: Request) -> tuple[Replica | None, str]:
         """Return (replica, route) with route "primary" or "fallback"; (None, ...) if nothing can serve."""
@@ -108,9 +115,12 @@ class Router:
         best_load = 1 << 60
         start = self._rr
         self._rr = (start + 1) % n  # rotate ties so no replica is favoured
+        drained = self.drained
         for r in reps[start:] + reps[:start]:
             state = r.state
             if state != "up" and (state != "down" or r.noticed_down):  # not self._routable(r), inlined
+                continue
+            if drained and r.index in drained:
                 continue
             sched = r.sched
             load = len(sched.prefilling) + len(sched.decoding) + len(sched.waiting)  # r.outstanding

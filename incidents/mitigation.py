@@ -39,6 +39,14 @@ USAGE: dict[str, str] = {
     "shed": "shed TENANT",
 }
 _REPLICA_RE = re.compile(r"^vllm-(\d+)$")
+NOT_SETTABLE: dict[str, str] = {
+    "spec_acceptance_rate": "how many draft tokens the model accepts follows from the traffic and the draft model, "
+                            "not from a flag: lower num_speculative_tokens (or set it to 0) instead",
+    "tensor_parallel_size": "a replica's GPU count is the fleet's, not a flag on call: drain or restart instead",
+    "pipeline_parallel_size": "a replica's GPU count is the fleet's, not a flag on call: drain or restart instead",
+}
+"""Engine-config fields the model simulates but an on-call engineer cannot set (a property of the traffic or
+of the hardware): `set` refuses them, with what to do instead."""
 
 
 class ActionError(ValueError):
@@ -149,6 +157,9 @@ def parse_action(text: str) -> Action:
                 raise ActionError(f"unknown engine knob {name!r}", column=c,
                                   hint=("did you mean " + " or ".join(repr(k) for k in close) + "?") if close
                                   else "engine knobs: " + ", ".join(ENGINE_KNOBS))
+            if name in NOT_SETTABLE:
+                raise ActionError(f"{name} is not a setting an on-call engineer can change", column=c,
+                                  hint=NOT_SETTABLE[name])
             knobs.append((name, _parse_value(name, raw, c + len(name) + 1)))
         issues = check_knobs(dict(knobs))
         if issues:

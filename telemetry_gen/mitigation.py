@@ -118,9 +118,17 @@ def compile_actions(inc: Incident, actions: list[Action], decision_s: float) -> 
             out.append(Fault("config_change", decision_s, None, scope, 1.0, {}))
         elif action.verb == "drain":
             assert action.replica is not None
-            out.append(Fault("router_skew", decision_s, None, (action.replica,), 1.0, {"share": 0.0}))
+            out.append(Fault("router_drain", decision_s, None, (action.replica,), 1.0, {}))
         elif action.verb == "router":
             out.append(Fault("router_policy", decision_s, None, None, 1.0, {"policy": action.policy}))
+            # a load balancer's policy setting replaces its session affinity: pins in force end with it
+            for i, f in enumerate(out):
+                if f.kind == "sticky_sessions" and f.start_s < decision_s and (f.end_s is None or f.end_s > decision_s):
+                    out[i] = replace(f, end_s=decision_s)
+    drained = {a.replica for a in actions if a.verb == "drain"}
+    if len(drained) >= n:
+        raise ActionError(f"draining all {n} replicas leaves nothing to serve the traffic",
+                          hint="drain the replicas that are at fault; the others take their share")
     return out
 
 

@@ -236,6 +236,8 @@ def events_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
             rows.append(_ev(e.t, e.replica, "crash", "vllm", "engine failed to start"))
         elif e.kind in ("router_policy", "fallback_policy"):
             rows.append(_ev(e.t, "", "config_change", "router", e.kind, str(d.get("old")), str(d.get("new"))))
+        elif e.kind == "router_drain":  # the replica out of the pool (true) or back in (false)
+            rows.append(_ev(e.t, e.replica, "config_change", "router", "drained", str(d.get("old")), str(d.get("new"))))
     for x in ctx.external_events:
         rows.append(_ev(x.t, x.replica, x.kind, x.component, x.detail, x.old_value, x.new_value))
     df = pd.DataFrame(rows, columns=["t", "replica", "kind", "component", "detail", "old_value", "new_value"])

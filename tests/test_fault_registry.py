@@ -74,6 +74,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "model_rollout": {"params": {"version": "v2", "output_scale": 1.5}, "scope": {"replicas": [0]}},
     "moe_imbalance": {"params": {"skew": 3.0}},  # on the MoE fleet: see `data`
     "replica_crash": {"scope": {"replicas": [0]}},
+    "router_drain": {"scope": {"replicas": [0]}},
     "router_policy": {"params": {"policy": "round_robin"}},
     "router_skew": {"params": {"share": 0.8}, "scope": {"replicas": [0]}},
     "seeds_unpinned": {"scope": {"replicas": [0]}},
@@ -325,6 +326,24 @@ def test_sticky_sessions_pin_every_tenant_to_one_replica() -> None:
     late = {r for t, tenant, r in zip(ended.requests["arrival_s"], ended.requests["tenant"], ended.requests["replica"],
                                       strict=True) if t >= 60.0 and tenant == "t0"}
     assert len(late) == 4
+
+
+def test_a_drained_replica_gets_no_request_pinned_or_not_and_drains_combine() -> None:
+    sticky = Fault("sticky_sessions", 20.0, None, None, 1.0, {"key": "tenant"})
+    drains = [Fault("router_drain", 50.0, None, (1,), 1.0, {}), Fault("router_drain", 50.0, None, (2,), 1.0, {})]
+    run = simulate(_fleet(4), _requests(n=600, rps=6.0, tenants=12), [sticky, *drains], 100.0)
+    after = [(tenant, r) for t, tenant, r in zip(run.requests["arrival_s"], run.requests["tenant"],
+                                                 run.requests["replica"], strict=True) if t >= 50.5]
+    assert after and {r for _, r in after} <= {"vllm-0", "vllm-3"}  # both drains hold; pins moved off them
+    pinned = {}
+    for tenant, r in after:
+        pinned.setdefault(tenant, set()).add(r)
+    assert all(len(reps) == 1 for reps in pinned.values())  # still pinned, to a replica in the pool
+    back = simulate(_fleet(4), _requests(n=600, rps=6.0, tenants=12),
+                    [Fault("router_drain", 20.0, 50.0, (1,), 1.0, {})], 100.0)
+    during = {r for t, r in zip(back.requests["arrival_s"], back.requests["replica"], strict=True) if 20.5 <= t < 50}
+    late = {r for t, r in zip(back.requests["arrival_s"], back.requests["replica"], strict=True) if t >= 51}
+    assert "vllm-1" not in during and "vllm-1" in late  # back in the pool when the drain ends
 
 
 def test_sticky_share_skews_how_many_clients_land_on_the_scoped_replica() -> None:

@@ -68,6 +68,8 @@ def test_set_parses_each_knob_to_its_type() -> None:
     ("router fastest", 8, "unknown router policy", "least_outstanding"),
     ("restart", 9, "restart needs an argument", "restart vllm-N"),
     ("", 1, "no action given", "rollback"),
+    ("set spec_acceptance_rate=0.75", 5, "not a setting an on-call engineer can change", "num_speculative_tokens"),
+    ("set max_num_seqs=64 tensor_parallel_size=2", 21, "not a setting", "drain or restart"),
 ])
 def test_a_bad_action_says_where_and_what_to_write(text: str, column: int, message: str, hint: str | None) -> None:
     with pytest.raises(ActionError) as caught:
@@ -135,7 +137,7 @@ def test_actions_compile_to_the_engines_own_changes_at_the_decision(ttft: Incide
                                    parse_action("set max_num_seqs=64")], 1800.0)
     deploys = [f for f in faults if f.kind == "config_change" and f.start_s < 1800.0]
     assert deploys and all(f.end_s == 1800.0 for f in deploys)  # the rollout and its max_num_seqs noise end
-    assert any(f.kind == "router_skew" and f.replicas == (2,) and f.params == {"share": 0.0} for f in faults)
+    assert any(f.kind == "router_drain" and f.replicas == (2,) and f.start_s == 1800.0 for f in faults)
     assert any(f.kind == "config_change" and f.start_s == 1800.0 and f.params == {"max_num_seqs": 64}
                for f in faults)
     plain = load_incident(LIBRARY / "one-slow-replica.yaml", 0)
@@ -249,6 +251,20 @@ def test_shedding_a_tenant_drops_its_requests_from_the_decision_on() -> None:
     assert (probes["ts"] > t0 + pd.Timedelta(seconds=200)).any()  # the probes still run after it
     with pytest.raises(ActionError, match="no tenant 'acme'"):
         build_mitigated(inc, 0, [parse_action("shed acme")], horizon_s=300)
+
+
+def test_a_router_policy_ends_session_affinity_and_draining_every_replica_is_refused() -> None:
+    hot = load_incident(LIBRARY / "one-replica-runs-hot.yaml", 0)
+    end = hot.window.duration_s
+    before = [f for f in compile_actions(hot, [], end) if f.kind == "sticky_sessions"]
+    assert before and all(f.end_s is None or f.end_s > end for f in before)
+    after = compile_actions(hot, [parse_action("router least_outstanding")], end)
+    assert [f.end_s for f in after if f.kind == "sticky_sessions"] == [end] * len(before)
+    assert any(f.kind == "router_policy" and f.start_s == end for f in after)
+    mini = load_incident(Path(__file__).parent / "data" / "incidents" / "tui-mini.yaml", 0)
+    compile_actions(mini, [parse_action("drain vllm-0")], 200.0)  # one of two: the other serves
+    with pytest.raises(ActionError, match="draining all 2 replicas leaves nothing"):
+        compile_actions(mini, [parse_action("drain vllm-0"), parse_action("drain vllm-1")], 200.0)
 
 
 def test_the_validator_points_at_a_bad_action_and_a_recovery_window_inside_the_window() -> None:

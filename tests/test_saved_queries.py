@@ -17,7 +17,7 @@ from test_tui_support import investigating_events, journal, make_app, run_async,
 from game import api
 from game.frontends.line_mode import PlainGame
 from game.session import Session
-from game.session.saved_queries import MAX_SAVED, MAX_SQL_CHARS, saved_path
+from game.session.saved_queries import MAX_NAME_CHARS, MAX_SAVED, MAX_SQL_CHARS, saved_path
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database
 
@@ -43,6 +43,10 @@ def test_saved_in_order_replaced_by_name_in_any_case_and_forgotten(tmp_path: Pat
     assert [q.name for q in api.saved_queries("ada", tmp_path)] == ["P99 PER REPLICA"]
     with pytest.raises(api.SessionError, match="no saved query is called 'nope'"):
         api.forget_query("ada", "nope", tmp_path)
+
+
+def test_the_apis_name_bound_is_the_stores() -> None:
+    assert api.SAVED_NAME_CHARS == MAX_NAME_CHARS
 
 
 def test_players_keep_their_own_lists(tmp_path: Path) -> None:

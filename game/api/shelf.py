@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from game.rules.library import LibraryEntry
-from game.session.saved_queries import MAX_NAME_CHARS
 
-SAVED_NAME_CHARS = MAX_NAME_CHARS
-"""The longest name a saved query may have, characters (a front end's input box stops there)."""
+SAVED_NAME_CHARS = 60
+"""The longest name a saved query may have, characters (a front end's input box stops there): the store's
+MAX_NAME_CHARS, written out so that importing the API does not import the session package (a test holds
+them equal)."""
 
 if TYPE_CHECKING:
     import random

@@ -143,11 +143,10 @@ def _round(number: int | None, games: Sequence[tuple[Entry | None, Transcript]],
 def _path(assessor: Assessor, entry: Entry | None, t: Transcript, deadline: float) -> PlayerPath:
     """One player's path: each query's evidence re-run (within `deadline`), the score on it, the beliefs."""
     from game.api.shelf import solved
-    from game.reports.review_report import NAME_CHARS, NOTE_CHARS, SQL_CHARS, Belief, Note, PlayerPath, Step
+    from game.reports.review_report import NAME_CHARS, NOTE_CHARS, SQL_CHARS, Belief, Note, PlayerPath, Step, bounded
     from game.rules.assess import queries_of
     from game.rules.scoring import score
     from game.session import HINT, NOTE, RANK, START, SUBMIT
-    from game.text import plain
 
     events = list(t.events)
     evidence = {i: assessor.assess(i, sql, deadline) for i, sql in queries_of(events)}
@@ -160,8 +159,8 @@ def _path(assessor: Assessor, entry: Entry | None, t: Transcript, deadline: floa
     truth = set(report.truth)
     sql_time = {int(e.data.get("index", 0)): e.time for e in events if e.kind == "query"}
     steps = [Step(q["index"], at(sql_time[q["index"]]) if q["index"] in sql_time else None,
-                  plain(evidence[q["index"]].sql, SQL_CHARS) if q["index"] in evidence else "", q["ok"], q["rows"],
-                  list(q["ruled_out"]), list(q["new"]), {k: plain(v, 500) for k, v in q["why"].items()},
+                  bounded(evidence[q["index"]].sql, SQL_CHARS) if q["index"] in evidence else "", q["ok"], q["rows"],
+                  list(q["ruled_out"]), list(q["new"]), {k: bounded(v, 500) for k, v in q["why"].items()},
                   bool(q.get("assessed", True))) for q in report.per_query]
     belief = []
     for e in events:
@@ -170,7 +169,7 @@ def _path(assessor: Assessor, entry: Entry | None, t: Transcript, deadline: floa
             if pairs:
                 belief.append(Belief(at(e.time) or 0.0, round(sum(c for h, c in pairs if h in truth), 2),
                                      [[h, c] for h, c in pairs], e.kind == SUBMIT))
-    notes = [Note(at(e.time), str(e.data.get("hypothesis", "")), plain(e.data.get("text", ""), NOTE_CHARS))
+    notes = [Note(at(e.time), str(e.data.get("hypothesis", "")), bounded(e.data.get("text", ""), NOTE_CHARS))
              for e in events if e.kind == NOTE]
     parts = {c.key: c.points for c in report.components}
     penalties = round(sum(c.points for c in report.components if c.group == "penalty"), 2)
@@ -182,10 +181,11 @@ def _path(assessor: Assessor, entry: Entry | None, t: Transcript, deadline: floa
         player, team, file, verified = t.header.player, None, str(t.path), False
         time_s = None if submit_at is None or start is None else round(submit_at - start, 1)
     return PlayerPath(
-        plain(player, NAME_CHARS), None if team is None else plain(team, NAME_CHARS), t.header.session_id, file,
+        bounded(player, NAME_CHARS), None if team is None else bounded(team, NAME_CHARS), t.header.session_id, file,
         verified, total,
         {"conclusion": parts.get("conclusion", 0.0), "evidence": parts.get("evidence", 0.0),
          "pins": parts.get("pins", 0.0), "penalties": penalties},
         report.queries, time_s, sum(1 for e in events if e.kind == HINT), report.hint_cost, report.submitted,
         report.submitted and solved(total), steps, belief, notes, dict(report.ruled_out),
-        [r for r in report.rivals if r not in report.ruled_out], all(bool(q.get("assessed", True)) for q in report.per_query))
+        [r for r in report.rivals if r not in report.ruled_out],
+        all(bool(q.get("assessed", True)) for q in report.per_query))

@@ -22,6 +22,7 @@ from markupsafe import Markup
 
 from game.reports.svgplot import step_chart_svg
 from game.reports.templates import render
+from game.text import plain
 
 NAME_CHARS = 64
 """A player's or team's name is cut to this many characters in a review."""
@@ -194,6 +195,12 @@ class Review:
                 "notices": self.notices}
 
 
+def bounded(text: Any, limit: int) -> str:
+    """Player-written (or data) text as a review holds it: one line, no control characters, at most `limit`
+    characters. Escaping is the renderer's (autoescape, or DuckDB's CSV quoting)."""
+    return plain(text, limit)
+
+
 # ---------------------------------------------------------------- writing
 
 
@@ -219,8 +226,6 @@ def _chart(r: RoundReview, p: PlayerPath, x_max: float) -> str:
 
 def format_text(review: Review) -> str:
     """The review as plain text for a terminal: per round, each player's queries and the evidence map."""
-    from game.text import plain
-
     out = [f"Review{': ' + plain(review.event, 200) if review.event else ''} ({review.source})"]
     for r in review.rounds:
         where = f"Round {r.round}: " if r.round else ""

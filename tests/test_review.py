@@ -263,20 +263,43 @@ def test_an_edited_transcript_is_not_reviewed(day: Path, cache: Path, tmp_path: 
 
 def test_one_interview_transcript_renders_the_same_review(cache: Path, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from game.reports.review_report import NAME_CHARS
+
     monkeypatch.setenv("SERVEDRILL_DATA", str(tmp_path / "data"))
-    session = _play(tmp_path / "data", "cand", GAMES["ana"])
+    name = "<b onmouseover=alert(2)>eve</b>" + "x" * 200  # an interview's candidate name is whatever was typed
+    session = _play(tmp_path / "data", name, [*GAMES["ana"][:-1], ("note", ("throttle", XSS + "y" * 3000)),
+                                              GAMES["ana"][-1]])
     transcript = session.export_transcript(tmp_path / "cand.json")
     review = api.transcript_review(transcript)
-    assert review.event is None and len(review.rounds) == 1
+    assert review.event is None and len(review.rounds) == 1 and review.complete
     [rnd] = review.rounds
     [cand] = rnd.players
-    assert cand.player == "cand" and cand.team is None and not cand.verified
+    assert cand.player.startswith("<b onmouseover") and len(cand.player) == NAME_CHARS
+    assert cand.team is None and not cand.verified and cand.time_s is not None
     assert [(s.index, s.ruled_out) for s in cand.steps] == [(1, ["kv-pressure"]), (2, ["overload"])]
-    assert rnd.nobody == ["bad-deploy"]
+    assert rnd.nobody == ["bad-deploy"] and rnd.round is None
+    assert max(len(n.text) for n in cand.notes) == 500
     page = render_html(review)
     assert "<script" not in page.lower() and page.count("<svg") == 1 and "nobody ruled it out" in page
+    assert "<b onmouseover" not in page and "&lt;b onmouseover=alert(2)&gt;eve" in page and XSS not in page
+    assert "y" * 500 not in page
     written = api.write_review(review, csv=tmp_path / "cand.csv")
-    assert written == [tmp_path / "cand.csv"] and "cand,," in (tmp_path / "cand.csv").read_text()
+    assert written == [tmp_path / "cand.csv"]
+    [row] = review.rows()
+    assert row["player"] == cand.player and row["round"] is None and row["queries"] == 2
+
+
+def test_the_review_is_bounded_by_its_budget(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query no scoring ran before is not re-run once the budget is spent: it rules out nothing, and the
+    review says so (as scoring does)."""
+    monkeypatch.setenv("SERVEDRILL_DATA", str(tmp_path / "data"))
+    novel = "SELECT replica, count(*) AS n FROM requests WHERE ttft_s > 0.123456 GROUP BY replica"
+    session = _play(tmp_path / "data", "cand", [("q", novel), ("submit", EVEN)])
+    review = api.transcript_review(session.export_transcript(tmp_path / "cand.json"), budget_s=0.0)
+    [cand] = review.rounds[0].players
+    assert not review.complete and not cand.complete and [s.assessed for s in cand.steps] == [False]
+    assert any("time budget" in n for n in review.notices)
+    assert "not re-run: the time budget was spent" in render_html(review)
 
 
 def test_a_bad_plan_is_a_one_line_error(tmp_path: Path) -> None:

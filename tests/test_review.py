@@ -317,3 +317,14 @@ def test_a_bad_plan_is_a_one_line_error(tmp_path: Path) -> None:
     good.write_text(PLAN.format(mini=MINI), encoding="utf-8")
     code, _, err = cli("gameday", "review", str(good))
     assert code == 1 and "no results folder" in err and "servedrill gameday collect" in err
+
+
+def test_the_json_keys_are_documented() -> None:
+    """docs/cli.md lists every top-level key `gameday review --json` prints (the set the CLI test checks)."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = text.split("### `servedrill gameday review FILE", 1)[1].split("\n### ", 1)[0]
+    keys = {line.split("|")[1].strip().strip("`") for line in section.splitlines()
+            if line.startswith("| `") and line.count("|") >= 3 and "`, `" not in line.split("|")[1]}
+    assert {"ok", "event", "source", "verified", "complete", "rows", "rounds", "skipped", "notices",
+            "written"} <= keys
+    assert all(f"`{c}`" in section for c, _ in ROW_COLUMNS)

@@ -10,7 +10,9 @@ the score and the debrief are (`game.rules.assess`: nothing it records about its
 assessor's cache (in memory per incident and seed, on disk per world and SQL) means a query the leaderboard
 has just re-run costs nothing again; what is new (a query not reached, the incident's reference queries
 for the evidence map) is done within one time budget for the whole review (`REVIEW_BUDGET_S`), and what
-the budget did not reach rules out nothing and says so (`Review.complete`).
+the budget did not reach rules out nothing and says so (`Review.complete`). The leaderboard's own scoring,
+before it, costs what `servedrill leaderboard` costs (each transcript within assessment's budget): on a
+folder `gameday collect` scored, the cache answers it.
 
 `transcript_review` is the same review of one transcript (an interview's candidate); `write_review`
 writes a review as HTML, CSV and Parquet; `review_text` as text. The types are

@@ -232,7 +232,8 @@ def format_text(review: Review) -> str:
         out.append(f"{where}{r.incident_id} (seed {r.seed}): {r.title}")
         out.append(f"  true cause: {', '.join(r.hypotheses.get(t, t) for t in r.truth)}")
         for p in r.players:
-            out.append(f"  {plain(p.player)} ({plain(p.team or '-')}): {p.score:.1f} points, {p.queries} queries, "
+            out.append(f"  {plain(p.player)} ({plain(p.team or '-')}): {p.score:.1f} points, "
+                       f"{p.queries} quer{'y' if p.queries == 1 else 'ies'}, "
                        f"time {_clock(p.time_s)}{'' if p.complete else ' (budget spent: not every query re-run)'}")
             for s in p.steps:
                 ruled = ", ".join(r.hypotheses.get(x, x) for x in s.ruled_out) or "nothing"

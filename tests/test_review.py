@@ -191,6 +191,9 @@ def test_the_evidence_map_and_the_rival_nobody_ruled_out(day: Path, cache: Path)
     assert offer is not None and offer["query"] == "signal prefill-by-replica" and "prefill" in offer["sql"]
     assert "vllm-0" in offer["why"]
     assert rnd.summary and rnd.settling_queries
+    # per team: blue (ana, ben) ruled out two rivals, red (dara) none
+    assert rnd.teams() == {"blue": {"ruled_out": ["overload", "kv-pressure"], "still_open": ["bad-deploy"]},
+                           "red": {"ruled_out": [], "still_open": ["overload", "bad-deploy", "kv-pressure"]}}
 
 
 def test_csv_and_parquet_read_back_as_the_json_rows(day: Path, cache: Path, tmp_path: Path) -> None:
@@ -203,7 +206,8 @@ def test_csv_and_parquet_read_back_as_the_json_rows(day: Path, cache: Path, tmp_
                         "written"}
     assert doc["written"] == [str(html_file), str(csv_file), str(parquet_file)]
     assert set(doc["rounds"][0]) == {"round", "incident", "seed", "title", "hypotheses", "truth", "summary",
-                                     "causal_chain", "settling_queries", "players", "evidence", "nobody_ruled_out"}
+                                     "causal_chain", "settling_queries", "players", "evidence", "teams",
+                                     "nobody_ruled_out"}
     assert doc["rounds"][0]["nobody_ruled_out"] == ["bad-deploy"]
     columns = [c for c, _ in ROW_COLUMNS]
     want = sorted((tuple(r[c] for c in columns) for r in doc["rows"]), key=str)

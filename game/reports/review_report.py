@@ -152,12 +152,25 @@ class RoundReview:
         """The rivals no player ruled out."""
         return [m.rival for m in self.evidence if m.nobody]
 
+    def teams(self) -> dict[str, dict[str, list[str]]]:
+        """Per team (a player without one: their own name), the rivals someone on it ruled out and those
+        nobody on it did, each in the incident's order."""
+        out: dict[str, dict[str, list[str]]] = {}
+        for p in self.players:
+            out.setdefault(p.team or p.player, {"ruled_out": [], "still_open": []})
+        for name, sides in out.items():
+            mine = [p for p in self.players if (p.team or p.player) == name]
+            for m in self.evidence:
+                ruled = any(m.rival in p.ruled_out for p in mine)
+                sides["ruled_out" if ruled else "still_open"].append(m.rival)
+        return dict(sorted(out.items()))
+
     def to_dict(self) -> dict[str, Any]:
         return {"round": self.round, "incident": self.incident_id, "seed": self.seed, "title": self.title,
                 "hypotheses": self.hypotheses, "truth": self.truth, "summary": self.summary,
                 "causal_chain": self.causal_chain, "settling_queries": self.settling_queries,
                 "players": [p.to_dict() for p in self.players], "evidence": [m.to_dict() for m in self.evidence],
-                "nobody_ruled_out": self.nobody}
+                "teams": self.teams(), "nobody_ruled_out": self.nobody}
 
 
 @dataclass
@@ -269,7 +282,18 @@ def render_html(review: Review) -> str:
         })
     title = f"Review{': ' + review.event if review.event else ''}"
     return render("review.html.j2", title=title, css=_CSS, review=review, rounds=rounds, clock=_clock, names=_names,
-                  columns=[c for c, _ in ROW_COLUMNS], rows=review.rows())
+                  cell=_cell, columns=[c for c, _ in ROW_COLUMNS], rows=review.rows())
+
+
+def _cell(column: str, value: Any) -> str:
+    """A results-table cell as the page shows it: times as m:ss, flags as yes/no, nothing as -."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if column == "time_s":
+        return _clock(value)
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
 def _names(r: RoundReview, ids: list[str]) -> str:

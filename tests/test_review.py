@@ -263,6 +263,11 @@ def test_an_edited_transcript_is_not_reviewed(day: Path, cache: Path, tmp_path: 
     # as the leaderboard refuses it
     board = api.leaderboard(results, load_gameday(day), key=api.journal_key(load_gameday(day)))
     assert sorted(e.player for e in board.entries) == ["ana", "dara"]
+    # without the key nothing is verified: the edited file is reviewed on its word, and the review says so
+    trusting = api.game_day_review(load_gameday(day), results)
+    assert sorted(p.player for p in trusting.rounds[0].players) == ["ana", "ben", "dara"]
+    assert not trusting.verified and any("trusts its files" in n for n in trusting.notices)
+    assert next(p for p in trusting.rounds[0].players if p.player == "ben").belief[-1].truth_pct == 50.0
 
 
 def test_one_interview_transcript_renders_the_same_review(cache: Path, tmp_path: Path,

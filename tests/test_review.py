@@ -296,6 +296,15 @@ def test_one_interview_transcript_renders_the_same_review(cache: Path, tmp_path:
     assert written == [tmp_path / "cand.csv"]
     [row] = review.rows()
     assert row["player"] == cand.player and row["round"] is None and row["queries"] == 2
+    # the command takes the transcript in place of a plan
+    code, out, err = cli("gameday", "review", str(transcript), "--html", str(tmp_path / "cand.html"), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["event"] is None and doc["source"] == str(transcript) and doc["rows"] == review.rows()
+    assert (tmp_path / "cand.html").read_text(encoding="utf-8") == page
+    (tmp_path / "broken.json").write_text("{", encoding="utf-8")
+    code, out, err = cli("gameday", "review", str(tmp_path / "broken.json"))
+    assert code == 1 and err.startswith(f"servedrill: {tmp_path / 'broken.json'}: ") and len(err.splitlines()) == 1
 
 
 def test_the_review_is_bounded_by_its_budget(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

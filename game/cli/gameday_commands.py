@@ -205,14 +205,23 @@ def review_cmd(file: Path, html: Path | None, csv: Path | None, parquet: Path | 
                as_json: bool) -> None:
     """The review after the game: each player's path per round side by side, what each query ruled out,
     their belief over time, the team's evidence map and the truth. Only the transcripts the leaderboard
-    counts are reviewed (with the journal key: verified ones)."""
-    gd = _load(file, as_json)
-    if not gd.results.is_dir():
-        fail(f"{file}: no results folder {gd.results} yet (hint: servedrill gameday collect {file})",
-             as_json=as_json)
-    key = _key(gd, as_json)
+    counts are reviewed (with the journal key: verified ones). FILE may also be one transcript (`.json`, an
+    interview's): the same review of one candidate."""
+    if file.suffix == ".json":
+        try:
+            review = api.transcript_review(file)
+        except api.TranscriptError as exc:
+            fail(str(exc), as_json=as_json)
+            return
+    else:
+        gd = _load(file, as_json)
+        if not gd.results.is_dir():
+            fail(f"{file}: no results folder {gd.results} yet (hint: servedrill gameday collect {file})",
+                 as_json=as_json)
+        key = _key(gd, as_json)
+        with _results_folder():
+            review = api.game_day_review(gd, key=key, trust_players=trust_players)
     with _results_folder():
-        review = api.game_day_review(gd, key=key, trust_players=trust_players)
         written = api.write_review(review, html=html, csv=csv, parquet=parquet)
     for s in review.skipped:
         click.echo(f"notice: not reviewed {s['file']}: {s['reason']}", err=True)

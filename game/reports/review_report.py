@@ -264,7 +264,8 @@ def format_text(review: Review) -> str:
 _CSS = """body{font-family:sans-serif;max-width:90em;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;
 vertical-align:top}th{background:#f3f3f3}.paths{display:flex;gap:1em;overflow-x:auto;align-items:flex-start}
-.path{flex:0 0 24em;border:1px solid #ccc;padding:.5em;min-width:0}.path ol{padding-left:1.5em}
+.path{flex:0 0 24em;border:1px solid #ccc;padding:.5em;min-width:0}.path figure{margin:0}
+.path svg{max-width:100%;height:auto}.path ol{padding-left:1.5em}
 code,pre{background:#f6f6f6;white-space:pre-wrap;word-break:break-word}.note{color:#a33}.muted{color:#777}
 .nobody{background:#fff4e5}"""
 

@@ -30,7 +30,7 @@ from game.session import Session, load_transcript, signing
 from game.session import seat as seat_module
 from telemetry_gen.cache import ensure_database
 
-pytestmark = pytest.mark.slow  # plays, collects and scores a game day in its module fixture
+SLOW = pytest.mark.slow  # plays, collects and scores games (the game day in a module fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 MINI = ROOT / "tests" / "data" / "incidents" / "tui-mini.yaml"
@@ -138,6 +138,7 @@ def _review(day: Path, results: Path | None = None) -> Review:
     return api.game_day_review(gd, results, key=api.journal_key(gd))
 
 
+@SLOW
 def test_each_players_path_and_row(day: Path, cache: Path) -> None:
     review = _review(day)
     assert review.verified and review.complete and review.event == "Review day"
@@ -179,6 +180,7 @@ def test_each_players_path_and_row(day: Path, cache: Path) -> None:
     assert rows["ben"]["solved"] is False  # a guess is not a solve
 
 
+@SLOW
 def test_the_evidence_map_and_the_rival_nobody_ruled_out(day: Path, cache: Path) -> None:
     [rnd] = _review(day).rounds
     by_rival = {m.rival: m for m in rnd.evidence}
@@ -196,6 +198,7 @@ def test_the_evidence_map_and_the_rival_nobody_ruled_out(day: Path, cache: Path)
                            "red": {"ruled_out": [], "still_open": ["overload", "bad-deploy", "kv-pressure"]}}
 
 
+@SLOW
 def test_csv_and_parquet_read_back_as_the_json_rows(day: Path, cache: Path, tmp_path: Path) -> None:
     csv_file, parquet_file, html_file = tmp_path / "out" / "r.csv", tmp_path / "out" / "r.parquet", tmp_path / "r.html"
     code, out, err = cli("gameday", "review", str(day), "--csv", str(csv_file), "--parquet", str(parquet_file),
@@ -227,6 +230,7 @@ def test_csv_and_parquet_read_back_as_the_json_rows(day: Path, cache: Path, tmp_
     assert code == 0 and "nobody ruled out The gateway release added latency" in text
 
 
+@SLOW
 def test_the_html_is_self_contained_and_escapes_what_players_wrote(day: Path, cache: Path, tmp_path: Path) -> None:
     import dataclasses
 
@@ -248,6 +252,7 @@ def test_the_html_is_self_contained_and_escapes_what_players_wrote(day: Path, ca
     assert all(len(n.text) <= NOTE_CHARS for p in rnd.players for n in p.notes)
 
 
+@SLOW
 def test_an_edited_transcript_is_not_reviewed(day: Path, cache: Path, tmp_path: Path) -> None:
     results = tmp_path / "results"
     shutil.copytree(load_gameday(day).results, results)
@@ -270,6 +275,7 @@ def test_an_edited_transcript_is_not_reviewed(day: Path, cache: Path, tmp_path: 
     assert next(p for p in trusting.rounds[0].players if p.player == "ben").belief[-1].truth_pct == 50.0
 
 
+@SLOW
 def test_one_interview_transcript_renders_the_same_review(cache: Path, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from game.reports.review_report import NAME_CHARS
@@ -307,6 +313,7 @@ def test_one_interview_transcript_renders_the_same_review(cache: Path, tmp_path:
     assert code == 1 and err.startswith(f"servedrill: {tmp_path / 'broken.json'}: ") and len(err.splitlines()) == 1
 
 
+@SLOW
 def test_the_review_is_bounded_by_its_budget(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A query no scoring ran before is not re-run once the budget is spent: it rules out nothing, and the
     review says so (as scoring does)."""

@@ -34,6 +34,8 @@ Its parts, each re-exported here:
   every player in a round;
 - `gameday`: a game day as its files: the plan checked, the roster issued, hand-ins collected with the journal
   key, the leaderboard read and written (the CLI's `gameday` and `leaderboard`).
+- `postgame`: the review after a game day (or an interview): each player's path side by side, the team's
+  evidence map, the debrief's truth, the results as rows (HTML, CSV, Parquet);
 - `rounds`: the clock a player's screen shows (the round's in a game-day round), its warnings at 5 and 1
   minutes left, TIME UP (a round hands the board in), and the debrief held until the round ends.
 
@@ -139,6 +141,7 @@ from game.api.play import (
     updates,
     variant_of,
 )
+from game.api.postgame import REVIEW_BUDGET_S, game_day_review, review_text, transcript_review, write_review
 from game.api.review import (
     Replayed,
     Rerun,
@@ -204,6 +207,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PLAYER_LIMITS",
+    "REVIEW_BUDGET_S",
     "ROW_CAP",
     "SAVED_NAME_CHARS",
     "SOLVED_SCORE",
@@ -268,6 +272,7 @@ __all__ = [
     "find_incident",
     "find_session",
     "forget_query",
+    "game_day_review",
     "glance",
     "hand_in",
     "hand_in_terms",
@@ -310,6 +315,7 @@ __all__ = [
     "replay_transcript",
     "resume_game",
     "resume_session",
+    "review_text",
     "round_clock",
     "round_gate",
     "round_library",
@@ -335,6 +341,7 @@ __all__ = [
     "submit",
     "teaches",
     "time_up",
+    "transcript_review",
     "transcripts_folder",
     "truth",
     "unfinished_sessions",
@@ -345,6 +352,7 @@ __all__ = [
     "world_names",
     "write_interview_report",
     "write_leaderboard",
+    "write_review",
 ]
 
 

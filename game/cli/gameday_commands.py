@@ -1,4 +1,5 @@
-"""Game-day commands for the `servedrill` CLI: `gameday check|roster|run|collect|submit` and `leaderboard`.
+"""Game-day commands for the `servedrill` CLI: `gameday check|roster|run|collect|submit|broadcast|review` and
+`leaderboard`.
 
 COMMANDS lists them; game.cli.commands assembles the group. With --json a command prints exactly one JSON
 object (keys in docs/cli.md). Bad input gets one line per problem on stderr, in the form
@@ -188,6 +189,50 @@ def broadcast_cmd(file: Path, text: str, round_no: int | None, sender: str | Non
         click.echo(f"  refused for {player}: {why}")
     if done.refused and not done.delivered:
         raise SystemExit(1)
+
+@gameday_group.command("review")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--html", "html", type=click.Path(path_type=Path), default=None,
+              help="Write the review as one self-contained HTML page here.")
+@click.option("--csv", "csv", type=click.Path(path_type=Path), default=None,
+              help="Write the results (one row per player per round) as CSV here.")
+@click.option("--parquet", "parquet", type=click.Path(path_type=Path), default=None,
+              help="Write the results (one row per player per round) as Parquet here.")
+@click.option("--trust-players", is_flag=True,
+              help="With a journal key: review unsigned transcripts too, marked unverified.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def review_cmd(file: Path, html: Path | None, csv: Path | None, parquet: Path | None, trust_players: bool,
+               as_json: bool) -> None:
+    """The review after the game: each player's path per round side by side, what each query ruled out,
+    their belief over time, the team's evidence map and the truth. Only the transcripts the leaderboard
+    counts are reviewed (with the journal key: verified ones). FILE may also be one transcript (`.json`, an
+    interview's): the same review of one candidate."""
+    if file.suffix == ".json":
+        try:
+            review = api.transcript_review(file)
+        except api.TranscriptError as exc:
+            fail(str(exc), as_json=as_json)
+            return
+    else:
+        gd = _load(file, as_json)
+        if not gd.results.is_dir():
+            fail(f"{file}: no results folder {gd.results} yet (hint: servedrill gameday collect {file})",
+                 as_json=as_json)
+        key = _key(gd, as_json)
+        with _results_folder():
+            review = api.game_day_review(gd, key=key, trust_players=trust_players)
+    with _results_folder():
+        written = api.write_review(review, html=html, csv=csv, parquet=parquet)
+    for s in review.skipped:
+        click.echo(f"notice: not reviewed {s['file']}: {s['reason']}", err=True)
+    for n in review.notices:
+        click.echo(f"notice: {n}", err=True)
+    if as_json:
+        emit({"ok": True, **review.to_dict(), "written": [str(p) for p in written]})
+        return
+    click.echo(api.review_text(review))
+    for p in written:
+        click.echo(f"wrote {p}")
 
 
 @click.command("leaderboard", cls=GuardedCommand)

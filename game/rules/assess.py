@@ -225,15 +225,17 @@ def evidence_for(incident: Incident, seed: int, events: Iterable[Any],
     return shared_assessor(incident, seed, progress=progress).assess_all(queries_of(events))
 
 
-def missed_queries(assessor: Assessor, open_rivals: Iterable[str]) -> dict[str, dict[str, str]]:
+def missed_queries(assessor: Assessor, open_rivals: Iterable[str],
+                   deadline: float | None = None) -> dict[str, dict[str, str]]:
     """For each rival in `open_rivals`, the first of the incident's reference queries (its signals, then
     the debrief's settling queries) that rules it out, with the reading that does: what the debrief offers
-    a player who never ruled it out. A rival no reference query rules out is left out."""
+    a player who never ruled it out. A rival no reference query rules out is left out. `deadline`
+    (time.perf_counter() seconds; default: the budget from now) is when new work stops."""
     from telemetry_gen.proving.proof import reference_queries
 
     wanted = list(open_rivals)
     out: dict[str, dict[str, str]] = {}
-    deadline = time.perf_counter() + ASSESS_BUDGET_S
+    deadline = time.perf_counter() + ASSESS_BUDGET_S if deadline is None else deadline
     for label, sql in reference_queries(assessor.incident):
         if len(out) == len(wanted):
             break

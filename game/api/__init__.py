@@ -34,6 +34,9 @@ Its parts, each re-exported here:
   every player in a round;
 - `gameday`: a game day as its files: the plan checked, the roster issued, hand-ins collected with the journal
   key, the leaderboard read and written (the CLI's `gameday` and `leaderboard`).
+- `room`: the facilitator's live room: a round's snapshot for a projector (players' statuses, the standings,
+  never a score or the answer while the round runs) and the round operations the console shares (start, end,
+  a word to one player);
 - `rounds`: the clock a player's screen shows (the round's in a game-day round), its warnings at 5 and 1
   minutes left, TIME UP (a round hands the board in), and the debrief held until the round ends.
 
@@ -148,6 +151,19 @@ from game.api.review import (
     score_text,
     score_transcript,
 )
+from game.api.room import (
+    RoomError,
+    RoomPlayer,
+    RoomStanding,
+    RoomState,
+    end_round,
+    next_round,
+    room_state,
+    round_left,
+    running_round,
+    send_to_player,
+    start_round,
+)
 from game.api.rounds import (
     WARN_AT_S,
     Clock,
@@ -231,6 +247,10 @@ __all__ = [
     "Ran",
     "Replayed",
     "Rerun",
+    "RoomError",
+    "RoomPlayer",
+    "RoomStanding",
+    "RoomState",
     "RosterError",
     "RoundRefused",
     "RoundTimes",
@@ -261,6 +281,7 @@ __all__ = [
     "data_folders",
     "debrief",
     "debrief_hold",
+    "end_round",
     "end_with_parent",
     "export_parquet",
     "export_transcript",
@@ -293,6 +314,7 @@ __all__ = [
     "mitigation_score",
     "new_session",
     "new_to_player",
+    "next_round",
     "note",
     "open_game",
     "open_telemetry",
@@ -310,13 +332,16 @@ __all__ = [
     "replay_transcript",
     "resume_game",
     "resume_session",
+    "room_state",
     "round_clock",
     "round_gate",
+    "round_left",
     "round_library",
     "round_limits_text",
     "round_standings",
     "round_times",
     "run_query",
+    "running_round",
     "save_draft",
     "save_query",
     "save_round_times",
@@ -325,12 +350,14 @@ __all__ = [
     "score_text",
     "score_transcript",
     "send",
+    "send_to_player",
     "session_entry",
     "sessions",
     "sessions_folder",
     "snippets",
     "solved",
     "start",
+    "start_round",
     "started_on",
     "submit",
     "teaches",

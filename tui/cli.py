@@ -17,7 +17,7 @@ import click
 from game.cli.commands import GAME_COMMANDS, build_group
 from game.cli.core import emit, fail
 from game.cli.tool_commands import format_bench
-from tui import cli_watch
+from tui import cli_room, cli_watch
 
 # The game's versions, which these wrap.
 _GAME_PLAY = GAME_COMMANDS["play"]
@@ -213,7 +213,8 @@ def join(link: str) -> None:
         fail(str(exc))
 
 
-main = build_group(play, resume, bench, serve, join, *cli_watch.COMMANDS)  # watch, send, report: the interviewer's side
+main = build_group(play, resume, bench, serve, join, *cli_watch.COMMANDS,  # watch, send, report: the interviewer's side
+                   cli_room.gameday_group())  # the game's gameday commands and the live room
 
 __all__ = ["main"]
 

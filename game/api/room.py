@@ -203,8 +203,8 @@ def room_state(gameday: GameDay, folders: Iterable[Path], now: float) -> RoomSta
         played = [r for r in gameday.rounds if times[r.number][0] is not None]
         rnd = max(played, key=lambda r: times[r.number][0] or 0.0) if played else None
     if rnd is None:
-        players = tuple(RoomPlayer(p, t, NOT_JOINED) for p, t in gameday.players.items())
-        return RoomState(gameday.event, now, len(gameday.rounds), players=players,
+        nobody = tuple(RoomPlayer(p, t, NOT_JOINED) for p, t in gameday.players.items())
+        return RoomState(gameday.event, now, len(gameday.rounds), players=nobody,
                          next_number=None if nxt is None else nxt.number)
     started, ended = times[rnd.number]
     left = round_left(rnd, times, now)

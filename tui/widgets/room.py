@@ -216,4 +216,4 @@ class StandingsTable(Vertical):
         elif state.scores_shown:
             note.update("Scores as collected when the round ended; the leaderboard re-scores and ranks teams.")
         else:
-            note.update("Scores and the answer show when the round ends, with the players' debriefs.")
+            note.update("Scores show here when the round ends, as the players' debriefs open.")

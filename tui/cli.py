@@ -187,6 +187,13 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
             fail(f"incident {incident!r} is not among the --incidents files")
     if warning:
         click.echo(warning, err=True)
+    if gate is not None:
+        from tui.serve_gameday import room_link
+
+        room = room_link(gate, public_url or f"http://{'[' + host + ']' if ':' in host else host}:{port}")
+        click.echo(f"servedrill: the live room, for the facilitator only (keep it private): {room}" if room else
+                   "servedrill: no live room link: the roster has no facilitator token (hint: servedrill gameday "
+                   "roster PLAN adds one, keeping every player's link)", err=True)
     command = app_command(incident=incident, seed=seed, player=player, random_deal=random_deal, library=files,
                           ask_player=player is None)
     try:

@@ -81,7 +81,7 @@ def roster_cmd(file: Path, url: str, reissue: tuple[str, ...], reissue_all: bool
                 "join": roster.join_command(url, p)} for p in gd.players]
     if as_json:
         emit({"ok": True, "file": str(gd.path), "roster_file": str(roster.path), "key_file": str(roster.key_file),
-              "server_dir": str(roster.server_dir), "url": url, "players": players})
+              "server_dir": str(roster.server_dir), "url": url, "players": players, "room": roster.room_link(url)})
         return
     click.echo(f"roster: {roster.path} (mode 0600; keep it private)")
     click.echo(f"journal key: {roster.key_file} (mode 0600; only the server uses it)")
@@ -91,6 +91,7 @@ def roster_cmd(file: Path, url: str, reissue: tuple[str, ...], reissue_all: bool
         click.echo(f"    browser:  {entry['link']}")
         click.echo(f"    terminal: {entry['join']}")
     click.echo("Each link is that player's identity for the whole game day: hand it to them alone.")
+    click.echo(f"live room (the facilitator's alone; a projector's browser): {roster.room_link(url)}")
 
 @gameday_group.command("run")
 @click.argument("file", type=click.Path(path_type=Path))

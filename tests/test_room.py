@@ -185,3 +185,18 @@ def test_the_room_command_reports_a_bad_plan_on_its_line_without_a_traceback(tmp
     assert run.output.startswith(f"{bad}:4:"), run.output
     run = CliRunner().invoke(main, ["gameday", "room", str(tmp_path / "missing.yaml")])
     assert run.exit_code == 1 and "Traceback" not in run.output and "missing.yaml" in run.output
+
+
+def test_the_console_sees_a_round_the_room_started_and_ends_it(tmp_path: Path) -> None:
+    from test_gameday import Script
+
+    from game.frontends.gameday_console import Console
+
+    gd = make_day(tmp_path)
+    out: list[str] = []
+    script = Script(["rounds", lambda: api.start_round(gd, None, START), "status", "end", "quit"])
+    Console(gd, [tmp_path / "data"], read_line=script, echo=out.append, clock=lambda: START + 60).run()
+    text = "\n".join(out)
+    assert "not started" in text and "Round 1 (tui-mini): 9:00 left; 0/4 handed in" in text
+    assert "Round 1 ended: 0/4 handed in" in text
+    assert api.round_times(gd)[1] == (START, START + 60)

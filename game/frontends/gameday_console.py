@@ -81,7 +81,9 @@ class Console:
 
     @property
     def running(self) -> Round | None:
-        """The round that started and has not ended (game.api.running_round)."""
+        """The round that started and has not ended (game.api.running_round), as the results folder says now:
+        the live room (`gameday room`) may have started or ended one meanwhile."""
+        self.times = api.round_times(self.gameday)
         return api.running_round(self.gameday, self.times)
 
     def left_s(self, rnd: Round) -> float:

@@ -92,7 +92,8 @@ def test_start_broadcast_message_hint_end_and_next_round_keys(tmp_path: Path) ->
         async with app.run_test(size=(80, 24)) as pilot:
             screen = app.screen
             await until(pilot, lambda: screen.reads > 0, what="the first read")
-            assert "s Start round" in str(app.screen.query_one("KeyBar").query_one("#keybar-keys").render())
+            keys = str(app.screen.query_one("KeyBar").query_one("#keybar-keys").render())
+            assert "s Start  e End  b Broadcast  m Message  h Hint  n Next" in keys  # every room key, at 80x24
             await pilot.press("s")
             await until(pilot, lambda: api.round_times(gd)[1][0] is not None, what="round 1 started")
             for player in ("ana", "ben"):  # players join the round
@@ -148,7 +149,7 @@ def test_start_broadcast_message_hint_end_and_next_round_keys(tmp_path: Path) ->
             assert "Live room" in app.screen.text and "A message to every player" in app.screen.text
             await pilot.press("escape")
             titles = [c.title for c in app.get_system_commands(app.screen)]
-            assert {"Start round", "End round", "Broadcast", "Message", "Hint", "Next round"} <= set(titles)
+            assert {"Start", "End", "Broadcast", "Message", "Hint", "Next"} <= set(titles)
 
     try:
         run_async(go())
@@ -178,12 +179,18 @@ def test_names_are_shown_literally(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("size", list(SIZES), ids=list(SIZES))
+@pytest.mark.parametrize("size", [*SIZES, "80x24-ended"], ids=[*SIZES, "80x24-ended"])
 def test_room_snapshots(tmp_path: Path, snap_compare: Any, size: str) -> None:
+    """The round running (no scores), at both sizes; and once it ended, with the score collection recorded."""
     gd = make_day(tmp_path)
     data = tmp_path / "data"
     games(data)
     api.start_round(gd, None, T0)
+    if size.endswith("-ended"):
+        collected = gd.results / "round-01-tui-mini" / "blue--ben.json"
+        collected.parent.mkdir(parents=True)
+        collected.write_text(json.dumps({"gameday": {"player": "ben", "score": 82.5}}), encoding="utf-8")
+        api.end_round(gd, [tmp_path / "nowhere"], START + 95)
     app = room_app(gd, data, clock=lambda: START + 100)
     app.refresh_every = 60.0
 
@@ -192,4 +199,4 @@ def test_room_snapshots(tmp_path: Path, snap_compare: Any, size: str) -> None:
         await pilot.pause()
 
     assert LIMIT_S == 600.0
-    assert snap_compare(app, terminal_size=SIZES[size], run_before=settle)
+    assert snap_compare(app, terminal_size=SIZES[size.removesuffix("-ended")], run_before=settle)

@@ -194,18 +194,18 @@ COMMANDS: tuple[Command, ...] = (
 
 COMMANDS += (
     # the facilitator's live room (tui/screens/room.py, `servedrill gameday room PLAN`)
-    Command("room", "start_round", "s", "Start round",
-            "Start the next round not played yet (its clock starts for every player); refused while one runs."),
-    Command("room", "end_round", "e", "End round",
-            "End the running round (asks first): hand-ins are collected, held debriefs open, scores show."),
+    Command("room", "start_round", "s", "Start",
+            "Start round: the next round not played yet (its clock starts for every player); refused while one runs."),
+    Command("room", "end_round", "e", "End",
+            "End round: the running round ends (asks first); hand-ins are collected, held debriefs open, scores show."),
     Command("room", "broadcast", "b", "Broadcast", "A message to every player in the running round."),
     Command("room", "message_player", "m", "Message",
             "A message to the highlighted player's game only (up and down choose the player)."),
     Command("room", "hint_player", "h", "Hint",
             "Send the highlighted player the incident's next hint (asks first; it costs them points)."),
-    Command("room", "next_round", "n", "Next round",
-            "End the running round (asks first) and start the next one."),
-    Command("room", "refresh", "r", "Refresh", "Read the players' games again now (it does so every second).",
+    Command("room", "next_round", "n", "Next",
+            "Next round: end the running round (asks first) and start the next one."),
+    Command("room", "refresh", "r", "Refresh", "Read the players' games again now (the room does so every 2 seconds).",
             show=False),
 )
 

@@ -90,7 +90,8 @@ class RoomClock(Horizontal):
     RoomClock > #room-clock-status {
         width: 1fr;
         height: 3;
-        padding: 1 2;
+        padding: 0 2;
+        content-align: left middle;
         text-style: bold;
     }
     """
@@ -111,13 +112,14 @@ class RoomClock(Horizontal):
             status.update(Text("Press s to start round 1.", style="bold"))
             return
         digits.update("0:00" if up else left_text(left_s))
-        handed = state.count("handed in") + state.count("timed out")
-        counts = f"{handed}/{len(state.players)} handed in · {state.count('investigating')} investigating"
+        handed = sum(1 for p in state.players if p.handed_in_at is not None)
+        counts = f"{handed}/{len(state.players)} handed in"
         if state.ended is not None:
-            what = f"Round {state.round} ended · {counts}"
-            after = f" · s starts round {state.next_number}" if state.next_number else " · every round played"
-            status.update(Text(what + after))
-        elif up:
+            after = f" · s starts round {state.next_number}" if state.next_number else " · every round was played"
+            status.update(Text(f"Round {state.round} ended · {counts}{after}"))
+            return
+        counts += f" · {state.count('investigating')} investigating"
+        if up:
             status.update(Text(f"TIME UP · {counts} · e ends the round", style="bold"))
         else:
             status.update(Text(f"left of {clock_text(state.time_limit_s or 0)} · {counts}"))

@@ -21,6 +21,7 @@ Every call takes `now` (epoch seconds) from the caller, so a screen (and a test)
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -238,12 +239,49 @@ def room_state(gameday: GameDay, folders: Iterable[Path], now: float) -> RoomSta
                      ended, left, tuple(players), standings, scores_shown, None if nxt is None else nxt.number)
 
 
+_CACHE: dict[Path, tuple[tuple[int, int], Journal | None]] = {}
+_CACHE_LOCK = threading.Lock()
+MAX_CACHED = 4096
+"""Journals kept read between two looks of the room (a data folder also holds every older game)."""
+
+
+def _journals(folders: Iterable[Path]) -> list[Journal]:
+    """Every readable journal in the data folders, as `game.gameday.collect.journals` finds them, each read again
+    only when its size or modification time changed since the last look (the room looks every 2 seconds)."""
+    from game.gameday.collect import read_journal
+
+    found: list[Journal] = []
+    seen: set[Path] = set()
+    with _CACHE_LOCK:
+        for folder in folders:
+            where = folder / "sessions" if (folder / "sessions").is_dir() else folder
+            if not where.is_dir():
+                continue
+            for path in sorted(where.glob("*.jsonl")):
+                real = path.resolve()
+                if real in seen:
+                    continue
+                seen.add(real)
+                try:
+                    st = real.stat()
+                except OSError:
+                    continue
+                stamp = (st.st_mtime_ns, st.st_size)
+                cached = _CACHE.get(real)
+                if cached is None or cached[0] != stamp:
+                    cached = (stamp, read_journal(path))
+                    if len(_CACHE) >= MAX_CACHED:
+                        _CACHE.clear()
+                    _CACHE[real] = cached
+                if cached[1] is not None:
+                    found.append(cached[1])
+    return found
+
+
 def _games(gameday: GameDay, rnd: Round, folders: Iterable[Path], started: float | None) -> dict[str, list[Journal]]:
     """Each roster player's journals of round `rnd` (its incident and seed, begun since `started`)."""
-    from game.gameday.collect import journals
-
     games: dict[str, list[Journal]] = {}
-    for journal in journals(folders):
+    for journal in _journals(folders):
         if (journal.player not in gameday.players or journal.incident_id != rnd.incident_id
                 or journal.seed != rnd.seed):
             continue

@@ -30,7 +30,9 @@ def room(file: Path, sessions: tuple[Path, ...]) -> None:
         lines = [str(d) for d in exc.diagnostics] or [f"{file}: invalid game day"]
         raise CommandError(lines[0], diagnostics=lines) from None
     from tui.room_app import run
+    from tui.serve_limits import served_app_setup
 
+    served_app_setup()  # the room's tab of `serve --gameday`: end with the server
     run(gameday, api.data_folders(gameday, sessions))
 
 

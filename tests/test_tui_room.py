@@ -80,6 +80,7 @@ def test_nothing_of_a_score_or_the_answer_shows_while_the_round_runs(tmp_path: P
     run_async(go())
 
 
+@pytest.mark.slow  # players' games opened and every key driven
 def test_start_broadcast_message_hint_end_and_next_round_keys(tmp_path: Path) -> None:
     from game.session import Session
 

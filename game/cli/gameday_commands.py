@@ -164,10 +164,10 @@ def broadcast_cmd(file: Path, text: str, round_no: int | None, sender: str | Non
     gd = _load(file, as_json)
     times = api.round_times(gd)
     if round_no is None:
-        running = [r for r in gd.rounds if times[r.number][0] is not None and times[r.number][1] is None]
-        if not running:
+        running = api.running_round(gd, times)
+        if running is None:
             fail(f"{file}: no round is running (hint: start one in the console, or pass --round N)", as_json=as_json)
-        rnd = running[-1]
+        rnd = running
     else:
         rnd = _rounds(gd, round_no, as_json)[0]
     try:

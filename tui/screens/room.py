@@ -13,6 +13,7 @@ the result is a notification. `servedrill gameday room PLAN` opens it (tui/room_
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -133,6 +134,7 @@ class RoomScreen(Screen[None]):
         self.reads = 0
         """Snapshots shown so far (tests wait on it)."""
         self.last_collect = 0.0
+        self.operating = threading.Lock()
 
     def compose(self) -> ComposeResult:
         yield RoomHeader(literal(one_line(self.gameday.event, 60)), id="room-header")
@@ -234,6 +236,7 @@ class RoomScreen(Screen[None]):
 
         def answered(yes: bool | None) -> None:
             if yes:
+                self.notify("Collecting and scoring the round's hand-ins…", markup=False)
                 self._operate(what)
 
         self.app.push_screen(ConfirmScreen(question), answered)
@@ -287,13 +290,16 @@ class RoomScreen(Screen[None]):
             self.notify("Choose a player in the list first (up and down).", severity="warning")
         return player
 
-    @work(thread=True, exclusive=True, group="room-operate", exit_on_error=False)
+    @work(thread=True, group="room-operate", exit_on_error=False)
     def _operate(self, what: str, text: str = "", player: str = "") -> None:
-        """One facilitator operation through the game API; its outcome is posted as RoomDone."""
+        """One facilitator operation through the game API, one at a time (never two rounds started by two quick
+        keys); its outcome is posted as RoomDone."""
         from game import api
 
         try:
-            self.post_message(RoomDone(*self._outcome(what, text, player)))
+            with self.operating:
+                said = self._outcome(what, text, player)
+            self.post_message(RoomDone(*said))
         except (api.RoomError, api.GMError) as exc:
             self.post_message(RoomDone(str(exc), "warning"))
         except OSError as exc:

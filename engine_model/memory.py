@@ -130,6 +130,18 @@ def step_activation_bytes(
     return _activation(model, config, num_tokens, logits_rows, RUNTIME_SAMPLER_BYTES_PER_LOGIT)
 
 
+def failing_allocation_bytes(model: ModelProfile, config: EngineConfig, num_tokens: int, logits_rows: int = 0) -> int:
+    """The one allocation of a step that a caching allocator would fail on when the step's workspace does not
+    fit, in bytes: the largest single tensor it asks for, the MLP's gate_up output (an MoE token's for each
+    chosen expert) or the sampler's fp32 logits, never more than the step's whole workspace. PyTorch's
+    "Tried to allocate" names this tensor, not the whole step (the smaller ones were allocated before it)."""
+    tp = max(1, config.tensor_parallel_size)
+    gate_up = num_tokens * model.experts_per_token * 2 * model.intermediate // tp * 2
+    logits = logits_rows * model.vocab * 4
+    workspace = step_activation_bytes(model, config, num_tokens, 0, logits_rows)
+    return int(min(workspace, max(gate_up, logits)))
+
+
 def largest_step_activation_bytes(model: ModelProfile, config: EngineConfig) -> int:
     """step_activation_bytes of the largest step the config allows, in bytes: max(max_num_batched_tokens,
     max_model_len) tokens plus every sequence's (k + 1) verify tokens, with a logits row for each. When

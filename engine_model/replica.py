@@ -22,7 +22,13 @@ from engine_model.determinism import first_token_logprob, output_hash
 from engine_model.frontend import Frontend, FrontendConfig
 from engine_model.kv_cache import KVCache
 from engine_model.lora import AdapterCache, adapter_bytes
-from engine_model.memory import MemoryPlan, largest_step_activation_bytes, plan_memory, step_activation_bytes
+from engine_model.memory import (
+    MemoryPlan,
+    failing_allocation_bytes,
+    largest_step_activation_bytes,
+    plan_memory,
+    step_activation_bytes,
+)
 from engine_model.profiles import GPUProfile, ModelProfile
 from engine_model.request import Request
 from engine_model.results import EngineEvent
@@ -286,11 +292,12 @@ class Replica:
         act = step_activation_bytes(self.model, self.config, plan.num_tokens, plan.num_seqs, rows)
         if act + leaked <= limit:
             return None
-        # what PyTorch would report: the step's workspace could not be allocated from what is left
-        # after weights, KV pool, graphs, non-torch memory and the leak
-        free = max(0, limit - leaked)
+        # what PyTorch would report: the step's largest tensor could not be allocated from what was left after
+        # weights, KV pool, graphs, non-torch memory, the leak and the step's smaller tensors allocated before
+        # it; so free < tried, and free + in use = the GPU's capacity
+        tried = failing_allocation_bytes(self.model, self.config, plan.num_tokens, rows)
+        free = max(0, limit - leaked - (act - tried))
         in_use = self.mem.total_bytes - free
-        tried = act
         return self.crash(
             now,
             reason="oom",

@@ -250,6 +250,18 @@ def _ev(t: float, replica: str, kind: str, component: str, detail: str, old: str
             "old_value": old or None, "new_value": new or None}
 
 
+def torch_size(n: int) -> str:
+    """A byte count as PyTorch's caching allocator prints it in an out-of-memory message: bytes up to 1 KiB,
+    then KiB, MiB or GiB with two decimals (so an allocation of a few hundred MiB reads as MiB, as it does)."""
+    if n <= 1024:
+        return f"{n} bytes"
+    if n <= 1 << 20:
+        return f"{n / 1024:.2f} KiB"
+    if n <= 1 << 30:
+        return f"{n / (1 << 20):.2f} MiB"
+    return f"{n / (1 << 30):.2f} GiB"
+
+
 def logs_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     """Engine log lines in the shapes vLLM and PyTorch print them, and the NVIDIA driver's Xid lines from the
     node's kernel log (component `kernel`)."""
@@ -270,12 +282,11 @@ def logs_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
             rows.append((e.t, e.replica, "INFO", "api_server.py", "Application startup complete."))
         elif e.kind == "crash":
             if d.get("reason") == "oom":
-                gib = 1024**3
                 rows.append((e.t, e.replica, "ERROR", "core.py",
                              f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
-                             f"{d['tried_bytes'] / gib:.2f} GiB. GPU 0 has a total capacity of "
-                             f"{d['total_bytes'] / gib:.2f} GiB of which {d['free_bytes'] / gib:.2f} GiB is free. "
-                             f"Including non-PyTorch memory, this process has {d['in_use_bytes'] / gib:.2f} GiB "
+                             f"{torch_size(d['tried_bytes'])}. GPU 0 has a total capacity of "
+                             f"{torch_size(d['total_bytes'])} of which {torch_size(d['free_bytes'])} is free. "
+                             f"Including non-PyTorch memory, this process has {torch_size(d['in_use_bytes'])} "
                              f"memory in use."))
             elif d.get("reason") == "drain_timeout":
                 rows.append((e.t, e.replica, "WARNING", "launcher.py",

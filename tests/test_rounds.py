@@ -152,8 +152,14 @@ def test_the_debrief_is_held_until_the_round_ends(tmp_path: Path, monkeypatch: p
         assert hold.text.startswith(f"Handed in. The debrief opens when the round ends at {ends}")
         late = api.debrief_hold(session, t0 + 700)  # over time, the facilitator has not ended it yet
         assert late is not None and "when the facilitator ends it" in late.text
+        # acting on the fleet would tell whether a fix works, so the cause: held as the debrief is
+        with pytest.raises(api.SessionError, match="mitigation phase waits for the round to end"):
+            api.act(session, ["restart all"])
         write_round_state(state, t0, t0 + 650)
         assert api.debrief_hold(session, t0 + 700) is None
+        with pytest.raises(api.SessionError) as after:  # the round is over: only the incident's own rule is left
+            api.act(session, ["restart all"])
+        assert "round" not in str(after.value)
     finally:
         session.close()
 

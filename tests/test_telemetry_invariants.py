@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine_model.memory import largest_step_activation_bytes
 from engine_model.profiles import GPUProfile, get_gpu
 from game.rules.debrief import FLAT_WITHIN, change_phrase, latency_lines, latency_shifts, truth_database
 from incidents.loader import find_incident, iter_library, load_incident, load_variant
@@ -181,7 +182,10 @@ def test_a_thermally_throttled_gpu_is_hotter_than_its_peers(stem: str) -> None:
 
 # ---------------------------------------------------------------- memory at an OOM
 
-_OOM = re.compile(r"total capacity of ([\d.]+) GiB of which ([\d.]+) GiB is free\. .*this process has ([\d.]+) GiB")
+_SIZE = r"([\d.]+) (bytes|KiB|MiB|GiB)"
+_OOM = re.compile(rf"Tried to allocate {_SIZE}\. GPU 0 has a total capacity of {_SIZE} of which {_SIZE} is free\. "
+                  rf".*this process has {_SIZE}")
+_MIB = {"bytes": 1 / (1 << 20), "KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0}
 
 
 @pytest.mark.parametrize("stem", IDS)
@@ -190,8 +194,13 @@ def test_framebuffer_at_an_oom_agrees_with_the_message(stem: str) -> None:
     w = wide(b)
     fb = (w["DCGM_FI_DEV_FB_USED"] + w["DCGM_FI_DEV_FB_FREE"]).groupby(w.replica)
     assert ((fb.max() - fb.min()) <= 1).all()  # used + free is the device, whole MiB apart for rounding
+    setups = {name: setup for name, setup in engine_setups(fleet_spec(b.incident)).items()}
     for row in b.logs[b.logs.message.str.contains("OutOfMemoryError")].itertuples():
-        total, free, in_use = (1024.0 * float(x) for x in _OOM.search(row.message).groups())  # MiB
+        parts = _OOM.search(row.message).groups()
+        tried, total, free, in_use = (float(parts[i]) * _MIB[parts[i + 1]] for i in (0, 2, 4, 6))  # MiB
+        setup = setups[row.replica]
+        # the step's tensors allocated before the one that failed: at most its largest workspace less that one
+        before = largest_step_activation_bytes(setup.model, setup.config) / (1 << 20) - tried
         g = w[(w.replica == row.replica) & (w.t <= row.t)].sort_values("t")
         last = g.iloc[-1]
         # the leak grows per request served, and requests finish in bursts at a peak: the bound is the
@@ -199,7 +208,8 @@ def test_framebuffer_at_an_oom_agrees_with_the_message(stem: str) -> None:
         leak_per_scrape = max(0.0, float(-g["DCGM_FI_DEV_FB_FREE"].iloc[-7:].diff().min()))
         # free memory only shrinks towards the OOM, and no faster than it just did (rounding: 0.01 GiB, 1 MiB)
         assert free <= last["DCGM_FI_DEV_FB_FREE"] + 12
-        assert last["DCGM_FI_DEV_FB_FREE"] - free <= 2 * leak_per_scrape + 12, (row.replica, row.t)
+        assert last["DCGM_FI_DEV_FB_FREE"] - free <= 2 * leak_per_scrape + max(0.0, before) + 12, (row.replica, row.t)
+        assert free < tried  # the allocation failed: less was free than it asked for
         assert last["DCGM_FI_DEV_FB_FREE"] > 0
         assert abs(last["DCGM_FI_DEV_FB_USED"] + last["DCGM_FI_DEV_FB_FREE"] - total) <= 12
         assert in_use >= last["DCGM_FI_DEV_FB_USED"] - 12

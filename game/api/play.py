@@ -426,9 +426,13 @@ def act(session: Session, actions: Sequence[str], decision_s: float | None = Non
     from game.query.sandbox import Gateway
     from game.rules.mitigation import score_mitigation
     from game.session import SessionError
+    from game.session.seat import debrief_held
     from incidents.mitigation import ActionError, check_against, parse_action, parse_actions
     from telemetry_gen.mitigation import compile_actions, mitigated_database
 
+    held = debrief_held()
+    if held is not None:  # whether an action recovers the fleet tells the cause: not while others still play
+        raise SessionError("The mitigation phase waits for the round to end, as the debrief does. " + held)
     inc = session.incident
     decision = inc.window.duration_s if decision_s is None else float(decision_s)
     if inc.mitigation is not None and session.state in ("submitted", "debriefed"):

@@ -102,7 +102,7 @@ def test_the_roster_gives_each_player_a_private_token_and_keeps_it(day: Path) ->
     code, out, err = cli("gameday", "roster", str(day), "--url", "http://10.0.0.5:8000", "--json")
     assert code == 0, err
     doc = json.loads(out)
-    assert set(doc) == {"ok", "file", "roster_file", "key_file", "server_dir", "url", "players"}
+    assert set(doc) == {"ok", "file", "roster_file", "key_file", "server_dir", "url", "players", "room"}
     roster_file, key_file = Path(doc["roster_file"]), Path(doc["key_file"])
     assert roster_file.parent == day.parent and key_file.parent == day.parent
     for secret in (roster_file, key_file):

@@ -373,6 +373,7 @@ def _scope_classes() -> dict[str, type]:
     from tui.screens.debrief import DebriefScreen, PastDebriefScreen
     from tui.screens.history import HistoryScreen
     from tui.screens.picker import PickerScreen
+    from tui.screens.room import RoomScreen
     from tui.screens.submit import SubmitScreen
     from tui.screens.workspace import WorkspaceScreen
     from tui.widgets.board import HypothesisBoard
@@ -383,7 +384,7 @@ def _scope_classes() -> dict[str, type]:
     return {"app": ServedrillApp, "picker": PickerScreen, "briefing": BriefingScreen,
             "workspace": WorkspaceScreen, "submit": SubmitScreen, "debrief": DebriefScreen,
             "board": HypothesisBoard, "results": ResultsPanel, "editor": SqlEditor, "queries": QueryLog,
-            "history": HistoryScreen, "past_debrief": PastDebriefScreen}
+            "history": HistoryScreen, "past_debrief": PastDebriefScreen, "room": RoomScreen}
 
 
 def test_every_command_has_an_action_method_and_a_scope_title() -> None:

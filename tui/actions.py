@@ -13,7 +13,7 @@ class Command:
     """One action. `keys` is Textual's comma-separated key list; the first key is the one shown.
 
     `scope` names where it works: a screen ("picker", "briefing", "workspace", "submit", "debrief",
-    "history", "past_debrief")
+    "history", "past_debrief", "room": the facilitator's live room)
     or a widget of the workspace ("editor", "results", "plot", "board", "queries").
 
     `pinned`: always in the key bar, at its right end, whatever has focus (run, submit, help).
@@ -73,6 +73,7 @@ SCOPE_TITLES: dict[str, str] = {
     "debrief": "Debrief",
     "history": "Past sessions",
     "past_debrief": "Past debrief",
+    "room": "Live room (facilitator)",
 }
 
 PANE_SCOPES = ("editor", "results", "plot", "board", "queries", "schema")
@@ -188,6 +189,24 @@ COMMANDS: tuple[Command, ...] = (
     Command("history", "open_debrief", "enter", "Debrief",
             "Reopen the highlighted session's debrief (its queries re-run on every world, as at the end)."),
     Command("history", "back", "escape", "Incidents", "Back to the incident list."),
+)
+
+
+COMMANDS += (
+    # the facilitator's live room (tui/screens/room.py, `servedrill gameday room PLAN`)
+    Command("room", "start_round", "s", "Start",
+            "Start round: the next round not played yet (its clock starts for every player); refused while one runs."),
+    Command("room", "end_round", "e", "End",
+            "End round: the running round ends (asks first); hand-ins are collected, held debriefs open, scores show."),
+    Command("room", "broadcast", "b", "Broadcast", "A message to every player in the running round."),
+    Command("room", "message_player", "m", "Message",
+            "A message to the highlighted player's game only (up and down choose the player)."),
+    Command("room", "hint_player", "h", "Hint",
+            "Send the highlighted player the incident's next hint (asks first; it costs them points)."),
+    Command("room", "next_round", "n", "Next",
+            "Next round: end the running round (asks first) and start the next one."),
+    Command("room", "refresh", "r", "Refresh", "Read the players' games again now (the room does so every 2 seconds).",
+            show=False),
 )
 
 

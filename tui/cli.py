@@ -17,7 +17,7 @@ import click
 from game.cli.commands import GAME_COMMANDS, build_group
 from game.cli.core import emit, fail
 from game.cli.tool_commands import format_bench
-from tui import cli_watch
+from tui import cli_room, cli_watch
 
 # The game's versions, which these wrap.
 _GAME_PLAY = GAME_COMMANDS["play"]
@@ -187,6 +187,13 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
             fail(f"incident {incident!r} is not among the --incidents files")
     if warning:
         click.echo(warning, err=True)
+    if gate is not None:
+        from tui.serve_gameday import room_link
+
+        room = room_link(gate, public_url or f"http://{'[' + host + ']' if ':' in host else host}:{port}")
+        click.echo(f"servedrill: the live room, for the facilitator only (keep it private): {room}" if room else
+                   "servedrill: no live room link: the roster has no facilitator token (hint: servedrill gameday "
+                   "roster PLAN adds one, keeping every player's link)", err=True)
     command = app_command(incident=incident, seed=seed, player=player, random_deal=random_deal, library=files,
                           ask_player=player is None)
     try:
@@ -213,7 +220,8 @@ def join(link: str) -> None:
         fail(str(exc))
 
 
-main = build_group(play, resume, bench, serve, join, *cli_watch.COMMANDS)  # watch, send, report: the interviewer's side
+main = build_group(play, resume, bench, serve, join, *cli_watch.COMMANDS,  # watch, send, report: the interviewer's side
+                   cli_room.gameday_group())  # the game's gameday commands and the live room
 
 __all__ = ["main"]
 

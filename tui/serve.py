@@ -227,6 +227,8 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                 web.get("/", self.handle_index, name="index"),
                 web.get("/ws", self.handle_websocket, name="websocket"),
                 web.get("/ws/{token}", self.handle_websocket),  # a game day's tabs: the player's token
+                web.get("/room/{token}", self.handle_room),  # a game day's live room: the facilitator's token
+                web.get("/room/{token}/ws", self.handle_room_websocket),
                 web.get("/download/{key}", self.handle_download, name="download"),
                 web.static("/static", self.statics_path, show_index=False, name="static"),
             ])
@@ -289,6 +291,52 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                 if player is not None:
                     gate.release(player)
 
+        def _room_gate(self, request: web.Request) -> Any:
+            """The gate, once the request may open the facilitator's room; HTTP errors otherwise (404 without a
+            game day: there is no room to serve)."""
+            if (why := self._refusal(request)) is not None:
+                log.warning("refused room: %s", why)
+                raise web.HTTPForbidden(text=why)
+            if gate is None:
+                raise web.HTTPNotFound()
+            return gate
+
+        async def handle_room(self, request: web.Request) -> Any:
+            """The live room's page (`servedrill gameday room PLAN` in a tab), for the facilitator's token only."""
+            from game.api import RoundRefused
+            from tui.serve_gameday import refusal_page, room_websocket_url
+
+            room_gate = self._room_gate(request)
+            token = request.match_info.get("token")
+            try:
+                room_gate.check_room(token)
+            except RoundRefused as refused:
+                log.warning("refused room page: %s", refused.message)
+                return web.Response(status=refused.status, text=refusal_page(refused.message), content_type="text/html")
+            if self.fixed_public_url is None:
+                self.public_url = f"{request.scheme}://{request.host}"
+            response = await super().handle_index(request)
+            if isinstance(response, web.Response) and response.text is not None:
+                response.text = room_websocket_url(local_page(response.text), token or "")
+            return response
+
+        async def handle_room_websocket(self, request: web.Request) -> Any:
+            from game.api import RoundRefused
+
+            room_gate = self._room_gate(request)
+            try:
+                room_gate.check_room(request.match_info.get("token"))
+            except RoundRefused as refused:
+                log.warning("refused room websocket: %s", refused.message)
+                raise web.HTTPForbidden(text=refused.message) from None
+            if self.active >= self.max_sessions:
+                raise web.HTTPServiceUnavailable(text=f"servedrill: {self.max_sessions} sessions already open")
+            self.active += 1
+            try:
+                return await run_tab(request, room_gate.room_command(), self.download_manager, self.limits)
+            finally:
+                self.active -= 1
+
         async def on_startup(self, app: web.Application) -> None:
             """Quiet: textual-serve prints its banner here, before the port is bound."""
 
@@ -314,12 +362,13 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
 
 
 _TOKEN_QUERY = re.compile(r"(?i)([?&]token=)[^&#\s]*")
-_TOKEN_PATH = re.compile(r"^(/ws/)[^/?#]+")
+_TOKEN_PATH = re.compile(r"^(/ws/|/room/)[^/?#]+")
 
 
 def redact(path_qs: str) -> str:
-    """A request's path and query as the access log may keep it: a game day's personal token (in `?token=`
-    or in the tab's `/ws/TOKEN`) is a password, so it is replaced by `<token>`."""
+    """A request's path and query as the access log may keep it: a game day's personal token (in `?token=`,
+    in the tab's `/ws/TOKEN`, or the facilitator's in `/room/TOKEN`) is a password, so it is replaced by
+    `<token>`."""
     return _TOKEN_PATH.sub(r"\1<token>", _TOKEN_QUERY.sub(r"\1<token>", path_qs))
 
 

@@ -20,6 +20,21 @@ def websocket_url(page: str, token: str) -> str:
                   page, count=1)
 
 
+def room_websocket_url(page: str, token: str) -> str:
+    """The page textual-serve rendered, its app's websocket pointed at the facilitator's room,
+    `/room/<token>/ws`."""
+    import re
+    from urllib.parse import quote
+
+    return re.sub(r'(data-session-websocket-url="[^"]*?)/ws(")',
+                  lambda m: f"{m.group(1)}/room/{quote(token, safe='')}/ws{m.group(2)}", page, count=1)
+
+
+def room_link(gate: RoundGate, base_url: str) -> str | None:
+    """The live room's link to print when the server starts (None: the roster has no facilitator token)."""
+    return gate.roster.room_link(base_url)
+
+
 def refusal_page(message: str) -> str:
     """A small page that says why (no script, nothing from outside)."""
     from html import escape

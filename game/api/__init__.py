@@ -36,6 +36,9 @@ Its parts, each re-exported here:
   key, the leaderboard read and written (the CLI's `gameday` and `leaderboard`).
 - `postgame`: the review after a game day (or an interview): each player's path side by side, the team's
   evidence map, the debrief's truth, the results as rows (HTML, CSV, Parquet);
+- `room`: the facilitator's live room: a round's snapshot for a projector (players' statuses, the standings,
+  never a score or the answer while the round runs) and the round operations the console shares (start, end,
+  a word to one player);
 - `rounds`: the clock a player's screen shows (the round's in a game-day round), its warnings at 5 and 1
   minutes left, TIME UP (a round hands the board in), and the debrief held until the round ends.
 
@@ -151,6 +154,19 @@ from game.api.review import (
     score_text,
     score_transcript,
 )
+from game.api.room import (
+    RoomError,
+    RoomPlayer,
+    RoomStanding,
+    RoomState,
+    end_round,
+    next_round,
+    room_state,
+    round_left,
+    running_round,
+    send_to_player,
+    start_round,
+)
 from game.api.rounds import (
     WARN_AT_S,
     Clock,
@@ -235,6 +251,10 @@ __all__ = [
     "Ran",
     "Replayed",
     "Rerun",
+    "RoomError",
+    "RoomPlayer",
+    "RoomStanding",
+    "RoomState",
     "RosterError",
     "RoundRefused",
     "RoundTimes",
@@ -265,6 +285,7 @@ __all__ = [
     "data_folders",
     "debrief",
     "debrief_hold",
+    "end_round",
     "end_with_parent",
     "export_parquet",
     "export_transcript",
@@ -298,6 +319,7 @@ __all__ = [
     "mitigation_score",
     "new_session",
     "new_to_player",
+    "next_round",
     "note",
     "open_game",
     "open_telemetry",
@@ -316,13 +338,16 @@ __all__ = [
     "resume_game",
     "resume_session",
     "review_text",
+    "room_state",
     "round_clock",
     "round_gate",
+    "round_left",
     "round_library",
     "round_limits_text",
     "round_standings",
     "round_times",
     "run_query",
+    "running_round",
     "save_draft",
     "save_query",
     "save_round_times",
@@ -331,12 +356,14 @@ __all__ = [
     "score_text",
     "score_transcript",
     "send",
+    "send_to_player",
     "session_entry",
     "sessions",
     "sessions_folder",
     "snippets",
     "solved",
     "start",
+    "start_round",
     "started_on",
     "submit",
     "teaches",

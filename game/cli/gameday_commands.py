@@ -82,7 +82,7 @@ def roster_cmd(file: Path, url: str, reissue: tuple[str, ...], reissue_all: bool
                 "join": roster.join_command(url, p)} for p in gd.players]
     if as_json:
         emit({"ok": True, "file": str(gd.path), "roster_file": str(roster.path), "key_file": str(roster.key_file),
-              "server_dir": str(roster.server_dir), "url": url, "players": players})
+              "server_dir": str(roster.server_dir), "url": url, "players": players, "room": roster.room_link(url)})
         return
     click.echo(f"roster: {roster.path} (mode 0600; keep it private)")
     click.echo(f"journal key: {roster.key_file} (mode 0600; only the server uses it)")
@@ -92,6 +92,7 @@ def roster_cmd(file: Path, url: str, reissue: tuple[str, ...], reissue_all: bool
         click.echo(f"    browser:  {entry['link']}")
         click.echo(f"    terminal: {entry['join']}")
     click.echo("Each link is that player's identity for the whole game day: hand it to them alone.")
+    click.echo(f"live room (the facilitator's alone; a projector's browser): {roster.room_link(url)}")
 
 @gameday_group.command("run")
 @click.argument("file", type=click.Path(path_type=Path))
@@ -164,10 +165,10 @@ def broadcast_cmd(file: Path, text: str, round_no: int | None, sender: str | Non
     gd = _load(file, as_json)
     times = api.round_times(gd)
     if round_no is None:
-        running = [r for r in gd.rounds if times[r.number][0] is not None and times[r.number][1] is None]
-        if not running:
+        running = api.running_round(gd, times)
+        if running is None:
             fail(f"{file}: no round is running (hint: start one in the console, or pass --round N)", as_json=as_json)
-        rnd = running[-1]
+        rnd = running
     else:
         rnd = _rounds(gd, round_no, as_json)[0]
     try:

@@ -81,16 +81,13 @@ class Console:
 
     @property
     def running(self) -> Round | None:
-        """The round that started and has not ended."""
-        return next((r for r in self.gameday.rounds
-                     if self.times[r.number][0] is not None and self.times[r.number][1] is None), None)
+        """The round that started and has not ended (game.api.running_round), as the results folder says now:
+        the live room (`gameday room`) may have started or ended one meanwhile."""
+        self.times = api.round_times(self.gameday)
+        return api.running_round(self.gameday, self.times)
 
     def left_s(self, rnd: Round) -> float:
-        started = self.times[rnd.number][0] or self.clock()
-        return started + rnd.time_limit_s - self.clock()
-
-    def _save(self) -> None:
-        api.save_round_times(self.gameday, self.times)
+        return api.round_left(rnd, self.times, self.clock())
 
     # ------------------------------------------------------------ the loop
 
@@ -182,15 +179,18 @@ class Console:
             self.echo(f"  {r.number}. {r.incident_id:<28} seed {r.seed:<6} {r.time_limit_s / 60:>5g} min  {state}")
 
     def do_start(self, arg: str) -> None:
-        if self.running is not None:
-            self.echo(f"round {self.running.number} is still running; `end` it first")
+        if arg and not arg.isdigit():
+            self.echo(f"no round {arg!r}; rounds are 1..{len(self.gameday.rounds)}")
             return
-        rnd = self._pick(arg)
-        if rnd is None:
+        try:
+            rnd, replay = api.start_round(self.gameday, int(arg) if arg else None, self.clock())
+        except api.RoomError as exc:
+            self.echo(str(exc))
             return
-        now = self.clock()
-        self.times[rnd.number] = (now, None)
-        self._save()
+        self.times = api.round_times(self.gameday)
+        now = self.times[rnd.number][0] or self.clock()
+        if replay:
+            self.echo(f"round {rnd.number} was played already; starting it again (earlier hand-ins stay)")
         self.announced = {a for a in self.announced if a[0] != rnd.number}
         self.echo(f"Round {rnd.number}: {rnd.title}")
         self.echo(f"  incident {rnd.incident_id}, seed {rnd.seed}; {rnd.time_limit_s / 60:g} min from "
@@ -202,20 +202,6 @@ class Console:
         self.echo("To hand in: submit the diagnosis in the game (F8 in the terminal UI, `submit` in --plain);")
         self.echo("  this console collects it from the sessions folder. Playing on another machine? After")
         self.echo(f"  submitting, run: {self.gameday.submit_command('NAME')}")
-
-    def _pick(self, arg: str) -> Round | None:
-        if arg:
-            if not arg.isdigit() or not 1 <= int(arg) <= len(self.gameday.rounds):
-                self.echo(f"no round {arg!r}; rounds are 1..{len(self.gameday.rounds)}")
-                return None
-            rnd = self.gameday.rounds[int(arg) - 1]
-            if self.times[rnd.number][1] is not None:
-                self.echo(f"round {rnd.number} was played already; starting it again (earlier hand-ins stay)")
-            return rnd
-        unplayed = next((r for r in self.gameday.rounds if self.times[r.number][0] is None), None)
-        if unplayed is None:
-            self.echo("every round was played; `board` shows the leaderboard, `start N` replays round N")
-        return unplayed
 
     def do_status(self, _arg: str) -> None:
         rnd = self.running
@@ -237,14 +223,12 @@ class Console:
     do_collect = do_status
 
     def do_end(self, _arg: str) -> None:
-        rnd = self.running
-        if rnd is None:
-            self.echo("no round is running")
+        try:
+            rnd, got = api.end_round(self.gameday, self.folders, self.clock())
+        except api.RoomError as exc:
+            self.echo(str(exc))
             return
-        got = self.collect(rnd)
-        started = self.times[rnd.number][0]
-        self.times[rnd.number] = (started, self.clock())
-        self._save()
+        self.times = api.round_times(self.gameday)
         self.echo(f"Round {rnd.number} ended: {len(got.files)}/{len(self.gameday.players)} handed in"
                   + (f"; no transcript from {', '.join(got.waiting)}" if got.waiting else ""))
         for problem in got.problems:

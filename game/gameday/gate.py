@@ -118,6 +118,23 @@ class RoundGate:
     def release(self, player: str) -> None:
         self.open_tabs.discard(player)
 
+    # ------------------------------------------------------------ the facilitator's live room
+
+    def check_room(self, token: str | None) -> None:
+        """Refused (403) unless `token` is the facilitator's: the room shows every player's status, and its keys
+        start and end rounds, so a player's token (or none) never opens it."""
+        if self.roster.facilitator is None:
+            raise Refused(403, "servedrill game day: this roster has no facilitator token yet. Run servedrill "
+                               "gameday roster again (it keeps every player's link) and use the room link it prints.")
+        if not self.roster.is_facilitator(token):
+            raise Refused(403, "servedrill game day: this link is not the facilitator's room link.")
+
+    def room_command(self) -> str:
+        """The shell command of the room's tab: `servedrill gameday room PLAN` (its data folder the plan's)."""
+        env = [f"SERVEDRILL_DATA={self.gameday.data}"] if self.gameday.data is not None else []
+        return "exec " + shlex.join(["env", *env, self.python, "-m", "tui.cli", "gameday", "room",
+                                     str(self.gameday.path)])
+
     def seat(self, player: str, rnd: Round) -> Seat:
         return Seat(player, rnd.number, rnd.incident_id, rnd.seed, str(self.roster.server_dir),
                     str(self.gameday.results / "gameday.json"), rnd.debrief, rnd.time_limit_s)

@@ -2,7 +2,8 @@
 
 `servedrill gameday roster PLAN` writes, beside the plan file (never in a session or results folder):
 
-- `<plan>.roster.json` (mode 0600): each roster player's secret token. A player's browser link
+- `<plan>.roster.json` (mode 0600): each roster player's secret token, and the facilitator's, which opens the
+  live room in a browser (`/room/TOKEN`) and no game. A player's browser link
   (`http://HOST:PORT/?token=...`) and terminal join command carry it; a served round accepts only a
   token on this roster and takes the player's name from it (no typed names in a round).
 - `<plan>.journal.key` (mode 0600): the key the server signs its journals with (game.session.signing);
@@ -55,6 +56,9 @@ class Roster:
     tokens: dict[str, str]
     key_file: Path
     server_dir: Path
+    facilitator: str | None = None
+    """The facilitator's token: it opens the live room (`/room/TOKEN`), never a game; None in a roster written
+    before the room (running `gameday roster` again adds it)."""
 
     def player_of(self, token: str | None) -> str | None:
         """The player whose token this is, or None (compared in constant time, every entry)."""
@@ -65,6 +69,15 @@ class Roster:
             if hmac.compare_digest(known.encode(), token.encode()):
                 found = player
         return found
+
+    def is_facilitator(self, token: str | None) -> bool:
+        """Whether `token` is the facilitator's (compared in constant time); a player's token is not."""
+        return bool(token and self.facilitator) and hmac.compare_digest(str(self.facilitator).encode(),
+                                                                        str(token).encode())
+
+    def room_link(self, base_url: str) -> str | None:
+        """The live room's link for the facilitator (None without a facilitator token)."""
+        return None if not self.facilitator else f"{base_url.rstrip('/')}/room/{quote(self.facilitator)}"
 
     def link(self, base_url: str, player: str) -> str:
         return f"{base_url.rstrip('/')}/?token={quote(self.tokens[player])}"
@@ -112,7 +125,10 @@ def load_roster(gameday: GameDay) -> Roster:
     if not isinstance(raw, dict):
         raise RosterError(f"{path}: not a servedrill roster (hint: servedrill gameday roster {gameday.path})")
     tokens = {str(p): str(t) for p, t in raw.items() if p in gameday.players and isinstance(t, str) and t}
-    return Roster(path, tokens, signing.key_file_for(gameday.path), server_dir_for(gameday.path))
+    facilitator = doc.get("facilitator")
+    if not isinstance(facilitator, str) or not facilitator or facilitator in tokens.values():
+        facilitator = None
+    return Roster(path, tokens, signing.key_file_for(gameday.path), server_dir_for(gameday.path), facilitator)
 
 
 def make_roster(gameday: GameDay, reissue: tuple[str, ...] = (), reissue_all: bool = False) -> Roster:
@@ -124,14 +140,17 @@ def make_roster(gameday: GameDay, reissue: tuple[str, ...] = (), reissue_all: bo
                           f"{', '.join(gameday.players)})")
     path = roster_file_for(gameday.path)
     old: dict[str, str] = {}
+    facilitator: str | None = None
     if path.exists() and not reissue_all:
         try:
-            old = dict(load_roster(gameday).tokens)
+            kept = load_roster(gameday)
+            old, facilitator = dict(kept.tokens), kept.facilitator
         except RosterError:
             old = {}  # unreadable or open to others: every token is new
     tokens = {p: (old[p] if p in old and p not in reissue else secrets.token_urlsafe(18)) for p in gameday.players}
+    facilitator = facilitator or secrets.token_urlsafe(18)
     signing.write_private(path, json.dumps({"format": ROSTER_FORMAT, "format_version": 1, "event": gameday.event,
-                                            "tokens": tokens}, indent=1) + "\n")
+                                            "tokens": tokens, "facilitator": facilitator}, indent=1) + "\n")
     key_file = signing.key_file_for(gameday.path)
     try:
         signing.make_key(key_file)
@@ -140,4 +159,4 @@ def make_roster(gameday: GameDay, reissue: tuple[str, ...] = (), reissue_all: bo
     server = server_dir_for(gameday.path)
     server.mkdir(mode=0o700, exist_ok=True)
     os.chmod(server, 0o700)
-    return Roster(path, tokens, key_file, server)
+    return Roster(path, tokens, key_file, server, facilitator)

@@ -161,9 +161,11 @@ def test_ray_task_bounds_and_errors_as_data(ray_cluster: str) -> None:
     started = time.monotonic()
     got = by_index(fan_out(math.sqrt, [4.0, -1.0], ray=ray_cluster))
     assert got[0].value == 2.0 and "math domain error" in (got[1].error or "")
-    got = by_index(fan_out(time.sleep, [60.0, 0.01], ray=ray_cluster, task_timeout_s=8.0))
+    # the bound counts from submission, a worker's start-up included: on a busy machine that alone took over
+    # 8 s, so the bound is generous and what is checked is that the endless task was cut, not how soon
+    got = by_index(fan_out(time.sleep, [3600.0, 0.01], ray=ray_cluster, task_timeout_s=60.0))
     assert "timed out" in (got[0].error or "") and got[1].ok
-    assert time.monotonic() - started < 50
+    assert time.monotonic() - started < 600
     # one CPU per node and both tasks in flight at once: they ran on the two nodes
     spread = by_index(fan_out(time.sleep, [2.0, 2.0], ray=ray_cluster))
     assert all(o.ok for o in spread.values()) and len({o.node for o in spread.values()}) == 2, spread

@@ -18,7 +18,7 @@ from game.rules.mitigation import score_mitigation
 from game.rules.scoring import ScoreReport
 from game.session import Session, SessionError
 from incidents.loader import load_incident
-from incidents.mitigation import Action, ActionError, parse_action
+from incidents.mitigation import Action, ActionError, parse_action, parse_actions
 from incidents.spec import Incident
 from telemetry_gen.mitigation import TAIL_ID_BASE, build_mitigated, compile_actions, recovery
 from telemetry_gen.runner import build_telemetry
@@ -265,6 +265,25 @@ def test_a_router_policy_ends_session_affinity_and_draining_every_replica_is_ref
     compile_actions(mini, [parse_action("drain vllm-0")], 200.0)  # one of two: the other serves
     with pytest.raises(ActionError, match="draining all 2 replicas leaves nothing"):
         compile_actions(mini, [parse_action("drain vllm-0"), parse_action("drain vllm-1")], 200.0)
+
+
+def test_a_drain_is_in_the_change_log_and_counted_with_the_restarts() -> None:
+    import duckdb
+
+    from game.rules.mitigation import _restarts
+
+    inc = load_incident(Path(__file__).parent / "data" / "incidents" / "tui-mini.yaml", 0)
+    counts = {}
+    for texts in (["drain vllm-1"], ["restart vllm-1"], ["drain vllm-1", "restart vllm-0"]):
+        run = build_mitigated(inc, 0, parse_actions(texts), decision_s=200.0, horizon_s=300)
+        con = duckdb.connect()
+        for name in ("logs", "events"):
+            con.register(name, run.telemetry.tables[name])
+        counts[tuple(texts)] = _restarts(con, inc, 200.0)
+        events = run.telemetry.tables["events"]
+        drained = events[(events["detail"] == "drained") & (events["new_value"] == "true")]
+        assert list(drained["replica"]) == (["vllm-1"] if "drain vllm-1" in texts else [])
+    assert counts == {("drain vllm-1",): 1, ("restart vllm-1",): 1, ("drain vllm-1", "restart vllm-0"): 2}
 
 
 def test_the_validator_points_at_a_bad_action_and_a_recovery_window_inside_the_window() -> None:

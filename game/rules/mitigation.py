@@ -64,9 +64,13 @@ def _errors(con: duckdb.DuckDBPyConnection, inc: Incident, start: float, end: fl
 
 
 def _restarts(con: duckdb.DuckDBPyConnection, inc: Incident, start: float) -> int:
+    """Replica restarts (each drains first: its SIGTERM line) and drains out of the router's pool (the change
+    log's `drained` rows) from `start` on."""
     where = window_bounds_sql(inc.window.start, (start, 1e12))
     row = con.execute(f"SELECT count(*) FROM logs WHERE message LIKE '%drain%' AND {where}").fetchone()
-    return int(row[0]) if row else 0
+    drained = con.execute(f"SELECT count(*) FROM events WHERE component = 'router' AND detail = 'drained' "
+                          f"AND new_value = 'true' AND {where}").fetchone()
+    return (int(row[0]) if row else 0) + (int(drained[0]) if drained else 0)
 
 
 def time_to_recovery(con: duckdb.DuckDBPyConnection, inc: Incident, decision_s: float, end_s: float) -> float | None:

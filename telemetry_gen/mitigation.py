@@ -12,8 +12,10 @@ and tenants keep their identities across the boundary. The actions become the en
 * set KNOB=V: a config_change of every replica at the decision (a rolling redeploy);
 * restart vllm-N / all: a config_change with no knob (a restart into the same release), as a routine
   restart is;
-* drain vllm-N: a router_skew giving the replica a share of 0 from the decision on;
-* router P: a router_policy change at the decision;
+* drain vllm-N: a router_drain of the replica from the decision on (out of the router's pool, pinned clients
+  included; several drains add up; draining every replica is refused);
+* router P: a router_policy change at the decision, which also ends session affinity (sticky_sessions) in
+  force then, as a load balancer's policy setting replaces its affinity;
 * shed T: the tenant's requests arriving after the decision never reach the router (counted as shed).
 
 The simulation is causal, so every event before the decision, and every row that is complete before it,

@@ -1,7 +1,8 @@
 """router_drain: the scoped replicas are taken out of the router's pool (an operator's drain).
 
 No request is routed to a drained replica from then on, whatever the policy and whatever session affinity
-pinned to it; what it already holds finishes. A drain of every replica is refused (nothing would serve)."""
+pinned to it; what it already holds finishes. The scope cannot be the whole fleet (nothing would serve), and
+the mitigation's `drain` refuses draining every replica one by one."""
 
 from __future__ import annotations
 

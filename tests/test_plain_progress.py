@@ -143,3 +143,19 @@ def test_history_and_a_past_debrief_in_line_mode_with_progress_and_plain_text(da
     # someone else's history is not ada's
     other = _cli("play", "--plain", str(INCIDENT), "--player", "bob", stdin="history\nquit\n")
     assert "No finished sessions yet" in other.stdout
+
+
+def test_line_mode_shows_control_characters_in_data_errors_and_messages_as_visible_text(data: Path) -> None:
+    """Text is text in line mode too: an escape sequence in a cell, a column name, an error or an interviewer's
+    message reaches the terminal as visible stand-ins (game.api.text, the table the terminal app uses)."""
+    from game.frontends.line_mode import update_text
+    from game.session.records import Update
+
+    said = _game(data, ["SELECT chr(27) || '[2J' || chr(7) AS \"x\u202ey\", 'tab\there' AS t",
+                        "SELECT * FROM \"no\u001b[31mtable\"", "\\x", "SELECT chr(27) || '[31mred' AS c"])
+    assert "\x1b" not in said and "\x07" not in said and "\u202e" not in said
+    assert "␛[2J␇" in said and "x<U+202E>y" in said and "tab here" in said  # the cells, the column name
+    assert "no␛[31mtable" in said  # the error quotes the statement: visibly
+    assert "␛[31mred" in said  # expanded display too
+    text = update_text(Update(1, 0.0, "message", "sam\x1b]0;pwned\x07", "look at\x1b[8m vllm-3", "gm"))
+    assert "\x1b" not in text and "sam␛]0;pwned␇" in text and "look at␛[8m vllm-3" in text

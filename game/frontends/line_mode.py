@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from game import api
 from game.api import ROW_CAP
+from game.api.text import visible
 
 if TYPE_CHECKING:
     from game.api import Game, PastSession
@@ -65,12 +66,14 @@ def plain_markdown(text: str) -> str:
 def expanded_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], first: int = 1) -> str:
     """Rows one after another, a `column | value` line per cell, every value in full (psql's \\x):
     for results whose cells are too long for a table line. `first` numbers the first row."""
+    columns = [visible(c) for c in columns]
     pad = max([len(c) for c in columns] + [1])
     out: list[str] = []
     for number, row in enumerate(rows, start=first):
         out.append(f"-[ row {number} ]" + "-" * max(4, pad - 6))
         for name, value in zip(columns, row, strict=False):
             text = "NULL" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+            text = visible(text, multiline=True)
             lines = text.split("\n")
             out.append(f"{name:<{pad}} | {lines[0]}")
             out += [f"{'':<{pad}} | {more}" for more in lines[1:]]
@@ -154,8 +157,9 @@ def format_table(columns: list[str], rows: list[Any], max_rows: int | None = SHO
     def cell(v: Any) -> str:
         if isinstance(v, float):
             return f"{v:.4g}"
-        return " ".join(("NULL" if v is None else str(v)).split("\n"))
+        return visible(" ".join(("NULL" if v is None else str(v)).split("\n")))
 
+    columns = [visible(c) for c in columns]
     shown = [[cell(v) for v in row] for row in rows[:max_rows]]
     widths = [min(cell_chars or 1 << 30, max([len(c)] + [len(r[i]) for r in shown])) for i, c in enumerate(columns)]
     keep = len(columns)
@@ -222,7 +226,7 @@ def update_text(update: Update) -> str:
     label = {"inject": "update", "message": "message", "hint": "hint"}.get(update.kind,
                                                                                                update.kind)
     cost = f" (-{update.cost} points)" if update.cost else ""
-    return f"--- {label} from {update.sender}{cost} ---\n{update.text.strip()}"
+    return f"--- {label} from {visible(update.sender)}{cost} ---\n{visible(update.text.strip(), multiline=True)}"
 
 
 def split_words(text: str) -> list[str]:
@@ -332,7 +336,7 @@ class PlainGame:
                 if not self._dispatch(line):
                     return self.session.state
             except api.SessionError as exc:
-                self.say(f"error: {exc}")
+                self.say(f"error: {visible(str(exc), multiline=True)}")
             if self.session.state == "submitted":
                 self._mitigate()
                 self._finish()
@@ -432,7 +436,8 @@ class PlainGame:
 
     def _result_text(self, index: int | None, result: QueryResult) -> str:
         if not result.ok:
-            return f"error: {result.error} (not counted: a statement that fails costs no query)"
+            error = visible(result.error, multiline=True)
+            return f"error: {error} (not counted: a statement that fails costs no query)"
         if self.expanded:
             table = self._rows_text(result, 0, SHOWN_ROWS)
             if len(result.rows) > SHOWN_ROWS:
@@ -497,8 +502,8 @@ class PlainGame:
                 raise api.SessionError("no query to save yet: run one, then save NAME (or save NAME: SQL)")
             sql = str(queries[-1].data["sql"])
         query, replaced = api.save_query(self.session.header.player, name, sql, self.transcript_root)
-        self.say(f"{'Replaced' if replaced else 'Saved'} \"{query.name}\": saved (lists them, saved N runs one) "
-                 "offers it in every incident.")
+        self.say(f"{'Replaced' if replaced else 'Saved'} \"{visible(query.name)}\": saved (lists them, saved N "
+                 "runs one) offers it in every incident.")
 
     def _saved(self, rest: str) -> None:
         """`saved`: the player's saved queries, numbered; `saved N` runs number N (a query like any other)."""
@@ -507,14 +512,14 @@ class PlainGame:
             raise api.SessionError("no saved queries yet: save NAME keeps your last query")
         if not rest:
             for number, saved in enumerate(mine, start=1):
-                self.say(f"{number}. {saved.name}")
-                self.say("\n".join(f"     {line}" for line in saved.sql.splitlines()))
+                self.say(f"{number}. {visible(saved.name)}")
+                self.say("\n".join(f"     {line}" for line in visible(saved.sql, multiline=True).splitlines()))
             self.say(f"Run one with: saved N (1-{len(mine)}); it counts as a query.")
             return
         if not rest.isdigit() or not 1 <= int(rest) <= len(mine):
             raise api.SessionError(f"no saved query {rest[:20]!r}: write saved N with N from 1 to {len(mine)}")
         sql = mine[int(rest) - 1].sql
-        self.say(" ".join(sql.split()))
+        self.say(visible(" ".join(sql.split())))
         self._query(sql)
 
     def _forget(self, rest: str) -> None:
@@ -527,7 +532,7 @@ class PlainGame:
                 raise api.SessionError(f"no saved query {rest[:20]!r}: saved lists them with their numbers")
             name = mine[int(rest) - 1].name
         gone = api.forget_query(player, name, self.transcript_root)
-        self.say(f"Forgot \"{gone.name}\".")
+        self.say(f"Forgot \"{visible(gone.name)}\".")
 
     def _history(self, rest: str) -> None:
         """`history`: the player's finished sessions, numbered for `debrief N`, most recent first."""
@@ -632,7 +637,7 @@ class PlainGame:
                 try:
                     acted = api.act(self.session, texts)
                 except api.SessionError as exc:
-                    self.say(f"error: {exc}")
+                    self.say(f"error: {visible(str(exc), multiline=True)}")
                     continue
                 sc = acted.score
                 gateway = acted.telemetry.gateway
@@ -642,7 +647,7 @@ class PlainGame:
                          f"errors since {sc.errors_after}, shed {sc.requests_shed}. Query it, then done.")
             elif is_sql(line):
                 result = api.glance(gateway, line)
-                self.say(f"error: {result.error}" if not result.ok else format_table(
+                self.say(f"error: {visible(result.error, multiline=True)}" if not result.ok else format_table(
                     result.columns, result.rows, width=self.width))
             else:
                 self.say(f"error: {word[:40]!r}: in the mitigation phase type act ACTION, SQL, or done. "
@@ -733,7 +738,7 @@ def shelf_line(line: str, player: str, out: TextIO, root: Path | None = None) ->
         else:
             say_past_debrief(past, rest, say)
     except api.SessionError as exc:
-        say(f"error: {exc}")
+        say(f"error: {visible(str(exc), multiline=True)}")
     return True
 
 

@@ -248,33 +248,24 @@ MAX_CACHED = 4096
 def _journals(folders: Iterable[Path]) -> list[Journal]:
     """Every readable journal in the data folders, as `game.gameday.collect.journals` finds them, each read again
     only when its size or modification time changed since the last look (the room looks every 2 seconds)."""
-    from game.gameday.collect import read_journal
+    from game.gameday.collect import journal_paths, read_journal
 
     found: list[Journal] = []
-    seen: set[Path] = set()
     with _CACHE_LOCK:
-        for folder in folders:
-            where = folder / "sessions" if (folder / "sessions").is_dir() else folder
-            if not where.is_dir():
+        for path, real in journal_paths(folders):
+            try:
+                st = real.stat()
+            except OSError:
                 continue
-            for path in sorted(where.glob("*.jsonl")):
-                real = path.resolve()
-                if real in seen:
-                    continue
-                seen.add(real)
-                try:
-                    st = real.stat()
-                except OSError:
-                    continue
-                stamp = (st.st_mtime_ns, st.st_size)
-                cached = _CACHE.get(real)
-                if cached is None or cached[0] != stamp:
-                    cached = (stamp, read_journal(path))
-                    if len(_CACHE) >= MAX_CACHED:
-                        _CACHE.clear()
-                    _CACHE[real] = cached
-                if cached[1] is not None:
-                    found.append(cached[1])
+            stamp = (st.st_mtime_ns, st.st_size)
+            cached = _CACHE.get(real)
+            if cached is None or cached[0] != stamp:
+                cached = (stamp, read_journal(path))
+                if len(_CACHE) >= MAX_CACHED:
+                    _CACHE.clear()
+                _CACHE[real] = cached
+            if cached[1] is not None:
+                found.append(cached[1])
     return found
 
 

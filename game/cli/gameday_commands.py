@@ -180,14 +180,8 @@ def broadcast_cmd(file: Path, text: str, round_no: int | None, sender: str | Non
     if as_json:
         emit({"ok": True, **done.to_dict()})
         return
-    click.echo(f"Sent to {len(done.delivered)} player(s) in round {rnd.number}"
-               + (f": {', '.join(sorted(done.delivered))}" if done.delivered else ""))
-    if done.not_playing:
-        click.echo(f"  no game yet (not reached): {', '.join(done.not_playing)}")
-    if done.handed_in:
-        click.echo(f"  handed in already: {', '.join(done.handed_in)}")
-    for player, why in sorted(done.refused.items()):
-        click.echo(f"  refused for {player}: {why}")
+    for line in done.lines():
+        click.echo(line)
     if done.refused and not done.delivered:
         raise SystemExit(1)
 

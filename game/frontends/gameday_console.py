@@ -248,14 +248,8 @@ class Console:
         except api.GMError as exc:
             self.echo(f"not sent: {exc}")
             return
-        self.echo(f"Sent to {len(done.delivered)} player(s) in round {rnd.number}"
-                  + (f": {', '.join(sorted(done.delivered))}" if done.delivered else ""))
-        if done.not_playing:
-            self.echo(f"  no game yet (not reached): {', '.join(done.not_playing)}")
-        if done.handed_in:
-            self.echo(f"  handed in already: {', '.join(done.handed_in)}")
-        for player, why in sorted(done.refused.items()):
-            self.echo(f"  refused for {player}: {why}")
+        for line in done.lines():
+            self.echo(line)
 
     do_say = do_broadcast
 

@@ -40,6 +40,17 @@ class Broadcast:
                 "handed_in": list(self.handed_in), "not_playing": list(self.not_playing),
                 "refused": dict(self.refused)}
 
+    def lines(self) -> list[str]:
+        """What the broadcast did, as the console and `gameday broadcast` print it."""
+        out = [f"Sent to {len(self.delivered)} player(s) in round {self.round}"
+               + (f": {', '.join(sorted(self.delivered))}" if self.delivered else "")]
+        if self.not_playing:
+            out.append(f"  no game yet (not reached): {', '.join(self.not_playing)}")
+        if self.handed_in:
+            out.append(f"  handed in already: {', '.join(self.handed_in)}")
+        out += [f"  refused for {player}: {why}" for player, why in sorted(self.refused.items())]
+        return out
+
 
 def broadcast(gameday: GameDay, rnd: Round, folders: Iterable[Path], text: str, *, sender: str | None = None,
               started: float | None = None) -> Broadcast:

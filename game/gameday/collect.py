@@ -188,9 +188,10 @@ def read_journal(path: Path) -> Journal | None:
     return Journal(path, header, events, numbers, damaged)
 
 
-def journals(folders: Iterable[Path]) -> list[Journal]:
-    """Every readable journal in `<folder>/sessions` (or `folder` itself when it holds the .jsonl files)."""
-    found: list[Journal] = []
+def journal_paths(folders: Iterable[Path]) -> list[tuple[Path, Path]]:
+    """(path, resolved path) of every journal file in `<folder>/sessions` (or `folder` itself when it holds
+    the .jsonl files), each file once however many folders reach it."""
+    found: list[tuple[Path, Path]] = []
     seen: set[Path] = set()
     for folder in folders:
         where = folder / "sessions" if (folder / "sessions").is_dir() else folder
@@ -198,12 +199,19 @@ def journals(folders: Iterable[Path]) -> list[Journal]:
             continue
         for path in sorted(where.glob("*.jsonl")):
             real = path.resolve()
-            if real in seen:
-                continue
-            seen.add(real)
-            journal = read_journal(path)
-            if journal is not None:
-                found.append(journal)
+            if real not in seen:
+                seen.add(real)
+                found.append((path, real))
+    return found
+
+
+def journals(folders: Iterable[Path]) -> list[Journal]:
+    """Every readable journal in `<folder>/sessions` (or `folder` itself when it holds the .jsonl files)."""
+    found: list[Journal] = []
+    for path, _ in journal_paths(folders):
+        journal = read_journal(path)
+        if journal is not None:
+            found.append(journal)
     return found
 
 

@@ -65,7 +65,8 @@ def test_the_roster_gives_the_facilitator_a_room_token_apart_from_every_player(d
     assert load_roster(load_gameday(day)).facilitator == roster.facilitator
     gate = RoundGate.load(load_gameday(day))
     gate.check_room(roster.facilitator)  # no round needs to run for the room
-    for token in (None, "", roster.tokens["ana"], roster.facilitator[:-1] + "x", "facilitator"):
+    near = roster.facilitator[:-1] + ("y" if roster.facilitator.endswith("x") else "x")  # one character off
+    for token in (None, "", roster.tokens["ana"], near, "facilitator"):
         with pytest.raises(Refused, match="not the facilitator's room link") as refused:
             gate.check_room(token)
         assert refused.value.status == 403

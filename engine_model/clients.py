@@ -23,10 +23,14 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
+
+from mypy_extensions import mypyc_attr
 
 from engine_model.request import Request
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class ClosedLoops:
     """The held requests of every closed-loop pool, and the releases not yet delivered (a heap)."""
 
@@ -57,6 +61,20 @@ class ClosedLoops:
         self._order += 1
         self.released += 1
         heapq.heappush(self.heap, (nxt.arrival_s, self._order, nxt))
+
+    def drop_held(self, drop: Callable[[Request], bool]) -> int:
+        """Remove the held and released-but-unsent requests for which `drop` is true (a pool then releases its
+        next request that is kept); how many."""
+        n = 0
+        for loop, queue in list(self.held.items()):
+            kept = deque(r for r in queue if not drop(r))
+            n += len(queue) - len(kept)
+            self.held[loop] = kept
+        heap = [e for e in self.heap if not drop(e[2])]
+        n += len(self.heap) - len(heap)
+        heapq.heapify(heap)
+        self.heap = heap
+        return n
 
     def pop(self) -> Request:
         """The earliest released request (call only when next_time() is finite)."""

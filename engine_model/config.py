@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from engine_model.records import frozen_reduce
+
 WEIGHT_DTYPES = ("bf16", "fp8", "int4")
 KV_DTYPES = ("auto", "fp8")
 
@@ -44,6 +46,9 @@ class EngineConfig:
     max_loras: int = 0
     max_cpu_loras: int = 0
     max_lora_rank: int = 16
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
 
     def with_changes(self, **changes: Any) -> EngineConfig:
         """Copy with knobs changed; unknown knob names raise KeyError."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine_model.fault_kinds import REGISTRY
+from engine_model.records import frozen_reduce
 
 # kind -> (description, parameters with their meaning), from the registry. The incident validator and
 # the debrief read this table.
@@ -56,6 +57,9 @@ class Fault:
     intensity: float = 1.0
     params: dict[str, Any] = field(default_factory=dict)
     steps: tuple[tuple[float, float], ...] = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
 
     def __post_init__(self) -> None:
         if self.kind not in REGISTRY:

@@ -55,7 +55,11 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
+from mypy_extensions import mypyc_attr
+
+from engine_model.records import frozen_reduce
 from engine_model.scheduler import Sequence
 
 FIXED_S = 1.5e-3
@@ -74,11 +78,15 @@ class FrontendConfig:
     per_output_token_s: float = PER_OUTPUT_TOKEN_S
     latency_s: float = LATENCY_S
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
+
     def intake_s(self, prompt_tokens: int) -> float:
         """CPU seconds of one request's intake (before host contention stretches it)."""
         return self.fixed_s + self.per_prompt_token_s * prompt_tokens
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Frontend:
     """One replica's API server: a single CPU worked in FIFO order. Times are simulated seconds.
 

@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections import deque
 from typing import cast
 
+from mypy_extensions import mypyc_attr
+
 BlockHash = tuple[str, int, int]
 """("p", prefix_key, block_index) or ("q", prompt_hash, block_index)."""
 
@@ -62,6 +64,7 @@ def _as_objects(blocks: list[int]) -> list[object]:
     return cast("list[object]", blocks)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _Seq:
     """One sequence's allocation: its block table and the content ids its prompt blocks hash from.
 
@@ -86,6 +89,7 @@ class _Seq:
         self.shared = shared
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class KVCache:
     """Block manager of one replica's KV pool.
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from mypy_extensions import mypyc_attr
+
 from engine_model.profiles import ModelProfile
 
 H2D_BYTES_PER_S = 24e9
@@ -32,6 +34,7 @@ def adapter_bytes(model: ModelProfile, rank: int) -> int:
     return rank * per_layer * model.num_layers * BF16_BYTES
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class AdapterCache:
     """GPU slots and host cache of one replica. Adapter ids are positive ints (0 is the base model).
 

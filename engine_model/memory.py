@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from engine_model.config import EngineConfig
 from engine_model.profiles import GIB, GPUProfile, ModelProfile, kv_element_bytes, weight_element_bytes
+from engine_model.records import frozen_reduce
 
 MIB = 1 << 20
 
@@ -191,6 +193,9 @@ class MemoryPlan:
     headroom_bytes: int
     block_bytes: int = 0  # one block over all of this GPU's layers
     max_model_len: int = 0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
 
     @property
     def max_concurrency(self) -> float:

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from engine_model.records import frozen_reduce
 
 GIB = 1 << 30
 
@@ -61,6 +64,9 @@ class Link:
     allreduce_call_s: float = 40e-6
     fast_allreduce: bool = False
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
+
 
 @dataclass(frozen=True)
 class GPUProfile:
@@ -81,6 +87,9 @@ class GPUProfile:
     idle_w: float
     sm_clock_mhz: float
     hbm_reach: float = 1.0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
 
     @property
     def hbm_bytes(self) -> int:
@@ -111,6 +120,9 @@ class ModelProfile:
     tie_embeddings: bool = False
 
     # ---- parameter counts (elements) -------------------------------------------------------------
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
     @property
     def q_dim(self) -> int:
         return self.num_heads * self.head_dim
@@ -377,6 +389,9 @@ class Match:
     name: str
     query: str
     how: str
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
 
     def describe(self) -> str:
         """One phrase for people: 'Llama-3.1-8B (alias of "Llama-3-8B")'."""

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from mypy_extensions import mypyc_attr
+
 from engine_model.config import EngineConfig
 from engine_model.determinism import first_token_logprob, output_hash
 from engine_model.frontend import Frontend, FrontendConfig
@@ -30,6 +32,7 @@ from engine_model.memory import (
     step_activation_bytes,
 )
 from engine_model.profiles import GPUProfile, ModelProfile
+from engine_model.records import frozen_reduce
 from engine_model.request import Request
 from engine_model.results import EngineEvent
 from engine_model.scheduler import Scheduler, Sequence, StepPlan
@@ -52,6 +55,7 @@ def itl_bucket(gap_s: float) -> int:
     return i
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Outcome:
     """A request that left a replica (or never reached one), with its final status.
 
@@ -81,7 +85,11 @@ class Deploy:
     model: ModelProfile
     output_scale: float = 1.0
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
 
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Replica:
     """An engine instance. All times are simulated seconds."""
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 REQUEST_FIELDS: tuple[str, ...] = (
     "request_id", "arrival_s", "gateway_s", "first_scheduled_s", "first_token_s", "finish_s",
     "prompt_tokens", "cached_tokens", "output_tokens", "num_preemptions", "replica",
@@ -27,6 +29,7 @@ SAMPLE_FIELDS: tuple[str, ...] = (
 )
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class EngineEvent:
     """Something an engine or the router did that a real system would log."""
@@ -37,6 +40,7 @@ class EngineEvent:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class SimResult:
     """Output of one run. `requests` and `samples` map a field name to one list per column."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import bisect
 import hashlib
 
+from mypy_extensions import mypyc_attr
+
 from engine_model.replica import Replica
 from engine_model.request import Request
 
@@ -16,6 +18,7 @@ def _hash64(*parts: object) -> int:
     return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "big")
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Router:
     """Chooses a replica per request.
 

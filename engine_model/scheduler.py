@@ -46,6 +46,8 @@ import heapq
 import math
 from typing import Final
 
+from mypy_extensions import mypyc_attr
+
 from engine_model.config import EngineConfig
 from engine_model.kv_cache import KVCache
 from engine_model.request import Request
@@ -57,6 +59,7 @@ RESERVE_BLOCKS: Final = 4  # blocks a decoding sequence reserves per top-up whil
 
 # Sequence and StepPlan are made once per request and once per step: plain classes with their own
 # __init__, which mypyc compiles (a dataclass's generated __init__ would run as interpreted Python).
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Sequence:
     """Scheduler state of one request on one replica. Token counts are tokens."""
 
@@ -88,6 +91,7 @@ class Sequence:
         return f"Sequence(seq_id={self.seq_id}, state={self.state!r}, request_id={self.req.request_id})"
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class StepPlan:
     """What one step (or a run of identical-shape decode steps) holds."""
 
@@ -114,6 +118,7 @@ class StepPlan:
         return len(self.chunks) + self.decode_seqs
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Scheduler:
     """Queues and batches for one replica. Owns no clock: the replica times the steps."""
 

@@ -27,12 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import mypyc_attr
+
 from engine_model.clients import ClosedLoops
 from engine_model.config import EngineConfig
 from engine_model.fault_kinds import REGISTRY
 from engine_model.faults import Fault
 from engine_model.frontend import FrontendConfig
 from engine_model.profiles import get_gpu, get_model
+from engine_model.records import frozen_reduce
 from engine_model.replica import Deploy, Outcome, Replica
 from engine_model.request import Request
 from engine_model.results import REQUEST_FIELDS, SAMPLE_FIELDS, EngineEvent, SimResult, empty_columns
@@ -74,6 +77,9 @@ class PoolSpec:
     name_prefix: str = "vllm"
     frontend: FrontendConfig = field(default_factory=FrontendConfig)  # each replica's API server
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
+
 
 @dataclass(frozen=True)
 class FleetSpec:
@@ -88,11 +94,15 @@ class FleetSpec:
     deploy_stagger_s: float = 60.0  # a rolling redeploy starts the next replica this much later
     drain_timeout_s: float = 120.0
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
+
 
 def replica_names(pool: PoolSpec) -> list[str]:
     return [f"{pool.name_prefix}-{i}" for i in range(pool.replicas)]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Simulation:
     """One run. Build it, call `run()`, get a SimResult.
 
@@ -108,7 +118,7 @@ class Simulation:
         # closed-loop clients: their held requests (arrival_s inf) leave the list and are sent when an
         # earlier request of their pool ends
         self.loops = ClosedLoops(requests)
-        self.requests = [r for r in requests if not (r.loop >= 0 and math.isinf(r.arrival_s))] if self.loops \
+        open_loop = [r for r in requests if not (r.loop >= 0 and math.isinf(r.arrival_s))] if self.loops \
             else requests
         self.faults = faults
         self.duration_s = duration_s
@@ -134,6 +144,9 @@ class Simulation:
         self.samples = empty_columns(SAMPLE_FIELDS)
         self.now = 0.0
         self.n_events = 0
+        self._started = False
+        self._ended = False
+        self._wall0 = time.perf_counter()
         self._actions: list[tuple[Replica, Fault, bool]] = []
         # replica index -> seconds its restart takes once drained, when the deploy draining it says so
         self._restart_after_drain: dict[int, float] = {}
@@ -141,12 +154,12 @@ class Simulation:
         self.step_ends = StepEnds(self.replicas)
         self.timeouts = ClientTimeouts()
         self.timers = Timers(TIMER_HANDLERS)
-        self.sources = self._sources()
+        self.sources = self._sources(open_loop)
 
-    def _sources(self) -> list[EventSource]:
+    def _sources(self, requests: list[Request]) -> list[EventSource]:
         """The run's event sources in tie-break order (engine_model.sources.SOURCE_ORDER), leaving out those
         that can never fire (closed loops without clients, retries without retrying clients)."""
-        out: list[EventSource] = [RequestList(self.requests, self.duration_s)]
+        out: list[EventSource] = [RequestList(requests, self.duration_s)]
         if self.loops:
             out.append(LoopSends(self.loops, self.duration_s))
         if self.clients is not None:
@@ -166,12 +179,27 @@ class Simulation:
     # ----- main loop ------------------------------------------------------------------------
     def run(self) -> SimResult:
         """Simulate to the end of the window (plus the drain); the result holds every request."""
+        self.advance(math.inf)
+        return self.result()
+
+    def advance(self, until_s: float) -> None:
+        """Fire every event before `until_s` seconds (all of them: math.inf). The run can then be amended
+        (`amend_faults`, `shed`), copied (a Simulation pickles whole, without a progress callback or a
+        trace), advanced further, or finished with `result()`. Advancing in parts fires the same events in
+        the same order as one call does."""
         # The run allocates millions of short-lived, acyclic tuples and objects; the cyclic collector's
         # passes over the growing live set cost about a seventh of the run and never find garbage.
         gc_on = gc.isenabled()
         gc.disable()
         try:
-            return self._run()
+            if not self._started:
+                self._start()
+            if not self._ended:
+                self._loop(until_s)
+            if not self._ended:  # paused: what a copy of the run carries is only what is still to come
+                for src in self.sources:
+                    if isinstance(src, RequestList):
+                        src.forget_sent()
         finally:
             # What the run kept sits in the youngest generation, which the next collection would walk
             # whole (~0.1 s); freeze + unfreeze moves it to the oldest in O(1), where it waits for a full
@@ -181,28 +209,91 @@ class Simulation:
             if gc_on:
                 gc.enable()
 
-    def _run(self) -> SimResult:
-        wall0 = time.perf_counter()
+    def _start(self) -> None:
+        self._started = True
+        self._wall0 = time.perf_counter()
         self._schedule_faults()
         self.timers.push(0.0, SAMPLE)
         if self.trace is not None:
             for rep in self.replicas:
                 self.trace.name_replica(rep.index, rep.name)
-        self._loop()
-        return self._result(wall0)
+
+    def detach_rows(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+        """Take the rows recorded so far out of the run: (request columns, sample columns), each a column per
+        field. Copying a paused run is mostly copying these (plain numbers and strings), which a list copy
+        does far faster than pickle; `attach_rows` puts copies back before the run goes on."""
+        rows = (self.req_cols, self.samples)
+        self.req_cols, self.samples = empty_columns(REQUEST_FIELDS), empty_columns(SAMPLE_FIELDS)
+        self._req_col_list = [self.req_cols[name] for name in REQUEST_FIELDS]
+        return rows
+
+    def attach_rows(self, requests: dict[str, list[Any]], samples: dict[str, list[Any]]) -> None:
+        """Give the run copies of rows `detach_rows` took (of this run or of a copy of it)."""
+        self.req_cols = {name: list(requests[name]) for name in REQUEST_FIELDS}
+        self.samples = {name: list(samples[name]) for name in SAMPLE_FIELDS}
+        self._req_col_list = [self.req_cols[name] for name in REQUEST_FIELDS]
+
+    def amend_faults(self, faults: list[Fault]) -> None:
+        """Change the run's faults from now on (a paused run: see `advance`): `faults` is the current list,
+        each fault either unchanged or ended earlier (its end moved to now or later, its steps past the new
+        end dropped), then new faults, none starting before now. What already happened stays as it was;
+        the run goes on as if it had been given `faults` from the start, the new timers at one instant
+        ordered after those already scheduled for it. ValueError when `faults` is not such a list."""
+        old = self.faults
+        if len(faults) < len(old):
+            raise ValueError(f"amended faults must keep the run's {len(old)} faults, got {len(faults)}")
+        now = self.now
+        ended: dict[int, float] = {}
+        for i, (was, new) in enumerate(zip(old, faults, strict=False)):
+            if new == was:
+                continue
+            if replace(was, end_s=new.end_s) != new or new.end_s is None or new.end_s < now \
+                    or (was.end_s is not None and was.end_s <= now):
+                raise ValueError(f"fault {i} ({was.kind}): an amendment may only end a fault still in force, "
+                                 f"at or after now ({now:g} s)")
+            ended[i] = new.end_s
+        for f in faults[len(old):]:
+            if f.start_s < now:
+                raise ValueError(f"a new {f.kind} fault cannot start at {f.start_s:g} s, before now ({now:g} s)")
+        if ended:
+            # the old end (and any later step) of each fault ended earlier never fires
+            self.timers.drop(lambda kind, t, a, b: a in ended and (
+                kind == FAULT_END or (kind == FAULT and b > 0 and t >= ended[a])))
+        self.faults = list(faults)
+        for i, end in ended.items():
+            self.timers.push(end, FAULT_END, i)
+        for i in range(len(old), len(faults)):
+            self._schedule_fault(i, faults[i])
+
+    def shed(self, tenants: frozenset[str]) -> int:
+        """Requests of `tenants` not yet sent (open-loop arrivals still to come, closed-loop clients' held
+        requests) are never sent: a gateway rejecting the tenant from now on. How many were dropped."""
+        if not tenants:
+            return 0
+        dropped = 0
+        for src in self.sources:
+            if isinstance(src, RequestList):
+                dropped += src.drop_pending(lambda r: r.tenant in tenants)
+        if self.loops:
+            dropped += self.loops.drop_held(lambda r: r.tenant in tenants)
+        return dropped
 
     def _schedule_faults(self) -> None:
         """A timer for each fault's start, each later step of a gradual fault, and each end."""
         for i, fault in enumerate(self.faults):
-            self.timers.push(fault.start_s, FAULT, i)
-            for k, (t_step, _) in enumerate(fault.steps, 1):  # a gradual fault's later intensities
-                self.timers.push(t_step, FAULT, i, k)
-            if fault.end_s is not None:
-                self.timers.push(fault.end_s, FAULT_END, i)
+            self._schedule_fault(i, fault)
 
-    def _loop(self) -> None:
+    def _schedule_fault(self, i: int, fault: Fault) -> None:
+        self.timers.push(fault.start_s, FAULT, i)
+        for k, (t_step, _) in enumerate(fault.steps, 1):  # a gradual fault's later intensities
+            self.timers.push(t_step, FAULT, i, k)
+        if fault.end_s is not None:
+            self.timers.push(fault.end_s, FAULT_END, i)
+
+    def _loop(self, until_s: float) -> None:
         """Fire the earliest next event of all sources (at equal times: the one listed first) until none is
-        left, or a bounded source's next event lies past the horizon."""
+        left, or a bounded source's next event lies past the horizon (the run has ended), or the next event
+        is at or after `until_s` (paused)."""
         sources = self.sources
         horizon = self.duration_s + self.drain_s
         duration, progress, trace = self.duration_s, self.progress, self.trace
@@ -215,16 +306,26 @@ class Simulation:
                 if ts < t:
                     t, src = ts, s
             if src is None:
+                self._ended = True
+                return
+            if t >= until_s:
                 return
             self.n_events += 1
             if progress is not None and self.n_events % 20000 == 0:
                 progress(min(1.0, self.now / duration))
             if src.bounded and t > horizon:
+                self._ended = True
                 return
             if trace is not None:
                 src.record(trace, t)
             self.now = t
             src.fire(self, t)
+
+    def result(self) -> SimResult:
+        """The run's requests (as columns), samples, events and counters (call once the run has ended)."""
+        if not self._ended:
+            raise RuntimeError("the run has not ended: advance it to math.inf first")
+        return self._result(self._wall0)
 
     def _result(self, wall0: float) -> SimResult:
         """The run's requests (as columns), samples, events and counters; `wall0`: perf_counter at the start."""

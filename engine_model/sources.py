@@ -34,6 +34,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+from mypy_extensions import mypyc_attr
+
 from engine_model.clients import ClosedLoops
 from engine_model.replica import Replica
 from engine_model.request import Request
@@ -68,6 +70,7 @@ TimerHandler = Callable[["Simulation", float, int, int], None]
 it was pushed with. A plain function (e.g. `Simulation._on_sample`), so no source holds the simulation."""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class EventSource:
     """One stream of a run's events. Subclasses override `next_time` and `fire` (and `record`)."""
 
@@ -87,6 +90,7 @@ class EventSource:
         trace.instant(self.name, t)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class RequestList(EventSource):
     """The request list, sorted by arrival: each request reaches the router at its `arrival_s`, unless
     its client sent it at or after the end of the window (then neither it nor any later one is sent; a
@@ -109,6 +113,19 @@ class RequestList(EventSource):
     def next_time(self) -> float:
         return self.t_next
 
+    def forget_sent(self) -> None:
+        """Let go of the requests already sent (the list then starts at the next one)."""
+        self.requests = self.requests[self.i:]
+        self.i = 0
+
+    def drop_pending(self, drop: Callable[[Request], bool]) -> int:
+        """Remove the requests not yet sent for which `drop` is true; how many."""
+        rest = [r for r in self.requests[self.i:] if not drop(r)]
+        n = len(self.requests) - self.i - len(rest)
+        self.requests = self.requests[:self.i] + rest
+        self.t_next = self._time_of(self.i)
+        return n
+
     def fire(self, sim: Simulation, t: float) -> None:
         req = self.requests[self.i]
         sim.arrival(req)
@@ -119,6 +136,7 @@ class RequestList(EventSource):
         trace.instant(self.name, t, args={"request_id": self.requests[self.i].request_id})
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class LoopSends(EventSource):
     """Closed-loop clients' released requests (engine_model.clients); a send at or after the end of the
     window is not made."""
@@ -143,6 +161,7 @@ class LoopSends(EventSource):
         trace.instant(self.name, t, args={"request_id": self.loops.heap[0][2].request_id})
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Retries(EventSource):
     """Retries clients scheduled (engine_model.retries): a heap of (arrival at the router, order, request)."""
 
@@ -167,6 +186,7 @@ class Retries(EventSource):
         trace.instant(self.name, t, args={"request_id": req.request_id, "attempt": req.attempt})
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Handovers(EventSource):
     """Idle replicas' API servers ending an intake (a busy replica picks its requests up at its next step
     boundary instead)."""
@@ -197,6 +217,7 @@ class Handovers(EventSource):
         trace.instant(self.name, t, self.due.index, {"requests": len(self.due.frontend.pending)})
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class StepEnds(EventSource):
     """Replicas' running steps. A replica's pending step end is its live `plan_end`, found by a scan (a
     fleet has a few replicas), so a step cut short leaves nothing stale behind. `timed_at[i]` orders the
@@ -246,6 +267,7 @@ Deadline = tuple[float, int, Sequence]
 """(seconds when the client gives up, replica index, the request's sequence on that replica)"""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class ClientTimeouts(EventSource):
     """Clients giving up on requests in flight. One queue per timeout value, in arrival order: arrivals
     come in time order, so each queue is sorted but for the few ms by which gateway times differ, and
@@ -312,6 +334,7 @@ class ClientTimeouts(EventSource):
         trace.instant(self.name, t, idx, {"request_id": seq.req.request_id})
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Timers(EventSource):
     """Scheduled fleet events: a heap of (time, kind, order, a, b), handled by the handler registered for
     the kind (`a`, `b`: the kind's own arguments, e.g. a replica index and a drain token)."""
@@ -329,6 +352,11 @@ class Timers(EventSource):
 
     def next_time(self) -> float:
         return self.heap[0][0] if self.heap else INF
+
+    def drop(self, which: Callable[[int, float, int, int], bool]) -> None:
+        """Unschedule every timer for which `which(kind, time, a, b)` is true."""
+        self.heap = [e for e in self.heap if not which(e[1], e[0], e[3], e[4])]
+        heapq.heapify(self.heap)
 
     def fire(self, sim: Simulation, t: float) -> None:
         _, kind, _, a, b = heapq.heappop(self.heap)

@@ -93,10 +93,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
+
+from mypy_extensions import mypyc_attr
 
 from engine_model.config import EngineConfig
 from engine_model.profiles import GPUProfile, Link, ModelProfile, kv_element_bytes, weight_element_bytes
+from engine_model.records import frozen_reduce
 
 # ---- calibrated against Vidur (see module docstring) -----------------------------------------------
 # The constants are Final so that the compiled build inlines them: a plain module global is a dict lookup
@@ -184,6 +187,9 @@ class HardwareState:
     link_factor: float = 1.0  # interconnect bandwidth / nominal
     host_overhead_factor: float = 1.0
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozen_reduce(self)
+
 
 NOMINAL = HardwareState()
 
@@ -226,6 +232,7 @@ class _Fixed(NamedTuple):
     slope_m: float  # decode-attention memory seconds per token of decode context
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class _HwMemo:
     """What one StepCostModel has worked out for one HardwareState: attention rates (FLOP/s, bytes/s)
@@ -261,6 +268,11 @@ def _shared_memos(key: tuple[object, ...]) -> dict[HardwareState, _HwMemo]:
             _SHARED_MEMOS.clear()
         memos = _SHARED_MEMOS[key] = {}
     return memos
+
+
+def _step_cost_model(model: ModelProfile, gpu: GPUProfile, config: EngineConfig, expert_skew: float,
+                     pp_link: Link) -> StepCostModel:
+    return StepCostModel(model, gpu, config, expert_skew=expert_skew, pp_link=pp_link)
 
 
 def _run_seconds(n: int, start: float, inc: float, launch: float, host: float) -> float:
@@ -441,6 +453,10 @@ class StepCostModel:
         # its own (equal to NOMINAL, not the same object), so comparing with memo.hw would miss every time
         self._memo_hw = NOMINAL
         self._memo = self._memo_for(NOMINAL)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a copy is built from the arguments and finds the memos of this process (they are only caches)
+        return (_step_cost_model, (self.model, self.gpu, self.config, self.expert_skew, self.pp_link))
 
     def _memo_for(self, hw: HardwareState) -> _HwMemo:
         """The memo of `hw` (made on first use), which becomes the current one."""

@@ -19,7 +19,11 @@ and tenants keep their identities across the boundary. The actions become the en
 * shed T: the tenant's requests arriving after the decision never reach the router (counted as shed).
 
 The simulation is causal, so every event before the decision, and every row that is complete before it,
-is the same as the unmitigated run's (tests/test_mitigation.py holds that byte for byte).
+is the same as the unmitigated run's (tests/test_mitigation.py holds that byte for byte). So the run without
+actions is simulated to the decision once and paused there (`paused_at_decision`, kept in memory; the game
+prepares it while the player reads the debrief), and each action list continues a copy of it with its
+changes scheduled at the decision: the same run as one given those changes from the start
+(tests/test_paused_runs.py), for the cost of what follows the decision.
 """
 
 from __future__ import annotations
@@ -28,9 +32,12 @@ import hashlib
 import json
 import math
 import os
+import pickle
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine_model.config import ENGINE_KNOBS
 from engine_model.fault_kinds import REGISTRY
@@ -164,11 +171,70 @@ def tenants(inc: Incident, seed: int) -> list[str]:
     return sorted({r.tenant for r in client_requests(inc, seed)})
 
 
+@dataclass(frozen=True)
+class PausedRun:
+    """A run paused at a decision: the simulation pickled without its rows, and its rows so far (request and
+    sample columns), which `resume` copies as lists (far faster than unpickling them)."""
+
+    state: bytes
+    requests: dict[str, list[Any]]
+    samples: dict[str, list[Any]]
+
+    def resume(self) -> Simulation:
+        """A copy of the paused run, of its own, ready to be amended and advanced."""
+        sim: Simulation = pickle.loads(self.state)
+        sim.attach_rows(self.requests, self.samples)
+        return sim
+
+    @classmethod
+    def of(cls, sim: Simulation) -> PausedRun:
+        """Pause `sim` (which gives up its rows to the result; resume a copy to go on)."""
+        requests, samples = sim.detach_rows()
+        return cls(pickle.dumps(sim, protocol=pickle.HIGHEST_PROTOCOL), requests, samples)
+
+
+_PAUSED_KEEP = 2
+"""Paused runs kept in memory (the standard fleet's hour: about 50 MB): the game's incident and one more."""
+_paused: OrderedDict[tuple[str, int, float, float], PausedRun] = OrderedDict()
+_paused_lock = threading.Lock()
+
+
+def _paused_key(inc: Incident, seed: int, decision: float, end: float) -> tuple[str, int, float, float]:
+    from telemetry_gen.cache import incident_key
+
+    return (incident_key(inc, seed), seed, decision, end)
+
+
+def paused_at_decision(inc: Incident, seed: int, decision: float, end: float) -> PausedRun:
+    """The incident's run continued to `end` seconds without actions, paused just before its first event at
+    or after `decision`. Simulated once per (incident, seed, decision, end) and kept in memory (the last
+    _PAUSED_KEEP); a second caller waits for the first's result (`prepare_mitigation` makes it while the
+    player reads the debrief)."""
+    key = _paused_key(inc, seed, decision, end)
+    with _paused_lock:
+        hit = _paused.get(key)
+        if hit is not None:
+            _paused.move_to_end(key)
+            return hit
+        reqs = continued_requests(inc, seed, end)
+        timeouts = {a.name: a.timeout_s for a in workload_spec(inc).apps}
+        sim = Simulation(fleet_spec(inc), reqs, engine_faults(inc), end, sample_interval_s=inc.window.scrape_interval_s,
+                         clients=client_model(extended(inc, end), seed, timeouts))
+        sim.advance(decision)
+        paused = _paused[key] = PausedRun.of(sim)
+        while len(_paused) > _PAUSED_KEEP:
+            _paused.popitem(last=False)
+        return paused
+
+
 def build_mitigated(inc: Incident, seed: int, actions: list[Action], *, decision_s: float | None = None,
                     horizon_s: float | None = None) -> MitigatedRun:
     """Simulate the incident at `seed` past its window with `actions` applied at `decision_s` (default: the
     window's end) for `horizon_s` more seconds (default: the incident's mitigation horizon). No actions: the
-    unmitigated continuation. Deterministic in (incident, seed, actions, decision, horizon)."""
+    unmitigated continuation. Deterministic in (incident, seed, actions, decision, horizon).
+
+    The run without actions is simulated to the decision once (`paused_at_decision`); each action list
+    continues a copy of it from there, its changes scheduled then (`Simulation.amend_faults`, `shed`)."""
     wall0 = time.perf_counter()
     window_end = inc.window.duration_s
     decision = window_end if decision_s is None else float(decision_s)
@@ -176,25 +242,21 @@ def build_mitigated(inc: Incident, seed: int, actions: list[Action], *, decision
         raise ActionError(f"the decision time must lie within the window (0, {window_end:g}] s, got {decision:g}")
     end = window_end + (horizon_of(inc) if horizon_s is None else float(horizon_s))
     faults = compile_actions(inc, actions, decision)
-    reqs = continued_requests(inc, seed, end)
-    shed_tenants = {a.tenant for a in actions if a.verb == "shed"}
+    shed_tenants = frozenset(a.tenant for a in actions if a.verb == "shed")
     if shed_tenants:
         known = tenants(inc, seed)
         for a in actions:
             if a.verb == "shed":
                 check_against(a, replicas=inc.fleet.replicas, tenants=known)
-    kept = [r for r in reqs if not (r.arrival_s >= decision and r.tenant in shed_tenants)]
-    shed = len(reqs) - len(kept)
-    ext = extended(inc, end)
-    fleet = fleet_spec(inc)
-    timeouts = {a.name: a.timeout_s for a in workload_spec(inc).apps}
-    sim = Simulation(fleet, kept, faults, end, sample_interval_s=inc.window.scrape_interval_s,
-                     clients=client_model(ext, seed, timeouts))
-    run = sim.run()
+    sim = paused_at_decision(inc, seed, decision, end).resume()
+    sim.amend_faults(faults)
+    shed = sim.shed(shed_tenants)
+    sim.advance(math.inf)
+    run = sim.result()
     ctx = T.TelemetryContext(
         t0=inc.window.start, gpu=get_gpu(inc.fleet.gpu),
         gpus_per_replica=inc.fleet.tensor_parallel * inc.fleet.pipeline_parallel,
-        seed=seed, evals=eval_suites(inc, False), engines=engine_setups(fleet),
+        seed=seed, evals=eval_suites(inc, False), engines=engine_setups(sim.fleet),
         external_events=external_events(inc) + [
             T.ExternalEvent(t, "deploy", part, detail) for t, part, detail in client_deploys(inc)
         ] + [T.ExternalEvent(decision, "mitigation", "on-call", a.text()) for a in actions],
@@ -204,6 +266,13 @@ def build_mitigated(inc: Incident, seed: int, actions: list[Action], *, decision
     tables = T.build_tables(run, ctx)
     tel = Telemetry(tables, table_digest(tables), run, time.perf_counter() - wall0)
     return MitigatedRun(tel, list(actions), decision, end, shed, faults)
+
+
+def prepare_mitigation(inc: Incident, seed: int) -> None:
+    """Make what `act` at the window's end needs before the player acts: the run paused at the decision and
+    the database of the run without actions (its score's baseline). For a background thread."""
+    if inc.mitigation is not None:
+        mitigated_database(inc, seed, [])
 
 
 def actions_digest(actions: list[Action]) -> str:
@@ -241,10 +310,19 @@ def recovery_on(con: duckdb.DuckDBPyConnection, inc: Incident) -> Recovery:
     return Recovery([(s.id, evaluate_symptom(con, s, inc.window.start)) for s in inc.mitigation.recovery])
 
 
+_build_lock = threading.Lock()  # one build at a time in a process: a second caller finds the first's result
+
+
 def mitigated_database(inc: Incident, seed: int, actions: list[Action], *, decision_s: float | None = None
                        ) -> tuple[BuildInfo, int]:
     """The mitigation run's database (built once per incident, seed, decision and action list, in the build
     cache) and how many requests it shed."""
+    with _build_lock:
+        return _mitigated_database(inc, seed, actions, decision_s)
+
+
+def _mitigated_database(inc: Incident, seed: int, actions: list[Action], decision_s: float | None
+                        ) -> tuple[BuildInfo, int]:
     from telemetry_gen.cache import BuildInfo, cache_dir, incident_key
     from telemetry_gen.store import write_database
 

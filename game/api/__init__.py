@@ -20,8 +20,8 @@ The rules a front end must not get to choose live here or below, once:
 Its parts, each re-exported here:
 
 - `play`: one game: the library, the variant, the telemetry, the session and every action on it (also as
-  the `Game` object), the mitigation after the diagnosis (`act`, `mitigation_actions`, `mitigation_score`:
-  docs/mitigation.md), the debrief;
+  the `Game` object), the mitigation after the diagnosis (`act`, `mitigation_actions`, `mitigation_score`,
+  `prepare_mitigation`: docs/mitigation.md), the debrief;
 - `shelf`: the library as the picker shows it and the player's record (unfinished sessions, best scores,
   saved queries);
 - `review`: a game read back: a transcript loaded, scored again, replayed on fresh telemetry; a score as text;
@@ -130,6 +130,7 @@ from game.api.play import (
     open_telemetry,
     past_debrief,
     pin,
+    prepare_mitigation,
     rank,
     read_span,
     resume_game,
@@ -329,6 +330,7 @@ __all__ = [
     "pin_count",
     "player_clock",
     "player_record",
+    "prepare_mitigation",
     "preselected",
     "random_incident",
     "rank",

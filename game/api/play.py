@@ -23,6 +23,8 @@ module before its first paint."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -457,6 +459,29 @@ def act(session: Session, actions: Sequence[str], decision_s: float | None = Non
     gateway = Gateway(Path(info.path), memory_limit=limits.memory_limit, row_cap=limits.row_cap,
                       timeout_s=limits.timeout_s)
     return Acted(event, score, Telemetry(info, gateway, session.header.seed))
+
+
+def prepare_mitigation(session: Session) -> threading.Thread | None:
+    """Start simulating, on a daemon thread, what `act` at the window's end needs: the run paused at the
+    decision, and the run without actions that the score compares with. Acting then simulates only the
+    continuation (`servedrill bench mitigation`); an `act` meanwhile waits for the preparation rather than
+    repeating it, and repeats it (reporting any error) if it failed. Front ends call it once the diagnosis is
+    in. The thread, to join; None when no mitigation phase is to come (none, not submitted, or acted)."""
+    from telemetry_gen.mitigation import prepare_mitigation as prepare
+
+    inc, seed = session.incident, session.header.seed
+    if inc.mitigation is None or session.state not in ("submitted", "debriefed") \
+            or any(e.kind == "act" for e in session.events):
+        return None
+
+    def run() -> None:
+        # on an error, act simulates again and reports it to the player
+        with contextlib.suppress(Exception):
+            prepare(inc, seed)
+
+    thread = threading.Thread(target=run, name="prepare-mitigation", daemon=True)
+    thread.start()
+    return thread
 
 
 def action_error_text(index: int, text: str, exc: Exception) -> str:

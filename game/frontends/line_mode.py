@@ -614,6 +614,7 @@ class PlainGame:
         offered = api.mitigation_actions(self.session.incident)
         if not offered or any(e.kind == "act" for e in self.session.events):
             return
+        api.prepare_mitigation(self.session)  # while the player reads and types
         self.say("Diagnosis submitted. Now mitigate: what do you do to the fleet? The simulation continues from the "
                  "end of the window with your actions. Actions (several: separate them with ;):")
         for usage in offered:

@@ -229,7 +229,13 @@ class DebriefScreen(Screen[None]):
         await self.query_one(Markdown).update(message.markdown)
         saved = ("Reopened from your history" if self.past is not None
                  else "Transcript saved" if self.transcript else "Transcript not saved")
-        mitigate = " · [b]m[/b] mitigate: act on the fleet" if self._can_act() else ""
+        can_act = self._can_act()
+        if can_act:  # what acting needs is simulated while the player reads the debrief
+            from game.api import prepare_mitigation
+
+            assert self.served.play is not None and self.served.play.session is not None
+            prepare_mitigation(self.served.play.session)
+        mitigate = " · [b]m[/b] mitigate: act on the fleet" if can_act else ""
         status.update(f"{saved} · [b]s[/b] score details · [b]t[/b] timeline · [b]e[/b] export as Markdown{mitigate}")
         self.mitigated = "## Mitigation\n\nAt t=" in message.markdown
         self.call_after_refresh(self.fit_tables)

@@ -193,8 +193,8 @@ class PausedRun:
         return cls(pickle.dumps(sim, protocol=pickle.HIGHEST_PROTOCOL), requests, samples)
 
 
-_PAUSED_KEEP = 2
-"""Paused runs kept in memory (the standard fleet's hour: about 50 MB): the game's incident and one more."""
+_PAUSED_KEEP = 1
+"""Paused runs kept in memory: the game's incident (the standard fleet's hour holds about 100 MB of rows)."""
 _paused: OrderedDict[tuple[str, int, float, float], PausedRun] = OrderedDict()
 _paused_lock = threading.Lock()
 

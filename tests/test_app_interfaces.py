@@ -93,3 +93,23 @@ def test_the_api_offers_only_the_players_own_free_sessions(tmp_path: Path) -> No
     record = api.player_record("ada", tmp_path)
     assert [s.session_id for s in record.unfinished[variant.incident.id]] == [mine.session_id]
     assert record.best == {}
+
+
+def test_a_game_at_one_seed_offers_only_that_seeds_sessions(tmp_path: Path) -> None:
+    """Continuing a session of another seed would play another variant than the game (a tab of `serve --seed 7`
+    once offered a seed-0 session of the same incident): at a given seed only that seed's sessions are offered,
+    and without one every seed's are."""
+    from game import api
+
+    path = api.find_incident("one-slow-replica")
+    at = {seed: api.new_session(api.load_variant(path, seed), "ada", root=tmp_path) for seed in (0, 7)}
+    for session in at.values():
+        session.close()
+    incident_id = at[0].incident.id
+    for seed, session in at.items():
+        assert [s.session_id for s in api.unfinished_sessions("ada", incident_id, tmp_path, seed=seed)] == \
+            [session.session_id]
+        record = api.player_record("ada", tmp_path, seed=seed)
+        assert [s.seed for s in record.unfinished[incident_id]] == [seed]
+    assert {s.seed for s in api.unfinished_sessions("ada", incident_id, tmp_path)} == {0, 7}
+    assert api.unfinished_sessions("ada", incident_id, tmp_path, seed=23) == []

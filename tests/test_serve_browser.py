@@ -240,12 +240,11 @@ def test_a_browser_tab_plays_the_seeds_variant_and_a_failed_statement_is_free(
                     reason="Debian chromium is not installed (apt-get install chromium; make test tries)")
 def test_every_incident_with_variants_opens_its_seeds_variant_in_a_browser_tab(
         library_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every library incident that has variants, each at one of the seeds 0, 7 and 23 (in turn, so every
-    seed is served), opened in a browser tab of `serve --seed S`: the session the tab starts is that
-    variant's (incident and seed in its header) on the telemetry `game.api` builds for it (the start event's
-    digest). tests/test_one_game.py plays every incident at all three seeds through the API, line mode and
-    the terminal; the tab runs that same terminal app, so one seed per incident here checks the browser's
-    path to it (the page, the websocket, the app's arguments)."""
+    """Every library incident that has variants, at each of the seeds 0, 7 and 23, opened in a browser tab of
+    `serve --seed S`: the session the tab starts is that variant's (incident and seed in its header) on the
+    telemetry `game.api` builds for it (the start event's digest), and the tab shows that variant's board
+    (every hypothesis's title). tests/test_one_game.py plays every incident at the same seeds through the
+    API, line mode and the terminal, and debriefs the same truth in each."""
     from game import api
     from incidents.loader import has_variables
 
@@ -254,15 +253,15 @@ def test_every_incident_with_variants_opens_its_seeds_variant_in_a_browser_tab(
     monkeypatch.setenv("SERVEDRILL_CACHE", str(library_cache))
     monkeypatch.setenv("SERVEDRILL_DATA", str(data))
     paths = [p.resolve() for p in api.library_files(None) if has_variables(p)]
-    by_seed: dict[int, list[Path]] = {0: [], 7: [], 23: []}
-    for i, path in enumerate(paths):
-        by_seed[(0, 7, 23)[i % 3]].append(path)
+    by_seed = {seed: paths for seed in (0, 7, 23)}
     expected: dict[tuple[str, int], str] = {}
+    boards: dict[tuple[Path, int], list[str]] = {}
     for seed, group in by_seed.items():
         for path in group:
             variant = api.load_variant(path, seed)
             telemetry = api.open_telemetry(variant)  # built now, so the tab finds it in the cache
             expected[(variant.incident.id, seed)] = telemetry.digest
+            boards[(path, seed)] = [shown.title for shown in api.board(variant.incident, seed)]
             telemetry.close()
     seen: dict[tuple[str, int], str] = {}
     with sync_api.sync_playwright() as pw:
@@ -306,6 +305,8 @@ def test_every_incident_with_variants_opens_its_seeds_variant_in_a_browser_tab(
                         header = json.loads(journal.read_text(encoding="utf-8").splitlines()[0])
                         start = next(e for e in events_of(journal) if e["kind"] == "start")
                         seen[(header["incident_id"], header["seed"])] = start["data"]["telemetry_digest"]
+                        for title in boards[(path, seed)]:  # the board pane shows each title's beginning
+                            shows(page, screen, title[:18], f"{path.stem}'s board at seed {seed}")
                         page.close()
         finally:
             browser.close()

@@ -210,8 +210,9 @@ class PlayerRecord:
     best: dict[str, float] = field(default_factory=dict)
 
 
-def player_record(player: str, root: Path | None = None) -> PlayerRecord:
-    """`player`'s unfinished sessions under `root` (default: the data folder) by incident id, and their best
+def player_record(player: str, root: Path | None = None, *, seed: int | None = None) -> PlayerRecord:
+    """`player`'s unfinished sessions under `root` (default: the data folder; at `seed`, or any) by incident
+    id, and their best
     score by incident id: the total each of the player's exported transcripts recorded at its debrief
     (scoring re-runs every query on every world, far too slow for a list; a transcript without a recorded
     total is unscored and left out)."""
@@ -220,6 +221,8 @@ def player_record(player: str, root: Path | None = None) -> PlayerRecord:
     record = PlayerRecord()
     for summary in list_unfinished(root):
         if summary.player != player:  # another player's open game is theirs, not a count on this one's picker
+            continue
+        if seed is not None and summary.seed != seed:  # another variant: not one this game can continue
             continue
         record.unfinished.setdefault(summary.incident_id, []).append(summary)
     folder = transcripts_dir(root)
@@ -236,14 +239,17 @@ def player_record(player: str, root: Path | None = None) -> PlayerRecord:
     return record
 
 
-def unfinished_sessions(player: str, incident_id: str | None = None, root: Path | None = None) -> list[SessionSummary]:
-    """`player`'s sessions not yet debriefed (of `incident_id`, or of every incident), most recent first,
-    leaving out those open in a live process (another terminal, another tab of `servedrill serve`): a
-    session held elsewhere is not this player's to continue here."""
+def unfinished_sessions(player: str, incident_id: str | None = None, root: Path | None = None, *,
+                        seed: int | None = None) -> list[SessionSummary]:
+    """`player`'s sessions not yet debriefed (of `incident_id`, or of every incident; of the variant of
+    `seed`, or of any), most recent first, leaving out those open in a live process (another terminal,
+    another tab of `servedrill serve`): a session held elsewhere is not this player's to continue here. A
+    game at a given seed offers only that seed's sessions: continuing another would play another variant."""
     from game.session import list_unfinished
 
     return [s for s in list_unfinished(root)
-            if (incident_id is None or s.incident_id == incident_id) and s.player == player and not s.in_use]
+            if (incident_id is None or s.incident_id == incident_id) and (seed is None or s.seed == seed)
+            and s.player == player and not s.in_use]
 
 
 def sessions(root: Path | None = None) -> list[SessionSummary]:

@@ -73,7 +73,7 @@ def summarize(path: Path) -> SessionSummary | None:
             queries += 1
         state = _STATE_AFTER.get(event.kind, state)
     return SessionSummary(header.session_id, path, header.incident_id, header.player, header.created,
-                          state, queries, updated, in_use=journal.in_use(path))
+                          state, queries, updated, in_use=journal.in_use(path), seed=header.seed)
 
 
 def session_in_use(path: Path) -> bool:

@@ -171,11 +171,12 @@ class SessionSummary:
     queries: int
     updated: float
     in_use: bool = False  # open in a live servedrill process (another terminal or browser tab)
+    seed: int = 0  # the variant it plays
 
     def to_dict(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "path": str(self.path), "incident_id": self.incident_id,
                 "player": self.player, "created": self.created, "state": self.state,
-                "queries": self.queries, "updated": self.updated, "in_use": self.in_use}
+                "queries": self.queries, "updated": self.updated, "in_use": self.in_use, "seed": self.seed}
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ class BriefingScreen(Screen[None]):
                 # the variant of the game's seed: the card, the board and the telemetry all come from it
                 variant = api.load_variant(self.entry.path, served.seed)
                 # a session open elsewhere (another tab of `servedrill serve`, another terminal) is not ours
-                mine = api.unfinished_sessions(served.player, variant.incident.id, served.data_root)
+                mine = api.unfinished_sessions(served.player, variant.incident.id, served.data_root, seed=served.seed)
                 self.post_message(IncidentLoaded(variant, mine, variant.board))
             telemetry = api.open_telemetry(variant, limits=served.limits, progress=self._progress)
         except api.IncidentError as exc:

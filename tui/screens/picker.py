@@ -43,10 +43,11 @@ def stars(difficulty: int | None) -> str:
     return "★" * difficulty + "☆" * max(0, 5 - difficulty)
 
 
-def scan_library(root: Path | None, player: str) -> tuple[dict[str, list[SessionSummary]], dict[str, float]]:
-    """Unfinished sessions by incident id, and the player's best submitted score by incident id
-    (`game.api.player_record`)."""
-    record = api.player_record(player, root)
+def scan_library(root: Path | None, player: str, seed: int | None = None
+                 ) -> tuple[dict[str, list[SessionSummary]], dict[str, float]]:
+    """Unfinished sessions (at `seed`, or any) by incident id, and the player's best submitted score by
+    incident id (`game.api.player_record`)."""
+    record = api.player_record(player, root, seed=seed)
     return record.unfinished, record.best
 
 
@@ -151,7 +152,7 @@ class PickerScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="scan", exit_on_error=False)
     def _scan(self) -> None:
-        unfinished, best = scan_library(self.served.data_root, self.served.player)
+        unfinished, best = scan_library(self.served.data_root, self.served.player, self.served.seed)
         self.post_message(LibraryScanned(unfinished, best))
 
     def on_library_scanned(self, message: LibraryScanned) -> None:

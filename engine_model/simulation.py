@@ -239,6 +239,9 @@ class Simulation:
         end dropped), then new faults, none starting before now. What already happened stays as it was;
         the run goes on as if it had been given `faults` from the start, the new timers at one instant
         ordered after those already scheduled for it. ValueError when `faults` is not such a list."""
+        if not self._started:  # nothing is scheduled yet: the run starts with these
+            self.faults = list(faults)
+            return
         old = self.faults
         if len(faults) < len(old):
             raise ValueError(f"amended faults must keep the run's {len(old)} faults, got {len(faults)}")

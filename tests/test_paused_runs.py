@@ -103,6 +103,9 @@ def test_an_amendment_is_the_run_given_those_faults_from_the_start(amend: str) -
     sim.amend_faults(faults)
     sim.advance(math.inf)
     assert rows(sim.result()) == whole
+    unstarted = simulation([THROTTLE])
+    unstarted.amend_faults(faults)  # before its start: as if built with them
+    assert rows(unstarted.run()) == whole
     assert whole != rows(simulation([THROTTLE]).run())  # the amendment changed the run
 
 

@@ -212,10 +212,9 @@ class PlayerRecord:
 
 def player_record(player: str, root: Path | None = None, *, seed: int | None = None) -> PlayerRecord:
     """`player`'s unfinished sessions under `root` (default: the data folder; at `seed`, or any) by incident
-    id, and their best
-    score by incident id: the total each of the player's exported transcripts recorded at its debrief
-    (scoring re-runs every query on every world, far too slow for a list; a transcript without a recorded
-    total is unscored and left out)."""
+    id, and their best score by incident id: the total each of the player's exported transcripts recorded at
+    its debrief (scoring re-runs every query on every world, far too slow for a list; a transcript without a
+    recorded total is unscored and left out)."""
     from game.session import TranscriptError, list_unfinished, load_transcript, transcripts_dir
 
     record = PlayerRecord()

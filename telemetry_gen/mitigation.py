@@ -194,7 +194,8 @@ class PausedRun:
 
 
 _PAUSED_KEEP = 1
-"""Paused runs kept in memory: the game's incident (the standard fleet's hour holds about 100 MB of rows)."""
+"""Paused runs kept in memory: the game's incident. The standard fleet's hour is a 17 MB pickle and 107k rows,
+whose lists and values take at most about 57 MB (measured with tracemalloc, 2026-12-07)."""
 _paused: OrderedDict[tuple[str, int, float, float], PausedRun] = OrderedDict()
 _paused_lock = threading.Lock()
 

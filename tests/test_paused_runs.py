@@ -5,7 +5,6 @@ the changed faults from the start, and the mitigation built from a paused run is
 from __future__ import annotations
 
 import math
-import pickle
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -53,13 +52,12 @@ def rows(run: SimResult) -> dict[str, Any]:
 
 
 def copy_of(sim: Simulation) -> Simulation:
-    """A copy as telemetry_gen.mitigation.PausedRun makes it: the rows apart, the rest pickled."""
-    requests_cols, samples = sim.detach_rows()
-    data = pickle.dumps(sim)
-    sim.attach_rows(requests_cols, samples)
-    other: Simulation = pickle.loads(data)
-    other.attach_rows(requests_cols, samples)
-    return other
+    """A copy as the game makes it (telemetry_gen.mitigation.PausedRun), `sim` given its rows back."""
+    from telemetry_gen.mitigation import PausedRun
+
+    paused = PausedRun.of(sim)
+    sim.attach_rows(paused.requests, paused.samples)
+    return paused.resume()
 
 
 def test_advancing_in_parts_is_the_run_in_one_go() -> None:

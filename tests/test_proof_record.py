@@ -100,6 +100,31 @@ def test_the_first_seeds_need_their_worlds_proven(tmp_path: Path) -> None:
     assert check_record(path) == []
 
 
+def test_worlds_proven_under_older_world_rules_must_be_proven_again_and_claims_stand(tmp_path: Path) -> None:
+    """A world check added since the proof (WORLD_RULES) changes no telemetry, so the digests cannot tell:
+    the record says which rules its worlds met, and an older one asks for the worlds again, not the claims."""
+    from telemetry_gen.proving.record import WORLD_RULES, still_proven
+
+    path = incident(tmp_path)
+    write_record(path, "x", full_policy())
+    assert read_record(path)["rules"] == WORLD_RULES and still_proven(path)
+    older = {k: v for k, v in json.loads(record_path(path).read_text()).items() if k != "rules"}  # rules 1
+    record_path(path).write_text(json.dumps(older))
+    [problem] = check_record(path)
+    assert f"hypothesis worlds proven under world rules 1, not the current {WORLD_RULES}" in problem
+    assert f"--seeds {WORLD_PROOF_SEEDS} --record" in problem
+    assert check_record(path, world_seeds=[]) == []  # the claims on every seed still stand
+    assert still_proven(path, claims_only=True) and not still_proven(path)
+    # `make prove`'s claims-only pass keeps the old worlds out; its worlds pass proves them under these rules
+    write_record(path, "x", [run(s) for s in range(PROOF_SEEDS)])
+    assert "hypothesis worlds not proven on seeds" in check_record(path)[0]
+    record_path(path).write_text(json.dumps(older))
+    write_record(path, "x", [run(s, worlds=True) for s in range(WORLD_PROOF_SEEDS)])
+    merged = read_record(path)
+    assert merged["rules"] == WORLD_RULES and len(merged["seeds"]) == PROOF_SEEDS
+    assert check_record(path) == []
+
+
 def test_make_prove_proves_the_worlds_the_records_are_held_to() -> None:
     recipe = (Path(__file__).resolve().parents[1] / "Makefile").read_text().split("\nprove:", 1)[1].split("\n\n")[0]
     ray = "$(if $(RAY),--ray $(RAY)) "  # make prove RAY=ADDRESS: the same proofs on a cluster

@@ -347,7 +347,7 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
         from telemetry_gen.proving.record import still_proven
 
         for r in results:
-            if not r.diagnostics and still_proven(r.path):
+            if not r.diagnostics and still_proven(r.path, claims_only=claims_only):
                 r.current = True  # its record stands: nothing to prove again
     proving = [r for r in results if not r.diagnostics and not r.current] if deep else []
     chosen = chosen_seeds(seeds, sample)

@@ -10,6 +10,9 @@ faults. CI then proves a few seeds itself and checks the record against them:
 * the record covers every seed of the policy, 0 .. PROOF_SEEDS-1, and every one of them passed, the
   first WORLD_PROOF_SEEDS with every hypothesis world proven too;
 * it was made from this YAML (and the traces it replays): an edited incident needs a new proof;
+* its hypothesis worlds were proven under the world rules in force (WORLD_RULES): a rule added to the
+  world checks (the starter snippets, say) changes no byte of telemetry, so digests alone would let every
+  older record stand unchecked; the claims on the other seeds are held by their digests as before;
 * it is not stale: a record is stale when both the code that shapes the telemetry
   (telemetry_gen.cache.code_version) and the telemetry itself differ from what was proven, for some seed
   CI proved. Either alone is not enough: a refactor changes the code but not one byte of telemetry, and
@@ -31,6 +34,14 @@ from typing import Any
 from incidents.variants import PROOF_SEEDS, WORLD_PROOF_SEEDS, proof_seeds
 
 RECORD_FORMAT = 1
+WORLD_RULES = 2
+"""The version of the world checks (telemetry_gen.proving.proof, checks 4-8) a record's worlds were proven
+under; bump it when a check is added or tightened, and run `make prove`: the claims stand on their
+digests and only the first WORLD_PROOF_SEEDS seeds are proven again, with their worlds.
+
+1. (records without the key) strawmen, unsolvable rivals, the truth's other draws, the page's own
+   measurements;
+2. the starter snippets must not settle an incident of difficulty 2 or more."""
 RECORD_FOLDER = "proofs"
 PROVE_HINT = ("run `make prove` (servedrill validate --deep --claims-only --record, then the worlds of the first "
               f"{WORLD_PROOF_SEEDS} seeds: --seeds {WORLD_PROOF_SEEDS} --record) and commit the records")
@@ -118,10 +129,11 @@ def make_record(incident_path: Path | str, incident_id: str, runs: Iterable[Mapp
     seeds = {str(run["seed"]): seed_entry(run) for run in runs}
     old = dict(previous.get("seeds", {})) if previous else {}
     if previous and previous.get("source_sha256") == sha and _same_code(old, seeds):
+        same_rules = previous.get("rules", 1) == WORLD_RULES
         for key, entry in old.items():
             if key not in seeds:
-                seeds[key] = entry
-            elif entry.get("worlds") and entry.get("ok") and seeds[key]["ok"]:
+                seeds[key] = entry if same_rules else {**entry, "worlds": False}
+            elif same_rules and entry.get("worlds") and entry.get("ok") and seeds[key]["ok"]:
                 seeds[key]["worlds"] = True
     ordered = dict(sorted(seeds.items(), key=lambda kv: int(kv[0])))
     from telemetry_gen.cache import code_version
@@ -130,6 +142,7 @@ def make_record(incident_path: Path | str, incident_id: str, runs: Iterable[Mapp
         "format": RECORD_FORMAT,
         "incident": incident_id,
         "code": code_version(),
+        "rules": WORLD_RULES,
         "source_sha256": sha,
         "policy_seeds": PROOF_SEEDS,
         "ok": all(e["ok"] for e in ordered.values()),
@@ -181,7 +194,12 @@ def check_record(incident_path: Path | str, runs: Iterable[Mapping[str, Any]] = 
         problems.append(f"{where}: ... and {len(failed) - 5} more failing seeds")
     want_worlds = list(range(WORLD_PROOF_SEEDS) if world_seeds is None else world_seeds)
     no_worlds = [s for s in want_worlds if not recorded.get(str(s), {}).get("worlds")]
-    if no_worlds and not missing and not failed:
+    rules = record.get("rules", 1)
+    if want_worlds and rules != WORLD_RULES and not missing and not failed:
+        problems.append(f"{where}: hypothesis worlds proven under world rules {rules}, not the current "
+                        f"{WORLD_RULES} (telemetry_gen.proving.record.WORLD_RULES says what changed) "
+                        f"(hint: {PROVE_HINT})")
+    elif no_worlds and not missing and not failed:
         problems.append(f"{where}: hypothesis worlds not proven on seed{'s' if len(no_worlds) > 1 else ''} "
                         f"{', '.join(map(str, no_worlds))} (hint: {PROVE_HINT})")
     from telemetry_gen.cache import code_version
@@ -199,19 +217,20 @@ def check_record(incident_path: Path | str, runs: Iterable[Mapping[str, Any]] = 
     return problems
 
 
-def still_proven(incident_path: Path | str, probe_seeds: Iterable[int] = (0,)) -> bool:
+def still_proven(incident_path: Path | str, probe_seeds: Iterable[int] = (0,), *, claims_only: bool = False) -> bool:
     """Whether the record of `incident_path` still proves it without proving it again: it covers the whole
     seed policy (check_record), and it was made by this code, or by code that simulates `probe_seeds` to the
     same telemetry (their databases with and without the faults are rebuilt and their digests compared: a
     refactor or a speed-up of the engine keeps every record). A record found current under other code is
     rewritten with this code's version, so the next check needs no simulation. Never raises: a record it
-    cannot judge is not current."""
+    cannot judge is not current. With `claims_only`, the record's worlds are not asked for: a claims-only
+    pass does not prove them, so it need not redo claims whose worlds alone are out of date."""
     from incidents.loader import load_incident
     from telemetry_gen.cache import code_version, ensure_database
 
     try:
         record = read_record(incident_path)
-        if record is None or check_record(incident_path):
+        if record is None or check_record(incident_path, world_seeds=() if claims_only else None):
             return False
         if record.get("code") == code_version():
             return True

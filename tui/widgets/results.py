@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,6 +10,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.widgets import ContentSwitcher, DataTable, Static
 
 from tui.actions import bindings
@@ -44,7 +46,9 @@ class ResultsPanel(Vertical):
 
     def on_mount(self) -> None:
         if self._initial is not None:
-            self.show(self._initial)
+            # the screen may go away before this mount runs (an app closing as it opens): nothing to show then
+            with contextlib.suppress(NoMatches):
+                self.show(self._initial)
 
     @property
     def mode(self) -> str:

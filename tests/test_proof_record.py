@@ -201,6 +201,28 @@ def test_validate_record_writes_what_the_simulation_proved(tmp_path: Path, monke
     assert "hypothesis worlds not proven on seed 0" in problem
 
 
+def test_changed_only_proves_the_files_whose_records_do_not_stand_and_only_those(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """In a folder where one record stands and another file has none, `--changed-only` proves the second
+    alone: the standing record keeps its bytes and the output says it was not proven again (it once proved
+    every file of the folder as soon as one needed it)."""
+    monkeypatch.setenv("SERVEDRILL_CACHE", str(tmp_path / "cache"))
+    standing = incident(tmp_path)
+    fresh = standing.with_name("proof-slow-replica-copy.yaml")
+    fresh.write_text(standing.read_text(encoding="utf-8").replace("id: proof-slow-replica", "id: proof-copy", 1),
+                     encoding="utf-8")
+    write_record(standing, "proof-slow-replica", full_policy())  # this code, this YAML, the whole policy
+    before = record_path(standing).read_bytes()
+    result = CliRunner().invoke(main, ["validate", "--deep", "--claims-only", "--seed", "0", "--jobs", "1",
+                                       "--record", "--changed-only", "--json", str(standing.parent)])
+    out = json.loads(result.output)
+    assert result.exit_code == 0, result.output
+    assert out["records"] == [str(record_path(fresh))]
+    assert record_path(standing).read_bytes() == before
+    proven = {Path(f["path"]).name: bool(f.get("deep")) for f in out["files"]}
+    assert proven == {standing.name: False, fresh.name: True}
+
+
 def test_a_record_stands_under_new_code_that_simulates_to_the_same_telemetry(
         tmp_path: Path, in_library_cache: Path) -> None:
     """`make prove` proves again only what changed (`validate --changed-only`, telemetry_gen.proving.record.

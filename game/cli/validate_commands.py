@@ -354,7 +354,7 @@ def validate(paths: tuple[str, ...], deep: bool, sample: int | None, seeds: tupl
     workers = jobs or (0 if ray else default_jobs())  # on Ray, 0: as many at once as the cluster has CPUs
     if proving:
         try:
-            prove_files(results, chosen, jobs=workers, claims_only=claims_only,
+            prove_files(proving, chosen, jobs=workers, claims_only=claims_only,
                         progress=None if as_json else _Counter(), on_file=finished, ray=ray)
         except FanoutError as exc:
             raise base.CommandError(str(exc)) from None

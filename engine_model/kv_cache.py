@@ -32,7 +32,7 @@ separate code that must change together.
 from __future__ import annotations
 
 from collections import deque
-from typing import cast
+from typing import Final, cast
 
 from mypy_extensions import mypyc_attr
 
@@ -62,6 +62,26 @@ def _as_objects(blocks: list[int]) -> list[object]:
     """The same list, typed as holding objects: compiled code then copies its items between lists without
     unboxing and re-boxing them (see KVCache._release). A cast, no copy."""
     return cast("list[object]", blocks)
+
+
+_FEW_BLOCKS: Final = 8
+"""Up to this many blocks, _take_free moves them one by one (a decode top-up takes 1 to 4); more go as slices."""
+
+
+def _take_free(table: list[int], free: list[int], n: int) -> None:
+    """Append the last n blocks of the free list to table, the last first (free[-1], free[-2], ...), and
+    drop them from the free list; the caller has checked that n <= len(free)."""
+    if n <= _FEW_BLOCKS:
+        # a pop and an append per block beat the slice, delete, reverse and extend, each of which builds or
+        # walks a list, for the few blocks a decode step needs; the ids move as objects (see _release)
+        into, source = _as_objects(table), _as_objects(free)
+        for _ in range(n):
+            into.append(source.pop())
+        return
+    got = free[-n:]
+    del free[-n:]
+    got.reverse()
+    table += got
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -345,12 +365,8 @@ class KVCache:
         """Append n fresh blocks (refcount 1) to table; the caller has checked that n are available."""
         free = self._free
         take = min(n, len(free))
-        if take:
-            # free-list blocks already read refcount 1
-            got = free[-take:]
-            del free[-take:]
-            got.reverse()
-            table += got
+        if take:  # free-list blocks already read refcount 1
+            _take_free(table, free, take)
         if n > take:
             ref, run_of, lru = self._ref, self._run_of, self._lru
             # _uncache inlined: eviction is the costliest per-block step when prompts rarely recur.
@@ -458,10 +474,7 @@ class KVCache:
         elif n_new > 0:
             free = self._free
             if n_new <= len(free):
-                got = free[-n_new:]
-                del free[-n_new:]
-                got.reverse()
-                table += got
+                _take_free(table, free, n_new)
             elif n_new <= len(free) + self._n_evictable:
                 self._allocate_into(table, n_new)
             else:
@@ -487,13 +500,8 @@ class KVCache:
         n_new = -(-num_tokens // bs) - len(table)
         if seq.shared or n_new > len(free) or old // bs < seq.reg_bound:
             return num_tokens if self.grow(seq_id, num_tokens) else -1
-        if n_new == 1:
-            _as_objects(table).append(_as_objects(free).pop())  # no unboxing and boxing (see _release)
-        elif n_new > 0:
-            got = free[-n_new:]
-            del free[-n_new:]
-            got.reverse()
-            table += got
+        if n_new > 0:
+            _take_free(table, free, n_new)
         seq.num_tokens = num_tokens
         return num_tokens
 

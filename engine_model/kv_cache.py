@@ -251,9 +251,12 @@ class KVCache:
                     n += 1
         return n
 
-    def _hits(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> list[int]:
-        """The cached blocks `_hit_count` counts, in block order (a new list)."""
-        n = self._hit_count(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
+    def _hits(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int,
+              n: int = -1) -> list[int]:
+        """The cached blocks `_hit_count` counts (or `n`, that count when the caller knows it), in block
+        order (a new list)."""
+        if n < 0:
+            n = self._hit_count(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
         if n == 0:
             return []
         bs = self.block_size
@@ -406,6 +409,7 @@ class KVCache:
         prefix_tokens: int,
         prompt_hash: int,
         num_tokens: int,
+        looked_up: int = -1,
     ) -> int | None:
         """First allocation of a sequence; returns the cached tokens reused, or None if blocks run out.
 
@@ -414,10 +418,15 @@ class KVCache:
         tokens plus the first chunk). Full prompt blocks it now holds enter the prefix cache. On None
         nothing changed, counters included. A seq_id already live, or num_tokens below the cached
         tokens, raises ValueError.
+
+        `looked_up`: what `lookup_prefix` answered for this prompt just before, with no call on this cache
+        in between (the scheduler's admission asks both; counting the hits again cost ~1 % of a fleet run);
+        -1, the default: count them here.
         """
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id} already holds blocks")
-        hits = self._hits(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
+        hits = self._hits(prompt_tokens, prefix_key, prefix_tokens, prompt_hash,
+                          looked_up // self.block_size if looked_up >= 0 else -1)
         bs = self.block_size
         cached_tokens = len(hits) * bs
         if num_tokens < cached_tokens:

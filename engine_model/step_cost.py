@@ -233,7 +233,7 @@ A plain tuple, so the hot path unpacks it in one go; not a NamedTuple, whose con
 Python even when this module is compiled (~1 us for each of the standard fleet's ~50,000 step shapes)."""
 
 _SHAPE_BITS: Final = 21
-"""The memo of step shapes packs (prefill tokens, decode sequences, prefill sequences) into one int key,
+"""The memo of step shapes packs (prefill tokens, prefill sequences, decode sequences) into one int key,
 each sequence count in this many bits: an int hashes and compares faster than a tuple, and needs no tuple
 built per step. Counts that do not fit (never, with max_num_seqs in the thousands) are not memoised."""
 _SHAPE_LIMIT: Final = 1 << _SHAPE_BITS
@@ -249,7 +249,7 @@ class _HwMemo:
     hw: HardwareState
     attn_flops: float  # achieved FLOP/s of attention kernels
     attn_bw: float  # achieved bytes/s of attention kernels
-    fixed: dict[int, _Fixed] = field(default_factory=dict)  # key packs (prefill_tok, decode, prefill_seqs): _SHAPE_BITS
+    fixed: dict[int, _Fixed] = field(default_factory=dict)  # key packs (prefill_tok, prefill_seqs, decode): _SHAPE_BITS
     affine: dict[int, tuple[float, float, float, float]] = field(default_factory=dict)  # decode_seqs
     linear: dict[float, tuple[float, float, float, float]] = field(default_factory=dict)  # tokens
     head: dict[float, tuple[float, float, float, float]] = field(default_factory=dict)  # rows
@@ -571,7 +571,9 @@ class StepCostModel:
         """_fixed through the memo of the step shape (see _SHAPE_BITS)."""
         if prefill_tokens < 0 or not (0 <= decode_seqs < _SHAPE_LIMIT and 0 <= prefill_seqs < _SHAPE_LIMIT):
             return self._fixed(int(prefill_tokens), int(decode_seqs), int(prefill_seqs), memo)
-        key = (prefill_tokens << (2 * _SHAPE_BITS)) | (decode_seqs << _SHAPE_BITS) | prefill_seqs
+        # decode sequences in the low bits: a decode-only step's key is its batch size, a small int that
+        # boxes without an allocation and hashes in one digit
+        key = (prefill_tokens << (2 * _SHAPE_BITS)) | (prefill_seqs << _SHAPE_BITS) | decode_seqs
         got = memo.fixed.get(key)
         if got is None:
             if len(memo.fixed) >= _MAX_SHAPES:

@@ -4,7 +4,9 @@ textual-serve answers `/` with a page that draws a terminal (xterm.js) and, for 
 opens on `/ws`, starts one app process: here `servedrill play` (as `python -m tui.cli play ...`, so the
 same interpreter and install), with the seed, player and incident list the server was given. So every
 browser tab is its own process and its own session; sessions land where `servedrill play` puts them
-(`$SERVEDRILL_DATA`, inherited with the rest of the environment, as is `$SERVEDRILL_CACHE`).
+(`$SERVEDRILL_DATA`, inherited with the rest of the environment, as is `$SERVEDRILL_CACHE`). With a warm
+pool (`warm` > 0, tui.serve_warm) that command runs in a process forked from a template that has imported
+the game already, instead of a fresh interpreter; what it runs and under which bounds stay the same.
 
 Safety. Every tab gets the SQL console on this machine's telemetry, so the server binds to loopback
 unless told otherwise (`check_host`). On top of textual-serve it:

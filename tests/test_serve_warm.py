@@ -82,6 +82,25 @@ def test_the_warm_option_reaches_the_server(monkeypatch: pytest.MonkeyPatch) -> 
     assert refused.exit_code == 2 and "--warm" in refused.output
 
 
+def test_a_template_that_cannot_start_leaves_every_tab_cold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three templates in a row that die before they are ready, and the pool gives up: not ready, no
+    process left, and `take` has nothing (the tab starts cold)."""
+    import tui.serve_warm
+
+    monkeypatch.setattr(tui.serve_warm, "RESTART_S", 0.0)
+
+    async def run() -> None:
+        pool = tui.serve_warm.WarmPool(2, dict(os.environ), python="/bin/false")
+        pool.start()
+        [task] = list(pool._tasks)
+        await asyncio.wait_for(task, 30)
+        assert not pool.ready and pool.template is not None and pool.template.returncode is not None
+        assert await pool.take(WarmStart(["play"], {}, "/")) is None
+        await pool.close()
+
+    asyncio.run(run())
+
+
 # --- a real server ------------------------------------------------------------------------------------
 
 SQL = "SELECT 'warm' AS who, count(*) AS n FROM requests"

@@ -67,6 +67,9 @@ TEMPLATE_START_S = 120.0
 """How long the template may take to import (a busy machine) before the server gives up on it."""
 RESTART_S = 5.0
 """After the template dies, the server starts another this long after (tabs start cold meanwhile)."""
+FAILED_STARTS = 3
+"""Templates in a row that die before they are ready (an import fails, say) before the server gives up on
+the pool: from then on every tab starts cold, as with --warm 0, and the log says why."""
 
 
 # ---------------------------------------------------------------- which tabs can start warm
@@ -340,13 +343,20 @@ class WarmPool:
         return self._ready
 
     async def _run_template(self) -> None:
+        failed = 0
         while not self._closing:
             started = time.monotonic()
+            self.template_pid = None
             try:
                 await self._template_once()
             except Exception as error:  # one line; tabs start cold meanwhile
                 log.error("warm pool: %s: %s", type(error).__name__, error)
             if self._closing:
+                return
+            failed = 0 if self.template_pid is not None else failed + 1
+            if failed >= FAILED_STARTS:
+                log.error("warm pool: the template process failed to start %d times in a row; every tab starts "
+                          "cold from now on", failed)
                 return
             await asyncio.sleep(max(0.0, RESTART_S - (time.monotonic() - started)))
 

@@ -42,7 +42,7 @@ import struct
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 log = logging.getLogger("servedrill.serve")
 
@@ -186,7 +186,7 @@ def template_main(control_fd: int, nice: int) -> None:
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                _spare(fds, closing=(control.fileno(), wake_r, wake_w))
+                _spare(fds, closing=(control.detach(), wake_r, wake_w))  # detached: closed once, here
             for fd in fds:
                 os.close(fd)
             _send(control, {"forked": pid, "id": json.loads(message).get("id")})
@@ -202,9 +202,11 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
     return out
 
 
-def _spare(fds: list[int], closing: tuple[int, ...]) -> None:
-    """A forked spare: wait on stdin for the tab's header, then run `tui.cli` as the tab's app. Never returns."""
-    code = 1
+def _spare(fds: list[int], closing: tuple[int, ...]) -> NoReturn:
+    """A forked spare: wait on stdin for the tab's header, then run `tui.cli` as the tab's app. Never returns:
+    it exits at once when it gets no tab, else the app's SystemExit (or exception) leaves through the
+    template's frames and the interpreter's own shutdown, as a cold app's does (non-daemon threads joined,
+    atexit handlers and weakref finalizers run, buffers flushed)."""
     try:
         os.setsid()  # a process group of its own, as a cold app's start_new_session
         signal.set_wakeup_fd(-1)
@@ -226,26 +228,18 @@ def _spare(fds: list[int], closing: tuple[int, ...]) -> None:
         os.environ.clear()
         os.environ.update(tab["env"])
         os.chdir(tab["cwd"])
-        import tui.cli
-
-        sys.argv = [tui.cli.__file__, *tab["argv"]]
-        tui.cli.main(args=tab["argv"], prog_name="python -m tui.cli")
-        code = 0
-    except SystemExit as done:
-        if done.code is None or isinstance(done.code, int):
-            code = done.code or 0
-        else:
-            print(done.code, file=sys.stderr)
-    except BaseException:  # as the interpreter would: the traceback on stderr, status 1
+    except BaseException:  # no tab to run: nothing of an app to clean up
         import traceback
 
-        traceback.print_exc()
-    finally:
         with contextlib.suppress(Exception):
-            sys.stdout.flush()
-        with contextlib.suppress(Exception):
+            traceback.print_exc()
             sys.stderr.flush()
-        os._exit(code)
+        os._exit(1)
+    import tui.cli
+
+    sys.argv = [tui.cli.__file__, *tab["argv"]]
+    tui.cli.main(args=tab["argv"], prog_name="python -m tui.cli")  # standalone: ends in SystemExit
+    raise SystemExit(0)
 
 
 # ---------------------------------------------------------------- the server's side

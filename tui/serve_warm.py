@@ -120,7 +120,12 @@ def warm_start(command: str, environment: dict[str, str], template_env: dict[str
 
 
 def _send(control: socket.socket, message: dict[str, Any]) -> None:
-    control.send(json.dumps(message).encode())
+    """Tell the server `message`; a template whose server is gone (it closed the socket: a port that was
+    taken, say, while the template was still importing) exits quietly, as on end of file."""
+    try:
+        control.send(json.dumps(message).encode())
+    except OSError:
+        os._exit(ORPHAN_EXIT)
 
 
 def preload() -> list[str]:

@@ -15,8 +15,17 @@ import hashlib
 # building and repr-ing the tuple, and keeps every hash what earlier versions of the engine gave.
 
 
+# The f-strings hold no `!r` conversion: compiled, one makes mypyc fall back to str.format for the whole
+# f-string, which cost about as much as the hash itself (an output hash per request); the repr is taken first.
+_BLAKE8 = hashlib.blake2b(digest_size=8)
+"""An empty 8-byte blake2b: copying it and feeding the key gives blake2b(key, digest_size=8) without a
+keyword call into the constructor per hash."""
+
+
 def _h(key: str) -> str:
-    return hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+    h = _BLAKE8.copy()
+    h.update(key.encode())
+    return h.hexdigest()
 
 
 def output_hash(
@@ -39,11 +48,12 @@ def output_hash(
     (it hashes its request id).
     """
     batch_part = 0 if batch_invariant else batch_size
+    mv = repr(model_version)  # spelled out, not `{model_version!r}`: see _BLAKE8
     if temperature <= 0.0:
-        return _h(f"('greedy', {prompt_hash}, {model_version!r}, {output_tokens}, {batch_part})")
+        return _h(f"('greedy', {prompt_hash}, {mv}, {output_tokens}, {batch_part})")
     if seed is not None and seed_pinned:
-        return _h(f"('seeded', {prompt_hash}, {model_version!r}, {output_tokens}, {seed}, {batch_part})")
-    return _h(f"('sampled', {request_id}, {prompt_hash}, {model_version!r})")
+        return _h(f"('seeded', {prompt_hash}, {mv}, {output_tokens}, {seed}, {batch_part})")
+    return _h(f"('sampled', {request_id}, {prompt_hash}, {mv})")
 
 
 def first_token_logprob(prompt_hash: int, model_version: str, *, batch_invariant: bool, batch_size: int) -> float:
@@ -53,9 +63,10 @@ def first_token_logprob(prompt_hash: int, model_version: str, *, batch_invariant
     perturbation of order 1e-3 that depends on the batch shape, as reported for bf16
     reductions. Batch-invariant kernels give the same value at every batch size.
     """
-    digest = hashlib.blake2b(f"({prompt_hash}, {model_version!r})".encode(), digest_size=8).digest()
+    mv = repr(model_version)  # not `{model_version!r}`: see _BLAKE8
+    digest = hashlib.blake2b(f"({prompt_hash}, {mv})".encode(), digest_size=8).digest()
     clean = -0.05 - 2.0 * int.from_bytes(digest, "big") / 2**64
     if batch_invariant:
         return clean
-    noise = hashlib.blake2b(f"({prompt_hash}, {model_version!r}, {batch_size})".encode(), digest_size=8).digest()
+    noise = hashlib.blake2b(f"({prompt_hash}, {mv}, {batch_size})".encode(), digest_size=8).digest()
     return clean + 2e-3 * (int.from_bytes(noise, "big") / 2**64 - 0.5)

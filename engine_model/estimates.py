@@ -13,7 +13,7 @@ from typing import Any
 from engine_model.config import EngineConfig
 from engine_model.frontend import FrontendConfig
 from engine_model.memory import kv_bytes_per_token_per_gpu, plan_memory, weight_bytes_per_gpu
-from engine_model.profiles import GIB, GPUS, MODELS, resolve_gpu, resolve_model
+from engine_model.profiles import GIB, GPU_REFERENCES, GPUS, MODELS, resolve_gpu, resolve_model
 from engine_model.step_cost import StepCostModel
 from engine_model.step_memory import oom_lines, smallest_failing, step_memory
 
@@ -139,6 +139,8 @@ def calc(
         "model_match": m_match.how,
         "gpu_query": gpu,
         "gpu_match": g_match.how,
+        "gpu_reference": GPU_REFERENCES.get(g.name),
+        "gpu_estimated": g.name not in GPU_REFERENCES,
         "tp": tp,
         "gpus_per_replica": tp,
         "weight_dtype": dtype,
@@ -288,6 +290,8 @@ def format_calc(result: dict[str, Any]) -> str:
     lines = [
         f"{title} (weights {r['weight_dtype']}, KV cache {r['kv_cache_dtype']})",
         *_match_lines(r),
+        *([f"estimated: no measurement of {r['gpu']} was replayed (its figures are datasheet values and "
+           "assumptions); treat its times as a sketch"] if r.get("gpu_estimated") else []),
         "",
         "memory (per GPU)",
         _row("device memory", f"{_gib(r['gpu_memory_bytes'])}, the engine may use "

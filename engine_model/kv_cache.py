@@ -32,7 +32,7 @@ separate code that must change together.
 from __future__ import annotations
 
 from collections import deque
-from typing import cast
+from typing import Final, cast
 
 from mypy_extensions import mypyc_attr
 
@@ -62,6 +62,26 @@ def _as_objects(blocks: list[int]) -> list[object]:
     """The same list, typed as holding objects: compiled code then copies its items between lists without
     unboxing and re-boxing them (see KVCache._release). A cast, no copy."""
     return cast("list[object]", blocks)
+
+
+_FEW_BLOCKS: Final = 8
+"""Up to this many blocks, _take_free moves them one by one (a decode top-up takes 1 to 4); more go as slices."""
+
+
+def _take_free(table: list[int], free: list[int], n: int) -> None:
+    """Append the last n blocks of the free list to table, the last first (free[-1], free[-2], ...), and
+    drop them from the free list; the caller has checked that n <= len(free)."""
+    if n <= _FEW_BLOCKS:
+        # a pop and an append per block beat the slice, delete, reverse and extend, each of which builds or
+        # walks a list, for the few blocks a decode step needs; the ids move as objects (see _release)
+        into, source = _as_objects(table), _as_objects(free)
+        for _ in range(n):
+            into.append(source.pop())
+        return
+    got = free[-n:]
+    del free[-n:]
+    got.reverse()
+    table += got
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -231,9 +251,12 @@ class KVCache:
                     n += 1
         return n
 
-    def _hits(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int) -> list[int]:
-        """The cached blocks `_hit_count` counts, in block order (a new list)."""
-        n = self._hit_count(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
+    def _hits(self, prompt_tokens: int, prefix_key: int, prefix_tokens: int, prompt_hash: int,
+              n: int = -1) -> list[int]:
+        """The cached blocks `_hit_count` counts (or `n`, that count when the caller knows it), in block
+        order (a new list)."""
+        if n < 0:
+            n = self._hit_count(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
         if n == 0:
             return []
         bs = self.block_size
@@ -345,12 +368,8 @@ class KVCache:
         """Append n fresh blocks (refcount 1) to table; the caller has checked that n are available."""
         free = self._free
         take = min(n, len(free))
-        if take:
-            # free-list blocks already read refcount 1
-            got = free[-take:]
-            del free[-take:]
-            got.reverse()
-            table += got
+        if take:  # free-list blocks already read refcount 1
+            _take_free(table, free, take)
         if n > take:
             ref, run_of, lru = self._ref, self._run_of, self._lru
             # _uncache inlined: eviction is the costliest per-block step when prompts rarely recur.
@@ -390,6 +409,7 @@ class KVCache:
         prefix_tokens: int,
         prompt_hash: int,
         num_tokens: int,
+        looked_up: int = -1,
     ) -> int | None:
         """First allocation of a sequence; returns the cached tokens reused, or None if blocks run out.
 
@@ -398,10 +418,15 @@ class KVCache:
         tokens plus the first chunk). Full prompt blocks it now holds enter the prefix cache. On None
         nothing changed, counters included. A seq_id already live, or num_tokens below the cached
         tokens, raises ValueError.
+
+        `looked_up`: what `lookup_prefix` answered for this prompt just before, with no call on this cache
+        in between (the scheduler's admission asks both; counting the hits again cost ~1 % of a fleet run);
+        -1, the default: count them here.
         """
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id} already holds blocks")
-        hits = self._hits(prompt_tokens, prefix_key, prefix_tokens, prompt_hash)
+        hits = self._hits(prompt_tokens, prefix_key, prefix_tokens, prompt_hash,
+                          looked_up // self.block_size if looked_up >= 0 else -1)
         bs = self.block_size
         cached_tokens = len(hits) * bs
         if num_tokens < cached_tokens:
@@ -420,13 +445,25 @@ class KVCache:
                 run_of[b] = None  # its LRU entry is stale now
             ref[b] += 1
         self._n_evictable -= revived
-        self._allocate_into(hits, n_new)
+        free = self._free
+        if _FEW_BLOCKS < n_new <= len(free):
+            # The fresh blocks, sliced off the free list, become the table and the hits go in front of them:
+            # the same table as hits + fresh, without copying the fresh ones a second time (a copy costs a
+            # reference count write on every block id, ~150 per request, and they miss the cache).
+            table = free[-n_new:]
+            del free[-n_new:]
+            table.reverse()
+            if hits:
+                table[0:0] = hits
+        else:
+            table = hits
+            self._allocate_into(table, n_new)
         if self.enable_prefix_caching:
             p_full = min(prefix_tokens, prompt_tokens) // bs if prefix_key else 0
             reg_bound = max(p_full, prompt_tokens // bs if prompt_hash else 0)
         else:
             p_full = reg_bound = 0
-        seq = _Seq(hits, num_tokens, prompt_tokens, prefix_key, prefix_tokens, prompt_hash, p_full, reg_bound)
+        seq = _Seq(table, num_tokens, prompt_tokens, prefix_key, prefix_tokens, prompt_hash, p_full, reg_bound)
         self._seqs[seq_id] = seq
         if self.enable_prefix_caching:
             self._register(seq, cached_tokens // bs, num_tokens // bs)
@@ -458,10 +495,7 @@ class KVCache:
         elif n_new > 0:
             free = self._free
             if n_new <= len(free):
-                got = free[-n_new:]
-                del free[-n_new:]
-                got.reverse()
-                table += got
+                _take_free(table, free, n_new)
             elif n_new <= len(free) + self._n_evictable:
                 self._allocate_into(table, n_new)
             else:
@@ -487,13 +521,8 @@ class KVCache:
         n_new = -(-num_tokens // bs) - len(table)
         if seq.shared or n_new > len(free) or old // bs < seq.reg_bound:
             return num_tokens if self.grow(seq_id, num_tokens) else -1
-        if n_new == 1:
-            _as_objects(table).append(_as_objects(free).pop())  # no unboxing and boxing (see _release)
-        elif n_new > 0:
-            got = free[-n_new:]
-            del free[-n_new:]
-            got.reverse()
-            table += got
+        if n_new > 0:
+            _take_free(table, free, n_new)
         seq.num_tokens = num_tokens
         return num_tokens
 
@@ -504,20 +533,30 @@ class KVCache:
         a sequence's tail is evicted before its head. Unknown (or already freed) seq raises KeyError."""
         seq = self._seqs.pop(seq_id)
         table, free = seq.table, self._free
-        head = len(table) if seq.shared else min(seq.reg_bound, len(table))
-        if head < len(table):
+        n = len(table)
+        head = n if seq.shared else min(seq.reg_bound, n)
+        # The table goes with the sequence, so it is reversed in place into release order (tail first):
+        # then its tail, now in front, joins the free list in one extend with no copy of its own (a copy
+        # costs a reference count write on every block id, ~150 per request, and they miss the cache).
+        table.reverse()
+        rest = n - head
+        if rest:
             # Past reg_bound an unforked sequence's blocks have no hash and no other holder: each drops
             # to refcount 0 and goes to the free list, whose slot convention leaves _ref untouched.
-            tail = table[head:]
-            tail.reverse()
-            free += tail
-        if head:
+            if head:
+                held = table[rest:]
+                del table[rest:]
+                free += table
+                self._release(held)
+            else:
+                free += table
+        elif head:
             # tail first: the prompt blocks, then the prefix blocks (which other sequences often hold)
-            self._release(table, head)
+            self._release(table)
 
-    def _release(self, table: list[int], head: int) -> None:
-        """Drop one reference to each of table[head - 1], ..., table[0], in that order: a block whose
-        refcount reaches 0 goes to the free list, or to the most recently used end of the LRU if cached."""
+    def _release(self, blocks: list[int]) -> None:
+        """Drop one reference to each block of `blocks`, in that order: a block whose refcount reaches 0
+        goes to the free list, or to the most recently used end of the LRU if cached."""
         # one pass, no temporaries: compiled (mypyc) this beats the list(map(...)) shortcuts it replaced.
         # Compiled, an int read from a list[int] is unboxed, and appending it to another list boxes it
         # again: a fresh allocation for every id above 256, one per released block (~16 M in the standard
@@ -525,11 +564,10 @@ class KVCache:
         # `b: int = obj` (type-ignored) compiles to the same checked unbox as cast(int, obj), and costs
         # nothing when the module runs as plain Python, where a cast is a function call per block.
         ref, hash_of, run_of = self._ref, self._hash_of, self._run_of
-        blocks, free = _as_objects(table), _as_objects(self._free)
+        objs, free = _as_objects(blocks), _as_objects(self._free)
         run: list[int] = []
         run_objs = _as_objects(run)
-        for j in range(head - 1, -1, -1):
-            obj = blocks[j]
+        for obj in objs:
             b: int = obj  # type: ignore[assignment]  # an id; see _release
             r = ref[b] - 1
             if r:

@@ -278,6 +278,16 @@ GPUS: dict[str, GPUProfile] = {
     ),
 }
 
+# What each GPU's step times were checked against: measured kernels or published serving runs. A GPU not
+# named here has only datasheet figures and assumptions (its link's call cost, its memory reach): `calc`
+# and the authoring guide call its figures estimated. tests/test_gpu_references.py holds this table to
+# the fidelity points file and the Vidur profiles shipped in engine_model/data/vidur.
+GPU_REFERENCES: dict[str, str] = {
+    "A100-80GB": "Vidur's operator and NCCL profiles; published vLLM and TensorRT-LLM runs (bench fidelity)",
+    "H100-SXM": "Vidur's operator and NCCL profiles; published vLLM and TensorRT-LLM runs (bench fidelity)",
+    "H200": "published vLLM and TensorRT-LLM runs (bench fidelity); Azure's HBM bandwidth test",
+    "L40S": "published vLLM runs (bench fidelity)",
+}
 
 # ---- models --------------------------------------------------------------------------------------
 # Fields copied from HF config.json (inference-sim/inference-sim model_configs/*/config.json, copies in the

@@ -14,6 +14,7 @@ hardware factors and the step it is running), and every method changes that stat
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -44,6 +45,10 @@ ITL_BUCKETS: Final[tuple[float, ...]] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.
                                   7.5, 10.0, 20.0, 40.0, 80.0)
 
 
+NAN: Final = math.nan
+"""NaN as a constant: compiled, `float("nan")` parses the string at every call (once per request here)."""
+
+
 def itl_bucket(gap_s: float) -> int:
     """bisect.bisect_left(ITL_BUCKETS, gap_s): the index of the first bucket bound >= gap_s (seconds).
     A scan from the smallest bound: inter-token gaps sit in the first few buckets, and compiled, the scan
@@ -63,7 +68,7 @@ class Outcome:
 
     def __init__(self, seq: Sequence, finish_s: float, status: str, finish_reason: str, output_hash: str,
                  replica: str, model: str, model_version: str, route: str,
-                 first_logprob: float = float("nan")) -> None:
+                 first_logprob: float = NAN) -> None:
         self.seq = seq
         self.finish_s = finish_s
         self.status = status  # ok | error | timeout
@@ -414,7 +419,7 @@ class Replica:
             first_token_logprob(req.prompt_hash, self.model_version, batch_invariant=self.config.batch_invariant,
                                 batch_size=seq.batch_at_first_token)
             if ok and req.logprobs
-            else float("nan")
+            else NAN
         )
         return Outcome(seq, now, status, reason, h, self.name, self.model.name, self.model_version, self.pool, lp)
 

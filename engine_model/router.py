@@ -119,7 +119,8 @@ class Router:
         start = self._rr
         self._rr = (start + 1) % n  # rotate ties so no replica is favoured
         drained = self.drained
-        for r in reps[start:] + reps[:start]:
+        for k in range(start, start + n):  # reps[start:] + reps[:start], without building three lists
+            r = reps[k - n if k >= n else k]
             state = r.state
             if state != "up" and (state != "down" or r.noticed_down):  # not self._routable(r), inlined
                 continue

@@ -216,11 +216,15 @@ class Scheduler:
         kv = self.kv
         bs = kv.block_size
         roomy = kv.num_blocks // 4
-        heappop, heappush = heapq.heappop, heapq.heappush
+        # An entry is read at the top of the heap and then dropped (heappop) or replaced by the sequence's
+        # next one (heapreplace: one sift instead of a pop's and a push's). Nothing below pushes to or pops
+        # from _resv meanwhile, and entries are unique (see _resv), so the heap yields what pop-then-push did.
+        heappop, heapreplace = heapq.heappop, heapq.heapreplace
         clean = True
         while resv and resv[0][0] < limit:
-            _, sid, epoch, seq = heappop(resv)
+            _, sid, epoch, seq = resv[0]
             if seq.epoch != epoch or seq.state != "decoding":  # stale: preempted, aborted or done since
+                heappop(resv)
                 continue
             prompt = seq.req.prompt_tokens
             exact = -(-(prompt + math.ceil(clock_target - seq.base - EPS)) // bs) * bs  # whole blocks
@@ -239,9 +243,10 @@ class Scheduler:
                 key = need - prompt + seq.base
                 if not (kv.grow(sid, need) or self._grow_or_preempt(seq, need, plan)):
                     clean = False
+                    heappop(resv)
                     continue
             seq.kv_reserved = need
-            heappush(resv, (key, sid, seq.epoch, seq))
+            heapreplace(resv, (key, sid, seq.epoch, seq))
             if key > seq.grow_key:  # it now holds at least `need` tokens
                 seq.grow_key = key
         return clean
@@ -402,12 +407,11 @@ class Scheduler:
         ph = req.prompt_hash if req.cache_prompt else 0
         cached = self.kv.lookup_prefix(seq.prefill_len, req.prefix_key, req.prefix_tokens, ph)
         chunk = self._chunk_from(seq.prefill_len - cached, budget)
-        hit = self.kv.admit(seq.seq_id, seq.prefill_len, req.prefix_key, req.prefix_tokens, ph, cached + chunk)
+        # nothing touched the cache since the lookup: admit takes its answer instead of counting again
+        hit = self.kv.admit(seq.seq_id, seq.prefill_len, req.prefix_key, req.prefix_tokens, ph, cached + chunk, cached)
         if hit is None:
             return None
-        if hit != cached:  # the cache changed between lookup and admit: recompute the chunk
-            chunk = min(self._chunk_from(seq.prefill_len - hit, budget), seq.prefill_len - hit)
-        seq.computed = hit
+        seq.computed = hit  # == cached (admit attached the blocks the lookup counted)
         if seq.cached_tokens == 0 and seq.preemptions == 0:
             seq.cached_tokens = hit
         self._admits += 1

@@ -282,6 +282,7 @@ class ClientTimeouts(EventSource):
         # _fresh) and the head of `due` is live: the run asks before every event, timeouts rarely fire
         self._t_next = INF
         self._fresh = False
+        self._due_seq: Sequence | None = None  # the sequence at the head of `due` when _t_next was found
 
     def add(self, timeout_s: float, deadline: float, replica: int, seq: Sequence) -> None:
         """The client of `seq` gives up at `deadline` seconds unless it has ended by then."""
@@ -304,8 +305,9 @@ class ClientTimeouts(EventSource):
         # The earliest head of all queues (ties: the first queue); a head whose request has ended is dropped
         # and the search starts again. Each queue is sorted, so this finds the earliest live entry while
         # testing the state of one request per event, not of every queue's head.
-        due = self.due
-        if self._fresh and (due is None or due[0][2].state in LIVE):
+        # (the head's sequence is kept aside: reading it back out of the deque cost more than the test)
+        head = self._due_seq
+        if self._fresh and (head is None or head.state in LIVE):
             return self._t_next  # no queue changed since, and the head found then is still live
         while True:
             t_next = INF
@@ -315,12 +317,17 @@ class ClientTimeouts(EventSource):
                     head_t = queue[0][0]
                     if head_t < t_next:
                         t_next, due = head_t, queue
-            if due is None or due[0][2].state in LIVE:
-                self.due = due
-                self._t_next = t_next
-                self._fresh = True
-                return t_next
-            due.popleft()  # finished, failed or aborted already
+            head = None
+            if due is not None:
+                head = due[0][2]
+                if head.state not in LIVE:
+                    due.popleft()  # finished, failed or aborted already
+                    continue
+            self.due = due
+            self._due_seq = head
+            self._t_next = t_next
+            self._fresh = True
+            return t_next
 
     def fire(self, sim: Simulation, t: float) -> None:
         assert self.due is not None

@@ -217,19 +217,26 @@ class StepBreakdown(NamedTuple):
     device_s: float = 0.0
 
 
-class _Fixed(NamedTuple):
-    """The parts of a step that do not depend on decode context, plus the per-context slopes (seconds,
-    seconds per token). A tuple so the hot path unpacks it in one go."""
+_Fixed = tuple[float, float, float, float, float, float, float, float, float]
+"""The parts of a step that do not depend on decode context, plus the per-context slopes (seconds, seconds per
+token), in this order:
+    device_s  GPU time excluding decode attention over context
+    compute_s
+    memory_s  roofline kernels' byte time plus stream_s
+    stream_s  byte time of purely streaming kernels (elementwise, sampler, KV writes)
+    comm_s
+    launch_s
+    host_s
+    slope_c   decode-attention compute seconds per token of decode context
+    slope_m   decode-attention memory seconds per token of decode context
+A plain tuple, so the hot path unpacks it in one go; not a NamedTuple, whose constructor runs as interpreted
+Python even when this module is compiled (~1 us for each of the standard fleet's ~50,000 step shapes)."""
 
-    device_s: float  # GPU time excluding decode attention over context
-    compute_s: float
-    memory_s: float  # roofline kernels' byte time plus stream_s
-    stream_s: float  # byte time of purely streaming kernels (elementwise, sampler, KV writes)
-    comm_s: float
-    launch_s: float
-    host_s: float
-    slope_c: float  # decode-attention compute seconds per token of decode context
-    slope_m: float  # decode-attention memory seconds per token of decode context
+_SHAPE_BITS: Final = 21
+"""The memo of step shapes packs (prefill tokens, prefill sequences, decode sequences) into one int key,
+each sequence count in this many bits: an int hashes and compares faster than a tuple, and needs no tuple
+built per step. Counts that do not fit (never, with max_num_seqs in the thousands) are not memoised."""
+_SHAPE_LIMIT: Final = 1 << _SHAPE_BITS
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -242,7 +249,7 @@ class _HwMemo:
     hw: HardwareState
     attn_flops: float  # achieved FLOP/s of attention kernels
     attn_bw: float  # achieved bytes/s of attention kernels
-    fixed: dict[tuple[int, int, int], _Fixed] = field(default_factory=dict)  # (prefill_tok, decode, prefill_seqs)
+    fixed: dict[int, _Fixed] = field(default_factory=dict)  # key packs (prefill_tok, prefill_seqs, decode): _SHAPE_BITS
     affine: dict[int, tuple[float, float, float, float]] = field(default_factory=dict)  # decode_seqs
     linear: dict[float, tuple[float, float, float, float]] = field(default_factory=dict)  # tokens
     head: dict[float, tuple[float, float, float, float]] = field(default_factory=dict)  # rows
@@ -561,8 +568,12 @@ class StepCostModel:
 
     # ---- everything that does not grow with decode context ----------------------------------------
     def _fixed_memo(self, prefill_tokens: int, decode_seqs: int, prefill_seqs: int, memo: _HwMemo) -> _Fixed:
-        """_fixed through the memo of the step shape (arguments exactly as the caller passed them)."""
-        key = (prefill_tokens, decode_seqs, prefill_seqs)
+        """_fixed through the memo of the step shape (see _SHAPE_BITS)."""
+        if prefill_tokens < 0 or not (0 <= decode_seqs < _SHAPE_LIMIT and 0 <= prefill_seqs < _SHAPE_LIMIT):
+            return self._fixed(int(prefill_tokens), int(decode_seqs), int(prefill_seqs), memo)
+        # decode sequences in the low bits: a decode-only step's key is its batch size, a small int that
+        # boxes without an allocation and hashes in one digit
+        key = (prefill_tokens << (2 * _SHAPE_BITS)) | (prefill_seqs << _SHAPE_BITS) | decode_seqs
         got = memo.fixed.get(key)
         if got is None:
             if len(memo.fixed) >= _MAX_SHAPES:
@@ -579,7 +590,7 @@ class StepCostModel:
         host_f = hw.host_overhead_factor
         host = (HOST_STEP_S + HOST_PER_SEQ_S * seqs) * host_f
         if tokens <= 0:
-            return _Fixed(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, host, 0.0, 0.0)
+            return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, host, 0.0, 0.0)
 
         layers = m.num_layers
         lin_t, lin_c, lin_m, lin_s = self._linear_memo(float(tokens), memo)
@@ -627,7 +638,7 @@ class StepCostModel:
         bytes_per_ctx = self._kv_layer_bytes * (layers + k)
         slope_c = flop_per_ctx / memo.attn_flops
         slope_m = bytes_per_ctx / memo.attn_bw
-        return _Fixed(device, compute, memory, stream, comm, launch * host_f, host, slope_c, slope_m)
+        return (device, compute, memory, stream, comm, launch * host_f, host, slope_c, slope_m)
 
     # ---- public API --------------------------------------------------------------------------------
     def breakdown(
@@ -664,9 +675,7 @@ class StepCostModel:
         """`breakdown` as a plain tuple in StepBreakdown's field order, for the simulator's per-step call
         (building the NamedTuple costs more than the arithmetic). prefill_seqs is required here."""
         memo = self._memo if self._memo_hw is hw else self._memo_for(hw)
-        f = memo.fixed.get((prefill_tokens, decode_seqs, prefill_seqs))
-        if f is None:
-            f = self._fixed_memo(prefill_tokens, decode_seqs, prefill_seqs, memo)
+        f = self._fixed_memo(prefill_tokens, decode_seqs, prefill_seqs, memo)
         f_device, f_compute, f_memory, f_stream, f_comm, f_launch, f_host, slope_c, slope_m = f
         # Prefill attention: the step charges the larger of its FLOP time and its KV-read time. One chunk
         # of c tokens after p cached ones reads p + c tokens of KV; prefill_attn / c = p + c / 2.
@@ -717,11 +726,11 @@ class StepCostModel:
         memo = self._memo if self._memo_hw is hw else self._memo_for(hw)
         got = memo.affine.get(decode_seqs)
         if got is None:
-            f = self._fixed_memo(0, decode_seqs, 0, memo)
-            slope = max(f.slope_c, f.slope_m) if decode_seqs > 0 else 0.0
+            device, _, _, _, comm, launch, host, slope_c, slope_m = self._fixed_memo(0, decode_seqs, 0, memo)
+            slope = max(slope_c, slope_m) if decode_seqs > 0 else 0.0
             if len(memo.affine) >= _MAX_SHAPES:
                 memo.affine.clear()
-            got = memo.affine[decode_seqs] = (f.device_s + f.comm_s, slope, f.launch_s, f.host_s)
+            got = memo.affine[decode_seqs] = (device + comm, slope, launch, host)
         return got
 
     def decode_run_time(

@@ -122,6 +122,21 @@ class BuildInfo:
         return asdict(self)
 
 
+def database_path(inc: Incident, seed: int = 0, *, telemetry_seed: int | None = None, ablate: bool = False) -> Path:
+    """Where `ensure_database` keeps (or would build) the database of these arguments."""
+    tseed = seed if telemetry_seed is None else int(telemetry_seed)
+    key = incident_key(inc, seed)
+    if tseed != seed or ablate:
+        key = hashlib.sha256(f"{key}|{tseed}|{ablate}".encode()).hexdigest()[:24]
+    return cache_dir() / f"{inc.id}-{key}.duckdb"
+
+
+def is_cached(inc: Incident, seed: int = 0, *, telemetry_seed: int | None = None, ablate: bool = False) -> bool:
+    """Whether `ensure_database` with these arguments would find its database built (and build nothing)."""
+    db = database_path(inc, seed, telemetry_seed=telemetry_seed, ablate=ablate)
+    return _cached(db, db.with_suffix(".json")) is not None
+
+
 def ensure_database(inc: Incident, seed: int = 0, *, progress: Progress | None = None,
                     out: Path | None = None, force: bool = False, telemetry_seed: int | None = None,
                     ablate: bool = False) -> BuildInfo:
@@ -131,11 +146,8 @@ def ensure_database(inc: Incident, seed: int = 0, *, progress: Progress | None =
     workload, so the same variant can be rebuilt with other traffic. `ablate` builds the run with the
     faults removed. Safe to call from several processes at once: one builds, the others wait for it."""
     tseed = seed if telemetry_seed is None else int(telemetry_seed)
-    key = incident_key(inc, seed)
-    if tseed != seed or ablate:
-        key = hashlib.sha256(f"{key}|{tseed}|{ablate}".encode()).hexdigest()[:24]
-    folder = cache_dir()
-    db = folder / f"{inc.id}-{key}.duckdb"
+    db = database_path(inc, seed, telemetry_seed=telemetry_seed, ablate=ablate)
+    folder = db.parent
     meta_path = db.with_suffix(".json")
     if not force and (info := _cached(db, meta_path)) is not None:
         return _maybe_copy(info, out)

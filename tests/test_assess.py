@@ -14,12 +14,12 @@ import pytest
 
 from game.frontends.line_mode import PlainGame
 from game.query.gateway import Gateway
-from game.rules.assess import Assessor, queries_of, score_session
+from game.rules.assess import Assessor, queries_of, score_session, start_world_build
 from game.session import Session, file_digest, load_transcript
 from incidents.loader import load_incident
 from incidents.spec import Incident
 from telemetry_gen.cache import ensure_database
-from telemetry_gen.proving.worlds import NOISE, TRUTH, ensure_worlds, world_names, world_of
+from telemetry_gen.proving.worlds import NOISE, TRUTH, ensure_worlds, world_names, world_of, worlds_cached
 
 pytestmark = pytest.mark.slow  # builds worlds and assesses queries on them
 
@@ -179,8 +179,12 @@ def test_worlds_are_built_once_and_shared(mini: Incident) -> None:
 
 def test_the_background_build_shares_the_worlds_out_over_processes(tmp_path: Path) -> None:
     """`python -m telemetry_gen.proving.worlds --jobs 2` (what the game starts while the player reads) builds
-    every world once, over two processes: afterwards each is in the cache; a malformed part is refused."""
+    every world once, over two processes: afterwards each is in the cache, and the game starts no build for
+    them any more; a malformed part is refused."""
     env = {**os.environ, "SERVEDRILL_CACHE": str(tmp_path / "cache")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SERVEDRILL_CACHE", str(tmp_path / "cache"))
+        assert not worlds_cached(load_incident(MINI, 0), 0)
     build = subprocess.run([sys.executable, "-m", "telemetry_gen.proving.worlds", "--nice", "--jobs", "2",
                             str(MINI), "0"], capture_output=True, text=True, env=env, timeout=600, check=False)
     assert build.returncode == 0, build.stderr
@@ -191,6 +195,7 @@ def test_the_background_build_shares_the_worlds_out_over_processes(tmp_path: Pat
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SERVEDRILL_CACHE", str(tmp_path / "cache"))
         found = ensure_worlds(inc, 0)
+        assert worlds_cached(inc, 0) and start_world_build(MINI, 0) is None  # nothing left to build
     assert sorted(found.paths) == sorted(names) and found.built_s == 0.0  # all there: nothing was built now
     bad = subprocess.run([sys.executable, "-m", "telemetry_gen.proving.worlds", "--part", "2/2", str(MINI), "0"],
                          capture_output=True, text=True, env=env, timeout=120, check=False)

@@ -3,8 +3,10 @@ size, message size and rate, the app's memory and CPU, idle and total time; the 
 socket closes or the server dies; no folder is listed.
 
 The slow tests start a real server on a free port and speak textual-serve's websocket protocol to it
-(as tools/loadtest_serve.py does); the app processes are found as the server's children in /proc.
-Every bound is asserted against its documented value: times within 2x, memory within 2x."""
+(as tools/loadtest_serve.py does); the app processes are found in /proc (`tab_apps`). They serve cold
+apps (`--warm 0`: the documented start-up memory and CPU are a fresh interpreter's); tests/test_serve_warm.py
+runs the lifecycle ones on warm apps. Every bound is asserted against its documented value: times within
+2x, memory within 2x."""
 
 from __future__ import annotations
 
@@ -122,17 +124,20 @@ def test_limit_options_reach_the_server(monkeypatch: pytest.MonkeyPatch) -> None
 # --- a real server ----------------------------------------------------------------------------------
 
 @contextmanager
-def server(log: Path, *limits: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
-    """`servedrill serve --incidents FIXTURE` with `--limit` options; yields (port, process)."""
+def server(log: Path, *limits: str, warm: int = 0) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """`servedrill serve --incidents FIXTURE --warm WARM` with `--limit` options; yields (port, process)
+    once the server listens and its warm pool (if any) is full."""
     port = free_port()
     argv = [sys.executable, "-m", "tui.cli", "serve", "--port", str(port), "--incidents", str(FIXTURE),
-            "--player", "bounds"]
+            "--player", "bounds", "--warm", str(warm)]
     for limit in limits:
         argv += ["--limit", limit]
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, env=os.environ.copy(), stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, proc)
+        if warm:
+            assert wait_until(lambda: len(warm_pool(proc.pid)) == 1 + warm, 120, 0.1) is not None, "no warm pool"
         yield port, proc
     finally:
         stop(proc)
@@ -150,6 +155,38 @@ def children(pid: int) -> list[int]:
             if int(fields[1]) == pid and fields[0] not in "ZX":
                 out.append(int(entry))
     return out
+
+
+def is_template(pid: int) -> bool:
+    try:
+        return b"tui.serve_warm" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def threads(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
+
+
+def tab_apps(server_pid: int) -> set[int]:
+    """The app processes serving tabs: the server's children (cold apps), but its warm pool's template, and
+    the template's children that run a tab (a spare waiting for one is a single thread; an app runs
+    Textual's input thread too)."""
+    out: set[int] = set()
+    for child in children(server_pid):
+        if not is_template(child):
+            out.add(child)
+            continue
+        out |= {pid for pid in children(child) if threads(pid) > 1}
+    return out
+
+
+def warm_pool(server_pid: int) -> list[int]:
+    """The warm pool's template and every process it forked (spares and warm apps); empty without a pool."""
+    return [pid for child in children(server_pid) if is_template(child) for pid in [child, *children(child)]]
 
 
 def alive(pid: int) -> bool:
@@ -198,12 +235,12 @@ class Tab:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def open(self, session: Any) -> None:
-        before = set(children(self.server_pid))
+        before = tab_apps(self.server_pid)
         self.ws = await session.ws_connect(self.url, max_msg_size=0)
         self.connected_at = time.monotonic()
         self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._sample())]
         deadline = time.monotonic() + 30
-        while not (new := set(children(self.server_pid)) - before):
+        while not (new := tab_apps(self.server_pid) - before):
             assert time.monotonic() < deadline, "no app process started for the tab"
             await asyncio.sleep(0.02)
         [self.app] = new
@@ -391,7 +428,9 @@ def test_typing_within_the_rates_and_malformed_messages_keep_the_tab(tui_env: Pa
 
 
 @pytest.mark.slow
-def test_the_app_goes_when_its_socket_closes_even_if_it_does_not_listen(tui_env: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("warm", [0, 2], ids=["cold", "warm"])
+def test_the_app_goes_when_its_socket_closes_even_if_it_does_not_listen(warm: int, tui_env: Path,
+                                                                         tmp_path: Path) -> None:
     """Closed by the browser: a listening app quits; a stopped one (it cannot read the quit) is killed
     with its process group; both within the documented time."""
     apps: dict[str, int] = {}
@@ -405,19 +444,22 @@ def test_the_app_goes_when_its_socket_closes_even_if_it_does_not_listen(tui_env:
         os.kill(tab.app, signal.SIGSTOP)
         apps["stopped"] = tab.app
 
-    with server(tmp_path / "serve.log") as (port, proc):
+    with server(tmp_path / "serve.log", warm=warm) as (port, proc):
         asyncio.run(with_tab(port, proc.pid, listening))
         took = gone_within(apps["listening"], GONE_S)
         asyncio.run(with_tab(port, proc.pid, stopped))
         took_stopped = gone_within(apps["stopped"], GONE_S)
-        assert wait_until(lambda: not children(proc.pid), 2 * GONE_S) is not None
+        assert wait_until(lambda: not tab_apps(proc.pid), 2 * GONE_S) is not None
     print(f"app gone {took:.2f} s after close; stopped app {took_stopped:.2f} s")
 
 
 @pytest.mark.slow
-def test_apps_die_with_their_server(tui_env: Path, tmp_path: Path) -> None:
-    """SIGKILL the server with two tabs open: both apps end within the documented second."""
+@pytest.mark.parametrize("warm", [0, 2], ids=["cold", "warm"])
+def test_apps_die_with_their_server(warm: int, tui_env: Path, tmp_path: Path) -> None:
+    """SIGKILL the server with two tabs open: both apps end within the documented second (warm: and the
+    pool's template and spares with them)."""
     apps: list[int] = []
+    pool: list[int] = []
 
     async def body(port: int, pid: int) -> None:
         import aiohttp
@@ -429,25 +471,33 @@ def test_apps_die_with_their_server(tui_env: Path, tmp_path: Path) -> None:
             for tab in tabs:
                 await tab.picker()
             apps.extend(tab.app for tab in tabs)
+            pool.extend(warm_pool(pid))
+            assert bool(pool) == bool(warm)  # --warm 0: no template, the apps are the server's children
+            assert warm or set(apps) <= set(children(pid))
             os.kill(pid, signal.SIGKILL)
             for tab in tabs:
                 await tab.close()
 
-    with server(tmp_path / "serve.log") as (port, proc):
+    with server(tmp_path / "serve.log", warm=warm) as (port, proc):
         asyncio.run(body(port, proc.pid))
         proc.wait(timeout=10)
         killed = time.monotonic()
         for app in apps:
             gone_within(app, LIFELINE_S)
+        for pid in pool:
+            gone_within(pid, LIFELINE_S)
     print(f"apps gone {time.monotonic() - killed:.2f} s after the server's SIGKILL")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("limit", "code"), [("app_rss_mb=60", 4002), ("app_cpu_s=0.3", 4003),
-                                             ("app_cpu_share=0.01,app_cpu_window_s=1", 4004)])
-def test_an_app_over_its_memory_or_cpu_is_stopped(limit: str, code: int, tui_env: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("limit", "code", "warm"), [("app_rss_mb=60", 4002, 0), ("app_rss_mb=60", 4002, 2),
+                                                     ("app_cpu_s=0.3", 4003, 0),
+                                                     ("app_cpu_share=0.01,app_cpu_window_s=1", 4004, 0)])
+def test_an_app_over_its_memory_or_cpu_is_stopped(limit: str, code: int, warm: int, tui_env: Path,
+                                                  tmp_path: Path) -> None:
     """With the cap below what starting the app takes (it idles at ~95 MB after ~0.7 s of CPU, most of it
-    in its first second), the tab closes with the cap's code and its app is gone."""
+    in its first second, cold; a warm app skips the imports' CPU but not the memory), the tab closes with
+    the cap's code and its app is gone."""
 
     async def body(tab: Tab) -> None:
         await tab.until(lambda: tab.closed_at is not None, 30, "close")
@@ -455,7 +505,7 @@ def test_an_app_over_its_memory_or_cpu_is_stopped(limit: str, code: int, tui_env
         gone_within(tab.app, GONE_S)
         assert "over its" in tab.text()  # the player is told why
 
-    with server(tmp_path / "serve.log", *limit.split(",")) as (port, proc):
+    with server(tmp_path / "serve.log", *limit.split(","), warm=warm) as (port, proc):
         tab = asyncio.run(with_tab(port, proc.pid, body))
     if code == 4002:
         cap = float(limit.split("=")[1])

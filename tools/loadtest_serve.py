@@ -92,9 +92,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(port: int, incident: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def start_server(port: int, incident: Path, env: dict[str, str], log: Path,
+                 warm: int | None = None) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "tui.cli", "serve", "--host", HOST, "--port", str(port),
            "--incidents", str(incident), "--player", "loadtest", "--max-sessions", str(MAX_SESSIONS)]
+    if warm is not None:
+        cmd += ["--warm", str(warm)]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
@@ -108,6 +111,18 @@ def start_server(port: int, incident: Path, env: dict[str, str], log: Path) -> s
             time.sleep(0.1)
     proc.kill()
     raise RuntimeError("servedrill serve did not start listening within 60 s")
+
+
+def wait_for_pool(server_pid: int, warm: int | None, timeout: float) -> bool:
+    """Wait until the server's warm pool holds `warm` spares (at least one when `warm` is None: the
+    server's default size): the warm cache a game day starts from. False when it did not within
+    `timeout` (the run goes on; its tabs start cold until the pool is up)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if list(process_roles(server_pid).values()).count("spare") >= (warm or 1):
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def stop_server(proc: subprocess.Popen[bytes], children: set[int]) -> list[int]:
@@ -148,6 +163,69 @@ def children_of(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             out.append(int(stat.parent.name))
     return out
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """Every process under `pid` (its children, theirs, ...) as {pid: parent pid}."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    out: dict[int, int] = {}
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in out:
+                out[child] = parent
+                frontier.append(child)
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def pss_mb(pid: int) -> float | None:
+    """Proportional set size (shared pages divided among the processes sharing them), MB; None when it
+    cannot be read."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def process_roles(server_pid: int) -> dict[int, str]:
+    """The processes under the server by role: "template" (the warm pool's, tui.serve_warm), "sql" (an
+    app's query worker), "worlds" (a world build), "app" (a tab's app) or "spare" (a warm process waiting
+    for a tab: a child of the template without a query worker of its own)."""
+    tree = descendants(server_pid)
+    roles: dict[int, str] = {}
+    for pid, parent in tree.items():
+        line = cmdline(pid)
+        if "game.query.sandbox" in line:
+            roles[pid] = "sql"
+        elif "telemetry_gen.proving.worlds" in line:
+            roles[pid] = "worlds"
+        elif parent == server_pid and "tui.serve_warm" in line:
+            roles[pid] = "template"
+    for pid, parent in tree.items():
+        if pid in roles:
+            continue
+        if parent == server_pid or roles.get(parent) == "template":
+            has_worker = any(roles.get(c) == "sql" for c, p in tree.items() if p == pid)
+            roles[pid] = "app" if has_worker or roles.get(parent) != "template" else "spare"
+        else:
+            roles[pid] = "other"
+    return roles
 
 
 def rss_mb(pid: int) -> float | None:
@@ -213,6 +291,7 @@ class Client:
     tag: str = ""
     screen: bytes = b""
     opened_at: float = 0.0
+    picker_s: float | None = None
     workspace_s: float | None = None
     query_ms: list[float] = field(default_factory=list)
     screen_ms: list[float] = field(default_factory=list)
@@ -312,6 +391,7 @@ async def run_client(client: Client, url: str, journal: Journal, incident_id: st
 
         try:
             await client.wait_text(f"{incident_id} · ", stage_timeout, "picker")
+            client.picker_s = time.monotonic() - client.opened_at
             await open_workspace(client, keys, stage_timeout)
             client.workspace_s = time.monotonic() - client.opened_at
             await client.wait_text("▶ requests", stage_timeout, "schema")
@@ -401,12 +481,12 @@ def check_journals(folder: Path, clients: list[Client], queries: int) -> tuple[l
     return failures, {"session_files": len(files), "distinct_session_ids": len(set(ids)), "ok_queries": ok_queries}
 
 
-def percentile(values: list[float], pct: float) -> float | None:
+def percentile(values: list[float], pct: float, digits: int = 1) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
     rank = max(0, min(len(ordered) - 1, round(pct / 100 * len(ordered) + 0.5) - 1))
-    return round(ordered[rank], 1)
+    return round(ordered[rank], digits)
 
 
 async def drive(url: str, clients: list[Client], journal: Journal, incident_id: str, stage_timeout: float,
@@ -418,14 +498,25 @@ async def drive(url: str, clients: list[Client], journal: Journal, incident_id: 
     async def sample_when_all_open() -> None:
         # Sample while every session sits in its workspace (or once all have finished or failed).
         while not all(c.workspace_s is not None or c.error for c in clients):
-            app_pids.update(children_of(server_pid))
+            app_pids.update(descendants(server_pid))
             await asyncio.sleep(0.2)
-        pids = children_of(server_pid)
-        app_pids.update(pids)
-        sizes = [s for s in (rss_mb(pid) for pid in pids) if s is not None]
+        await asyncio.sleep(0.5)  # the last workspace's query worker is up
+        roles = process_roles(server_pid)
+        app_pids.update(roles)
+        apps = [pid for pid, role in roles.items() if role == "app"]
+        tree = descendants(server_pid)
+        memory["apps_warm"] = sum(roles.get(tree.get(pid, 0)) == "template" for pid in apps)
+        sizes = [s for s in (rss_mb(pid) for pid in apps) if s is not None]
+        shares = [s for s in (pss_mb(pid) for pid in apps) if s is not None]
+        tree_pss = [s for s in (pss_mb(pid) for pid in roles) if s is not None]
+        tree_rss = [s for s in (rss_mb(pid) for pid in roles) if s is not None]
         memory.update({"app_processes": len(sizes), "rss_mb_total": round(sum(sizes), 1),
                        "rss_mb_mean": round(statistics.mean(sizes), 1) if sizes else None,
                        "rss_mb_max": round(max(sizes), 1) if sizes else None,
+                       "pss_mb_mean": round(statistics.mean(shares), 1) if shares else None,
+                       "processes": {role: list(roles.values()).count(role) for role in sorted(set(roles.values()))},
+                       "tree_pss_mb": round(sum(tree_pss), 1) if tree_pss else None,
+                       "tree_rss_mb": round(sum(tree_rss), 1),
                        "server_rss_mb": round(rss_mb(server_pid) or 0, 1)})
 
     async def start(client: Client) -> None:
@@ -447,7 +538,7 @@ async def drive(url: str, clients: list[Client], journal: Journal, incident_id: 
 
 
 def run(sessions: int = 20, queries: int = 10, max_seconds: float = 300.0, incident: Path = FIXTURE,
-        ramp_ms: float = 0.0, keep: bool = False) -> dict[str, Any]:
+        ramp_ms: float = 0.0, keep: bool = False, warm: int | None = None) -> dict[str, Any]:
     """Run the load test; returns the report (see the module docstring and docs/serve.md)."""
     if not 1 <= sessions <= MAX_SESSIONS:
         raise ValueError(f"sessions must be 1..{MAX_SESSIONS}")
@@ -457,24 +548,30 @@ def run(sessions: int = 20, queries: int = 10, max_seconds: float = 300.0, incid
     sys.path.insert(0, str(ROOT))
     from incidents.loader import load_incident
     from telemetry_gen.cache import ensure_database
+    from telemetry_gen.proving.worlds import ensure_worlds
 
     wall0 = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="servedrill-loadtest-"))
     env = dict(os.environ, SERVEDRILL_DATA=str(work / "data"), SERVEDRILL_CACHE=str(work / "cache"))
-    # Build the telemetry once up front, so the sessions share the cached database instead of racing
-    # to build it.
+    # A warm cache: build the telemetry once up front, so the sessions share the cached database instead
+    # of racing to build it.
     loaded = load_incident(incident)
     saved_cache = os.environ.get("SERVEDRILL_CACHE")
     os.environ["SERVEDRILL_CACHE"] = env["SERVEDRILL_CACHE"]
     try:
         ensure_database(loaded, 0)
+        # and the worlds scoring compares against, which every session's app otherwise starts building
+        # in the background (at low priority, but one build per session)
+        ensure_worlds(load_incident(incident, 0), 0)
     finally:
         if saved_cache is None:
             os.environ.pop("SERVEDRILL_CACHE", None)
         else:
             os.environ["SERVEDRILL_CACHE"] = saved_cache
     port = free_port()
-    proc = start_server(port, incident, env, work / "serve.log")
+    proc = start_server(port, incident, env, work / "serve.log", warm)
+    pool_ready = wait_for_pool(proc.pid, warm, min(120.0, max_seconds)) if warm != 0 else None
+    load_before = os.getloadavg()
     clients = [Client(i + 1, queries, trace=[] if keep else None) for i in range(sessions)]
     journal = Journal(work / "data" / "sessions")
     timed_out = False
@@ -487,8 +584,9 @@ def run(sessions: int = 20, queries: int = 10, max_seconds: float = 300.0, incid
     except TimeoutError:
         timed_out = True
     finally:
-        killed = stop_server(proc, set(memory.get("app_pids", [])) | set(children_of(proc.pid)))
+        killed = stop_server(proc, set(memory.get("app_pids", [])) | set(descendants(proc.pid)))
     run_s = time.monotonic() - started
+    load_after = os.getloadavg()
     failures, counts = check_journals(work / "data" / "sessions", clients, queries)
     failures = [f"{c.tag}: {c.error}" for c in clients if c.error] + failures
     if timed_out:
@@ -498,6 +596,8 @@ def run(sessions: int = 20, queries: int = 10, max_seconds: float = 300.0, incid
     query_ms = [ms for c in clients for ms in c.query_ms]
     screen_ms = [ms for c in clients for ms in c.screen_ms]
     starts = [c.workspace_s for c in clients if c.workspace_s is not None]
+    pickers = [c.picker_s for c in clients if c.picker_s is not None]
+    tree_pss = memory.get("tree_pss_mb")
     report = {
         "ok": not failures,
         "sessions": sessions,
@@ -509,21 +609,35 @@ def run(sessions: int = 20, queries: int = 10, max_seconds: float = 300.0, incid
         "failure_details": failures[:20],
         "session_files": counts["session_files"],
         "distinct_session_ids": counts["distinct_session_ids"],
+        "warm": warm,
+        "pool_ready": pool_ready,
+        "memory_per_player_mb": round(tree_pss / sessions, 1) if tree_pss is not None else None,
+        "memory_per_session_pss_mb": memory.get("pss_mb_mean"),
         "memory_per_session_mb": memory.get("rss_mb_mean"),
         "memory_per_session_max_mb": memory.get("rss_mb_max"),
         "memory_apps_total_mb": memory.get("rss_mb_total"),
         "app_processes": memory.get("app_processes"),
         "server_rss_mb": memory.get("server_rss_mb"),
+        "memory_tree_pss_mb": tree_pss,
+        "memory_tree_rss_mb": memory.get("tree_rss_mb"),
+        "processes": memory.get("processes"),
+        "apps_warm": memory.get("apps_warm"),
         "p50_query_ms": percentile(query_ms, 50),
         "p95_query_ms": percentile(query_ms, 95),
         "max_query_ms": round(max(query_ms), 1) if query_ms else None,
         "p95_screen_ms": percentile(screen_ms, 95),
-        "p95_session_start_s": percentile(starts, 95),
+        "p50_session_start_s": percentile(starts, 50, 2),
+        "p95_session_start_s": percentile(starts, 95, 2),
+        "max_session_start_s": round(max(starts), 2) if starts else None,
+        "p50_first_screen_s": percentile(pickers, 50, 2),
+        "p95_first_screen_s": percentile(pickers, 95, 2),
         "retyped_queries": sum(c.retries for c in clients),
         "unconfirmed_queries": sum(c.unconfirmed for c in clients),
         "run_s": round(run_s, 2),
         "wall_s": round(time.monotonic() - wall0, 2),
         "cpus": os.cpu_count(),
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in load_after],
         "workdir": str(work) if keep else None,
     }
     for client in clients:
@@ -549,14 +663,45 @@ def main(argv: list[str] | None = None) -> int:
                         help="incident file to play (default: the small test fixture tui-mini)")
     parser.add_argument("--ramp-ms", type=float, default=0.0, help="delay between session starts")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data dir and server log")
+    parser.add_argument("--warm", type=int, default=None,
+                        help="the server's --warm (spare app processes; 0: every tab starts cold; default: "
+                             "serve's default); the run starts once the pool is full")
+    parser.add_argument("--json", action="store_true", help="print the whole report as one JSON object")
     args = parser.parse_args(argv)
     try:
-        report = run(args.sessions, args.queries, args.max_seconds, args.incident, args.ramp_ms, args.keep)
+        report = run(args.sessions, args.queries, args.max_seconds, args.incident, args.ramp_ms, args.keep,
+                     args.warm)
     except (ValueError, RuntimeError) as exc:
-        print(json.dumps({"ok": False, "error": str(exc)}))
+        print(json.dumps({"ok": False, "error": str(exc)}) if args.json else f"loadtest: {exc}")
         return 1
-    print(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2) if args.json else summary(report))
     return 0 if report["ok"] else 1
+
+
+def summary(report: dict[str, Any]) -> str:
+    """The report's headline figures, a few lines for a person (--json prints all of it)."""
+    def fig(key: str, unit: str) -> str:
+        value = report.get(key)
+        return "n/a" if value is None else f"{value:g} {unit}"
+
+    warm = report.get("warm")
+    lines = [
+        f"{'ok' if report['ok'] else 'FAILED'}: {report['sessions']} sessions x {report['queries_per_session']} "
+        f"queries, warm pool {'default' if warm is None else warm}, {report['cpus']} CPUs, load average "
+        f"{report['load_before'][0]:.1f} before / {report['load_after'][0]:.1f} after",
+        f"session start (websocket to workspace) p50 {fig('p50_session_start_s', 's')}, "
+        f"p95 {fig('p95_session_start_s', 's')}, max {fig('max_session_start_s', 's')}",
+        f"first screen (websocket to picker)     p50 {fig('p50_first_screen_s', 's')}, "
+        f"p95 {fig('p95_first_screen_s', 's')}",
+        f"query round trip (F5 to journal)       p50 {fig('p50_query_ms', 'ms')}, "
+        f"p95 {fig('p95_query_ms', 'ms')}, max {fig('max_query_ms', 'ms')}",
+        f"memory per player {fig('memory_per_player_mb', 'MB')} (PSS of every process under the server / "
+        f"sessions); app process RSS {fig('memory_per_session_mb', 'MB')}, PSS "
+        f"{fig('memory_per_session_pss_mb', 'MB')}; server {fig('server_rss_mb', 'MB')}",
+        f"queries ok {report['queries']}/{report['queries_expected']}, wall {report['wall_s']} s",
+    ]
+    lines += [f"  failure: {line}" for line in report.get("failure_details", [])]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -144,12 +144,16 @@ def bench(ctx: click.Context, targets: tuple[str, ...], runs: int, incident: str
               help="Serve a game day's rounds: players join by their roster links (servedrill gameday roster).")
 @click.option("--round", "round_no", type=int, default=None,
               help="With --gameday: serve this round (default: the one the facilitator's console is running).")
+@click.option("--warm", default=4, show_default=True, type=click.IntRange(0, 64),
+              help="Spare app processes kept ready, forked from one that has imported the game, so a tab "
+                   "starts without a fresh interpreter; 0: every tab starts its own (docs/serve.md).")
 @click.option("--limit", "limits", multiple=True, metavar="NAME=VALUE",
               help="Change one of a tab's bounds (repeatable), e.g. idle_s=600 or app_rss_mb=1500; "
                    "docs/cli.md lists them.")
 def serve(incident: str | None, host: str, port: int, public: bool, public_url: str | None,
           library: tuple[Path, ...], seed: int | None, random_deal: bool, player: str | None,
-          max_sessions: int, gameday_file: Path | None, round_no: int | None, limits: tuple[str, ...]) -> None:
+          max_sessions: int, gameday_file: Path | None, round_no: int | None, warm: int,
+          limits: tuple[str, ...]) -> None:
     """Serve the terminal UI in a browser: each tab runs its own `servedrill play` (the picker,
     INCIDENT highlighted) and so its own session. Sessions go to $SERVEDRILL_DATA as usual."""
     from tui.serve import ServeError, app_command, check_host, library_files
@@ -198,7 +202,7 @@ def serve(incident: str | None, host: str, port: int, public: bool, public_url: 
                           ask_player=player is None)
     try:
         run_server(command, host=host, port=port, public_url=public_url, max_sessions=max_sessions,
-                   loopback_only=warning is None, limits=bounds, gate=gate)
+                   loopback_only=warning is None, limits=bounds, gate=gate, warm=warm)
     except OSError as exc:  # the port is taken, the address is not this machine's...
         fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
 

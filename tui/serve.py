@@ -4,7 +4,9 @@ textual-serve answers `/` with a page that draws a terminal (xterm.js) and, for 
 opens on `/ws`, starts one app process: here `servedrill play` (as `python -m tui.cli play ...`, so the
 same interpreter and install), with the seed, player and incident list the server was given. So every
 browser tab is its own process and its own session; sessions land where `servedrill play` puts them
-(`$SERVEDRILL_DATA`, inherited with the rest of the environment, as is `$SERVEDRILL_CACHE`).
+(`$SERVEDRILL_DATA`, inherited with the rest of the environment, as is `$SERVEDRILL_CACHE`). With a warm
+pool (`warm` > 0, tui.serve_warm) that command runs in a process forked from a template that has imported
+the game already, instead of a fresh interpreter; what it runs and under which bounds stay the same.
 
 Safety. Every tab gets the SQL console on this machine's telemetry, so the server binds to loopback
 unless told otherwise (`check_host`). On top of textual-serve it:
@@ -41,6 +43,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_MAX_SESSIONS = 32
 """App processes (browser tabs) alive at once; more websockets are refused with HTTP 503."""
+DEFAULT_WARM = 4
+"""Warm app processes kept ready for the next tabs (tui.serve_warm); 0: every tab's app starts cold."""
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
@@ -188,16 +192,19 @@ def is_loopback_name(host: str) -> bool:
 
 def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                 public_url: str | None = None, max_sessions: int = DEFAULT_MAX_SESSIONS,
-                loopback_only: bool = True, limits: Limits = DEFAULT_LIMITS, gate: Any = None) -> Any:
+                loopback_only: bool = True, limits: Limits = DEFAULT_LIMITS, gate: Any = None,
+                warm: int = DEFAULT_WARM) -> Any:
     """A textual-serve Server running `command` per tab, with the checks this module describes. `gate`: a
     served game-day round (game.gameday.gate.RoundGate): pages and tabs by roster token only, each tab's
-    command the gate's."""
+    command the gate's. `warm`: spare app processes kept ready (tui.serve_warm; 0: none, every app starts
+    cold)."""
     import aiohttp_jinja2
     import jinja2
     from aiohttp import web
     from textual_serve.server import Server
 
-    from tui.serve_session import run_tab
+    from tui.serve_session import app_environment, run_tab
+    from tui.serve_warm import WarmPool
 
     @web.middleware
     async def no_listings(request: web.Request, handler: Any) -> Any:
@@ -218,6 +225,7 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
             self.loopback_only = loopback_only
             self.limits = limits
             self.active = 0
+            self.warm: WarmPool | None = None
 
         async def _make_app(self) -> web.Application:
             """textual-serve's routes, with its static folder served without listings."""
@@ -234,6 +242,7 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
             ])
             app.on_startup.append(self.on_startup)
             app.on_shutdown.append(self.on_shutdown)
+            app.on_cleanup.append(self.close_warm)
             return app
 
         def _refusal(self, request: web.Request) -> str | None:
@@ -285,7 +294,7 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                     raise web.HTTPForbidden(text=refused.message) from None
             self.active += 1
             try:
-                return await run_tab(request, command, self.download_manager, self.limits)
+                return await run_tab(request, command, self.download_manager, self.limits, self.warm)
             finally:
                 self.active -= 1
                 if player is not None:
@@ -333,12 +342,20 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                 raise web.HTTPServiceUnavailable(text=f"servedrill: {self.max_sessions} sessions already open")
             self.active += 1
             try:
-                return await run_tab(request, room_gate.room_command(), self.download_manager, self.limits)
+                return await run_tab(request, room_gate.room_command(), self.download_manager, self.limits,
+                                     self.warm)
             finally:
                 self.active -= 1
 
         async def on_startup(self, app: web.Application) -> None:
-            """Quiet: textual-serve prints its banner here, before the port is bound."""
+            """Start the warm pool (quiet: textual-serve prints its banner here, before the port is bound)."""
+            if warm > 0:
+                self.warm = WarmPool(warm, app_environment(), nice=self.limits.app_nice)
+                self.warm.start()
+
+        async def close_warm(self, app: web.Application) -> None:
+            if self.warm is not None:
+                await self.warm.close()
 
         def serve(self, debug: bool = False) -> None:
             """textual-serve's `serve`, announcing the URL only once the port is bound."""

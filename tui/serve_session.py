@@ -15,7 +15,7 @@ import os
 import signal
 import time
 from asyncio.subprocess import Process
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 from textual_serve.app_service import AppService
@@ -39,16 +39,30 @@ from tui.serve_limits import (
     size_from_query,
 )
 
+if TYPE_CHECKING:
+    from tui.serve_warm import WarmPool, WarmProcess
+
 log = logging.getLogger("servedrill.serve")
+
+
+def app_environment(width: int = 80, height: int = 24) -> dict[str, str]:
+    """The environment of a tab's app: textual-serve's (the server's own, Textual's web driver settings and
+    the terminal size) with SERVED_APP_ENV set."""
+    from types import SimpleNamespace
+
+    environment = AppService._build_environment(SimpleNamespace(debug=False), width, height)  # type: ignore[arg-type]
+    environment[SERVED_APP_ENV] = "1"
+    return environment
 
 
 class BoundedAppService(AppService):
     """textual-serve's app service, with the app in a process group of its own (so the whole group can
     be killed), told that `serve` started it (it then watches the server), and a `stop` that takes at
-    most `limits.quit_grace_s` before it kills the group."""
+    most `limits.quit_grace_s` before it kills the group. With a `warm` pool (tui.serve_warm), the app
+    runs in a warm process when the pool can give one, else it starts cold as without it."""
 
     def __init__(self, command: str, *, websocket: web.WebSocketResponse, download_manager: DownloadManager,
-                 limits: Limits) -> None:
+                 limits: Limits, warm: WarmPool | None = None) -> None:
 
         async def close() -> None:  # the app said it has exited
             await websocket.close()
@@ -56,9 +70,11 @@ class BoundedAppService(AppService):
         super().__init__(command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
                          close=close, download_manager=download_manager)
         self.limits = limits
+        self.warm = warm
+        self.started_warm = False
 
     @property
-    def process(self) -> Process | None:
+    def process(self) -> Process | WarmProcess | None:
         return self._process
 
     def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
@@ -67,11 +83,21 @@ class BoundedAppService(AppService):
         return environment
 
     async def _open_app_process(self, width: int = 80, height: int = 24) -> Process:
+        environment = self._build_environment(width=width, height=height)
+        if self.warm is not None and self.warm.ready:
+            from tui.serve_warm import warm_start
+
+            start = warm_start(self.command, environment, self.warm.environment, self.warm.python)
+            warm = None if start is None else await self.warm.take(start)
+            if warm is not None:
+                self.started_warm = True
+                self._process = warm  # type: ignore[assignment]  # what AppService uses of a Process
+                self._stdin = warm.stdin
+                return warm  # type: ignore[return-value]
         # as textual-serve does, plus start_new_session: the app leads a process group of its own
         self._process = process = await asyncio.create_subprocess_shell(
             self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=self._build_environment(width=width, height=height),
-            start_new_session=True)
+            stderr=asyncio.subprocess.PIPE, env=environment, start_new_session=True)
         assert process.stdin is not None
         self._stdin = process.stdin
         return process
@@ -269,14 +295,16 @@ def _window_share(samples: collections.deque[tuple[float, float]], now: float, c
 
 
 async def run_tab(request: web.Request, command: str, download_manager: DownloadManager,
-                  limits: Limits) -> web.WebSocketResponse:
-    """Serve one tab's websocket: start its app at the (clamped) size the URL asks for, pass messages
-    both ways within `limits`, and stop the app (within `quit_grace_s`) when the socket closes."""
+                  limits: Limits, warm: WarmPool | None = None) -> web.WebSocketResponse:
+    """Serve one tab's websocket: start its app at the (clamped) size the URL asks for (in a process of
+    the `warm` pool when it has one), pass messages both ways within `limits`, and stop the app (within
+    `quit_grace_s`) when the socket closes."""
     websocket = web.WebSocketResponse(heartbeat=15, max_msg_size=limits.max_message_bytes)
     width, height = limits.clamp(size_from_query(request.query.get("width"), 80),
                                  size_from_query(request.query.get("height"), 24))
     await websocket.prepare(request)
-    service = BoundedAppService(command, websocket=websocket, download_manager=download_manager, limits=limits)
+    service = BoundedAppService(command, websocket=websocket, download_manager=download_manager, limits=limits,
+                                warm=warm)
     tab = Tab(websocket, service, limits)
     watcher: asyncio.Task[None] | None = None
     try:

@@ -42,6 +42,7 @@ from telemetry_gen.proving.worlds import (
     ensure_worlds,
     family_names,
     rivals,
+    worlds_cached,
 )
 
 ASSESS_TIMEOUT_S = PLAYER_LIMITS.timeout_s
@@ -260,7 +261,11 @@ def score_session(incident: Incident, seed: int, events: Iterable[Any],
 
 def start_world_build(incident_path: Path | str, seed: int) -> subprocess.Popen[bytes] | None:
     """Start building the incident's worlds in a background process at low priority (the player reads
-    the page and queries meanwhile; scoring later finds them in the cache). None if it cannot start."""
+    the page and queries meanwhile; scoring later finds them in the cache). None if it cannot start, or
+    has nothing to do: every world is in the cache already (a game day's round after its first player, or
+    prepared the day before), which takes milliseconds to tell here and an interpreter's start there."""
+    if _worlds_cached(incident_path, seed):
+        return None
     try:
         # the child lowers its own priority (a preexec_fn could deadlock a threaded parent)
         return subprocess.Popen(
@@ -269,3 +274,14 @@ def start_world_build(incident_path: Path | str, seed: int) -> subprocess.Popen[
         )
     except OSError:
         return None
+
+
+def _worlds_cached(incident_path: Path | str, seed: int) -> bool:
+    """Whether every world of the incident at `seed` is cached; False when that cannot be told (the build
+    process then finds out, and reports what is wrong as it always did)."""
+    from incidents.loader import load_incident
+
+    try:
+        return worlds_cached(load_incident(incident_path, int(seed)), int(seed))
+    except Exception:
+        return False

@@ -25,10 +25,11 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from incidents.kept_events import kept_restarts
 from incidents.spec import Hypothesis, Incident
-from telemetry_gen.cache import BuildInfo, ensure_database
+from telemetry_gen.cache import BuildInfo, ensure_database, is_cached
 
 TRUTH = "truth"
 BASELINE = "baseline"
@@ -119,13 +120,29 @@ def world_names(inc: Incident, *, baseline: bool = False) -> list[str]:
     return out + ([BASELINE] if baseline else [])
 
 
-def build_world(inc: Incident, seed: int, name: str) -> BuildInfo:
-    """Build (or find in the cache) world `name` of `inc` resolved at `seed`."""
+def _world_build(inc: Incident, seed: int, name: str) -> tuple[Incident, dict[str, Any]]:
+    """World `name` of `inc` at `seed`, and the options `ensure_database` builds it with."""
     world = world_of(inc, name)
     _, member = split_member(name)
     if member:
-        return ensure_database(world, seed, telemetry_seed=seed + member * NOISE_SEED_OFFSET)
-    return ensure_database(world, seed, ablate=name == BASELINE)
+        return world, {"telemetry_seed": seed + member * NOISE_SEED_OFFSET}
+    return world, {"ablate": name == BASELINE}
+
+
+def build_world(inc: Incident, seed: int, name: str) -> BuildInfo:
+    """Build (or find in the cache) world `name` of `inc` resolved at `seed`."""
+    world, options = _world_build(inc, seed, name)
+    return ensure_database(world, seed, **options)
+
+
+def worlds_cached(inc: Incident, seed: int) -> bool:
+    """Whether every world scoring needs (`world_names`) is in the cache already: then a background build
+    has nothing to do (a few milliseconds per world to tell, against an interpreter's start to find out)."""
+    for name in world_names(inc):
+        world, options = _world_build(inc, seed, name)
+        if not is_cached(world, seed, **options):
+            return False
+    return True
 
 
 @dataclass

@@ -153,18 +153,6 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def children_of(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
 def descendants(pid: int) -> dict[int, int]:
     """Every process under `pid` (its children, theirs, ...) as {pid: parent pid}."""
     parents: dict[int, int] = {}

@@ -157,6 +157,7 @@ def test_proofs_on_a_two_node_ray_cluster_are_the_local_ones_byte_for_byte(
 
 
 @needs_ray
+@pytest.mark.slow  # starts a two-node Ray cluster and waits out a 60 s task bound
 def test_ray_task_bounds_and_errors_as_data(ray_cluster: str) -> None:
     started = time.monotonic()
     got = by_index(fan_out(math.sqrt, [4.0, -1.0], ray=ray_cluster))
@@ -205,6 +206,7 @@ def test_eval_on_ray_gives_the_local_results(ray_cluster: str, library_cache: Pa
 
 
 @needs_ray
+@pytest.mark.slow  # needs the two-node Ray cluster the module starts
 def test_fidelity_points_on_ray_are_the_local_rows(ray_cluster: str) -> None:
     def rows(*extra: str) -> list[dict[str, Any]]:
         result = CliRunner().invoke(cli, ["fidelity", "--only", "nightly-latency-llama8B", "--json", *extra])

@@ -20,16 +20,17 @@ POLL_S = 0.5
 ORPHAN_EXIT = 70
 """Exit status of a child that stopped because its parent was gone (EX_SOFTWARE, for the logs)."""
 
-_started = False
+_watching: int | None = None
+"""The process whose parent the lifeline thread watches: a fork of it copies this but not the thread."""
 
 
 def watch_parent(parent_pid: int | None = None) -> None:
     """Exit this process when its parent (`parent_pid`, default: the current parent) is gone. Idempotent:
     a second call in the same process does nothing."""
-    global _started
-    if _started:
+    global _watching
+    if _watching == os.getpid():
         return
-    _started = True
+    _watching = os.getpid()
     parent = os.getppid() if parent_pid is None else parent_pid
     if os.getppid() != parent:
         os._exit(ORPHAN_EXIT)

@@ -148,6 +148,9 @@ def test_a_warm_tab_plays_and_the_pool_refills(tui_env: Path, tmp_path: Path) ->
                 await tab.send("stdin", "\x1b[15~")  # F5
                 await tab.until(lambda: journal_queries(tui_env), 60, "the query in the journal")
                 seen["app"] = tab.app
+                # its query worker was forked ahead with the spare: no interpreter was started for it
+                workers = children(tab.app)
+                seen["workers"] = [Path(f"/proc/{p}/cmdline").read_bytes() for p in workers]
             finally:
                 await tab.close()
         seen["spares"] = {p for p in children(template) if p != seen.get("app")}
@@ -156,6 +159,8 @@ def test_a_warm_tab_plays_and_the_pool_refills(tui_env: Path, tmp_path: Path) ->
         asyncio.run(body(port, proc.pid))
         gone_within(seen["app"], GONE_S)
         assert len(seen["spares"]) == 2 and all(alive(p) for p in seen["spares"])
+    # (besides the world build it may have started) one child: the template's fork, not a started interpreter
+    assert [b"tui.serve_warm" in c for c in seen["workers"] if b"proving.worlds" not in c] == [True], seen["workers"]
     [query] = journal_queries(tui_env)
     assert query["sql"].strip() == SQL and query["ok"] is True and query["rows"][0][0] == "warm"
     [journal] = (tui_env / "sessions").glob("*.jsonl")

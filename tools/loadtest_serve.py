@@ -37,6 +37,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import socket
 import statistics
 import subprocess
@@ -191,10 +192,28 @@ def pss_mb(pid: int) -> float | None:
     return None
 
 
+def cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) the process has used so far; None when it cannot be read. A warm app's
+    count starts at its fork from the template."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def threads(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
+
+
 def process_roles(server_pid: int) -> dict[int, str]:
     """The processes under the server by role: "template" (the warm pool's, tui.serve_warm), "sql" (an
-    app's query worker), "worlds" (a world build), "app" (a tab's app) or "spare" (a warm process waiting
-    for a tab: a child of the template without a query worker of its own)."""
+    app's query worker), "worlds" (a world build), "app" (a tab's app), "spare" (a warm process waiting
+    for a tab: a child of the template with one thread) or "seed" (the query worker a spare forked ahead,
+    not yet taken by an app)."""
     tree = descendants(server_pid)
     roles: dict[int, str] = {}
     for pid, parent in tree.items():
@@ -208,11 +227,15 @@ def process_roles(server_pid: int) -> dict[int, str]:
     for pid, parent in tree.items():
         if pid in roles:
             continue
-        if parent == server_pid or roles.get(parent) == "template":
-            has_worker = any(roles.get(c) == "sql" for c, p in tree.items() if p == pid)
-            roles[pid] = "app" if has_worker or roles.get(parent) != "template" else "spare"
-        else:
-            roles[pid] = "other"
+        if parent == server_pid:
+            roles[pid] = "app"
+        elif roles.get(parent) == "template":
+            roles[pid] = "spare" if threads(pid) == 1 else "app"
+    for pid, parent in tree.items():
+        if pid not in roles:
+            # a warm process's forked query worker shares its command line with the template
+            forked = "tui.serve_warm" in cmdline(pid) and roles.get(parent) in ("app", "spare")
+            roles[pid] = ("sql" if roles[parent] == "app" else "seed") if forked else "other"
     return roles
 
 
@@ -482,6 +505,8 @@ async def drive(url: str, clients: list[Client], journal: Journal, incident_id: 
     follower = asyncio.create_task(journal.follow())
     memory: dict[str, Any] = {}
     app_pids: set[int] = set()
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    server_before = cpu_s(server_pid) or 0.0
 
     async def sample_when_all_open() -> None:
         # Sample while every session sits in its workspace (or once all have finished or failed).
@@ -495,6 +520,15 @@ async def drive(url: str, clients: list[Client], journal: Journal, incident_id: 
         tree = descendants(server_pid)
         memory["apps_warm"] = sum(roles.get(tree.get(pid, 0)) == "template" for pid in apps)
         sizes = [s for s in (rss_mb(pid) for pid in apps) if s is not None]
+        # where a burst's CPU went by the time every session reached its workspace: apps and their query
+        # workers since they started, the server and this client since the sessions began
+        cpu: dict[str, float] = {}
+        for pid, role in roles.items():
+            cpu[role] = cpu.get(role, 0.0) + (cpu_s(pid) or 0.0)
+        cpu["server"] = (cpu_s(server_pid) or 0.0) - server_before
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        cpu["loadtest_client"] = own.ru_utime + own.ru_stime - before.ru_utime - before.ru_stime
+        memory["cpu_s_at_workspace"] = {role: round(v, 2) for role, v in sorted(cpu.items())}
         shares = [s for s in (pss_mb(pid) for pid in apps) if s is not None]
         tree_pss = [s for s in (pss_mb(pid) for pid in roles) if s is not None]
         tree_rss = [s for s in (rss_mb(pid) for pid in roles) if s is not None]
@@ -610,6 +644,7 @@ def run(sessions: int = 20, queries: int = 10, max_seconds: float = 300.0, incid
         "memory_tree_rss_mb": memory.get("tree_rss_mb"),
         "processes": memory.get("processes"),
         "apps_warm": memory.get("apps_warm"),
+        "cpu_s_at_workspace": memory.get("cpu_s_at_workspace"),
         "p50_query_ms": percentile(query_ms, 50),
         "p95_query_ms": percentile(query_ms, 95),
         "max_query_ms": round(max(query_ms), 1) if query_ms else None,

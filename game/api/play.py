@@ -50,12 +50,51 @@ if TYPE_CHECKING:
     from telemetry_gen.cache import BuildInfo
 
 __all__ = [
-    "PLAYER_LIMITS", "ROW_CAP", "TABLE_COLUMNS", "Debrief", "Game", "IncidentError", "PastDebrief", "QueryLimits",
-    "Ran", "Runs", "Telemetry", "Truth", "Variant", "board", "build_worlds", "cancel", "catalog", "debrief",
+    "PLAYER_LIMITS",
+    "ROW_CAP",
+    "TABLE_COLUMNS",
+    "Debrief",
+    "Game",
+    "IncidentError",
+    "PastDebrief",
+    "QueryLimits",
+    "Ran",
+    "Runs",
+    "Telemetry",
+    "Truth",
+    "Variant",
+    "board",
+    "build_worlds",
+    "cancel",
+    "catalog",
+    "debrief",
     "end_with_parent",
-    "export_transcript", "find_incident", "glance", "heartbeat", "hint", "library", "load_variant", "new_session",
-    "note", "open_game", "open_telemetry", "past_debrief", "pin", "rank", "read_span", "resume_game",
-    "resume_session", "run_query", "save_draft", "snippets", "start", "submit", "truth", "unpin", "updates",
+    "export_transcript",
+    "find_incident",
+    "glance",
+    "heartbeat",
+    "hint",
+    "library",
+    "load_variant",
+    "new_session",
+    "note",
+    "open_game",
+    "open_telemetry",
+    "past_debrief",
+    "pin",
+    "prefork_query_worker",
+    "rank",
+    "read_span",
+    "resume_game",
+    "resume_session",
+    "run_query",
+    "save_draft",
+    "snippets",
+    "start",
+    "submit",
+    "truth",
+    "unpin",
+    "updates",
     "variant_of",
 ]
 
@@ -635,6 +674,15 @@ def build_worlds(incident_path: Path | str, seed: int) -> subprocess.Popen[bytes
     from game.rules.assess import start_world_build
 
     return start_world_build(incident_path, seed)
+
+
+def prefork_query_worker() -> bool:
+    """Fork the SQL worker of this process's first game now, while nothing is loaded and one thread runs
+    (game.query.sandbox.prefork): a served tab's warm process does it before it learns its tab, so opening
+    the game costs no interpreter start. True if a worker was forked."""
+    from game.query.sandbox import prefork
+
+    return prefork()
 
 
 def end_with_parent() -> None:

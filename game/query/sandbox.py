@@ -117,7 +117,114 @@ def _serve(conn: Connection, db_paths: dict[str, str], options: dict[str, Any]) 
         gateway.close()
 
 
-def _reap(proc: subprocess.Popen[bytes], conn: Connection) -> None:
+class ForkedWorker:
+    """A query worker forked by `prefork`, as much of `subprocess.Popen` as `Sandbox` uses: `pid`, `poll`,
+    `kill` and `wait`. It is this process's child, so the exit status is ours to collect."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._lock = threading.Lock()
+
+    def poll(self) -> int | None:
+        with self._lock:
+            if self.returncode is None:
+                try:
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                except ChildProcessError:  # collected elsewhere: gone all the same
+                    self.returncode = -1
+                else:
+                    if pid:
+                        self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+
+    def kill(self) -> None:
+        # never signal a collected pid: the number may belong to another process by now
+        with self._lock:
+            if self.returncode is None:
+                os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.001
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"query worker {self.pid}", timeout or 0.0)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return code
+
+
+_seed_lock = threading.Lock()
+_seed: tuple[int, ForkedWorker, Connection] | None = None
+"""The worker `prefork` left ready: (the process it was forked for, the worker, our end of its socket)."""
+
+
+def prefork() -> bool:
+    """Fork a query worker now, for this process's first `Sandbox` to use: it skips an interpreter's start
+    and the imports (about 0.2 s of CPU), which matters when thirty players open a game at once.
+
+    Call it only while this process has one thread (a fork copies no other thread, and any lock another
+    held would stay held in the child) and holds nothing a player's query must not reach: the served
+    game's warm spare calls it before it learns which tab it will run. The worker is a session of its own
+    with no descriptor but its socket (stdio on /dev/null); it ends when that socket closes or this process
+    dies (telemetry_gen.lifeline). True if a worker was forked."""
+    global _seed
+    if threading.active_count() != 1:
+        return False
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the worker: never returns into the caller's frames
+        code = 1
+        try:
+            ours.close()
+            code = _seed_main(theirs.detach())
+        finally:
+            os._exit(code)
+    theirs.close()
+    with _seed_lock:
+        if _seed is not None:
+            _reap(_seed[1], _seed[2])
+        _seed = (os.getpid(), ForkedWorker(pid), Connection(ours.detach()))
+    return True
+
+
+def _seed_main(fd: int) -> int:
+    """The forked worker: wait for its databases and limits, then serve as a started one does."""
+    os.setsid()  # as start_new_session: a Ctrl-C or a killed process group of the parent is the parent's
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(null, target)
+    os.closerange(3, fd)
+    os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
+    from telemetry_gen.lifeline import watch_parent
+
+    watch_parent()
+    conn = Connection(fd)
+    try:
+        db_paths, options = conn.recv()
+    except (EOFError, OSError):
+        return 0  # its process ended without a query: nothing to do
+    _serve(conn, db_paths, options)
+    return 0
+
+
+def _take_seed() -> tuple[ForkedWorker, Connection] | None:
+    """The worker `prefork` left, once; None if there is none or it was forked for another process."""
+    global _seed
+    with _seed_lock:
+        seed, _seed = _seed, None
+    if seed is None:
+        return None
+    owner, proc, conn = seed
+    if owner != os.getpid() or proc.poll() is not None:
+        if owner == os.getpid():
+            conn.close()
+        return None
+    return proc, conn
+
+
+def _reap(proc: subprocess.Popen[bytes] | ForkedWorker, conn: Connection) -> None:
     with contextlib.suppress(OSError):
         conn.close()
     with contextlib.suppress(OSError):
@@ -175,19 +282,32 @@ class Sandbox:
             self._start_once()
 
     def _start_once(self) -> None:
-        # a fresh interpreter (not multiprocessing's spawn, which re-imports the caller's main module),
-        # talking over a socket pair with pickled messages; its stderr is kept to explain a failed start
-        ours, theirs = socket.socketpair()
-        errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed on both paths below
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "game.query.sandbox", str(theirs.fileno()),
-                 json.dumps({name: str(p) for name, p in self.db_paths.items()}), json.dumps(self._options)],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=errors, start_new_session=True,
-            )
-        finally:
-            theirs.close()
-        parent = Connection(ours.detach())
+        paths = {name: str(p) for name, p in self.db_paths.items()}
+        seed = _take_seed()
+        errors = None
+        proc: subprocess.Popen[bytes] | ForkedWorker
+        if seed is not None:
+            # a worker forked ahead (`prefork`): it has imported all it needs, so it only opens the databases
+            proc, parent = seed
+            try:
+                parent.send((paths, self._options))
+            except OSError:
+                _reap(proc, parent)  # it died waiting: start one the usual way
+                seed = None
+        if seed is None:
+            # a fresh interpreter (not multiprocessing's spawn, which re-imports the caller's main module),
+            # talking over a socket pair with pickled messages; its stderr is kept to explain a failed start
+            ours, theirs = socket.socketpair()
+            errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed on both paths below
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "game.query.sandbox", str(theirs.fileno()), json.dumps(paths),
+                     json.dumps(self._options)],
+                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=errors, start_new_session=True,
+                )
+            finally:
+                theirs.close()
+            parent = Connection(ours.detach())
         ready = False
         try:
             if parent.poll(START_TIMEOUT_S):
@@ -200,14 +320,18 @@ class Sandbox:
         if not ready:
             with contextlib.suppress(OSError):
                 proc.kill()
-            proc.wait(5)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
             parent.close()
-            errors.seek(0)
-            tail = errors.read()[-2000:].decode("utf-8", "replace").strip().splitlines()
-            errors.close()
+            tail: list[str] = []
+            if errors is not None:
+                errors.seek(0)
+                tail = errors.read()[-2000:].decode("utf-8", "replace").strip().splitlines()
+                errors.close()
             why = f"{detail}: {tail[-1]}" if tail else detail
             raise RuntimeError(f"the query process for {self.db_path} did not start: {why}")
-        errors.close()
+        if errors is not None:
+            errors.close()
         self._proc, self._conn = proc, parent
         self._idle_rss = _resident(proc.pid) or 0
         # a sandbox dropped without close() must not leave its worker behind

@@ -1,8 +1,10 @@
 """Engine configuration: the vLLM-style knobs one replica runs with.
 
-Defaults follow vLLM V1 on an 80 GB-class GPU (OpenAI server context): see
-shared reference `vllm-engine-knobs.md` section 1 (`vllm/engine/arg_utils.py`,
-`vllm/config/cache.py`, `vllm/config/scheduler.py`).
+Defaults follow vLLM V1's OpenAI server: see shared reference `vllm-engine-knobs.md` section 1
+(`vllm/engine/arg_utils.py`, `vllm/config/cache.py`, `vllm/config/scheduler.py`). Two of them depend on
+the GPU in vLLM, so a fleet builds its config with `EngineConfig.for_gpu` (`v1_batch_defaults`); the
+dataclass's own `max_num_seqs` 256 / `max_num_batched_tokens` 8192 are what a config made without a
+GPU gets (tests, the speed benchmark's fixed fleet), and match no single GPU's vLLM default.
 """
 
 from __future__ import annotations
@@ -13,6 +15,25 @@ from typing import Any
 from engine_model.records import frozen_reduce
 
 WEIGHT_DTYPES = ("bf16", "fp8", "int4")
+
+# vLLM V1's GPU-aware scheduler limits for its OpenAI server (`vllm serve`), from
+# `EngineArgs._set_default_args` in vllm/engine/arg_utils.py (later `get_batch_defaults`), set by PR #17885
+# (May 2025, so in every release from v0.9): a device reporting at least 70 GiB whose name does not contain
+# "a100" (H100, H200, B200, MI300X) gets 1024 sequences and 8192 batched tokens; A100 (excluded because large
+# budgets cut its throughput) and smaller cards (L40S) get 256 and 2048. The `LLM` class (offline) uses
+# 16384 / 8192 tokens instead; this fleet is always served. Shared reference vllm-engine-knobs.md section 1.
+LARGE_GPU_MIN_GIB = 70.0  # GiB the device reports (torch's total), not the marketing capacity
+LARGE_GPU_LIMITS = (1024, 8192)  # (max_num_seqs, max_num_batched_tokens)
+SMALL_GPU_LIMITS = (256, 2048)
+
+
+def v1_batch_defaults(gpu_name: str, device_gib: float) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) vLLM V1's OpenAI server defaults to on a GPU named
+    `gpu_name` (any spelling; vLLM tests the lower-cased device name for "a100") that reports
+    `device_gib` GiB of memory."""
+    if device_gib >= LARGE_GPU_MIN_GIB and "a100" not in gpu_name.lower():
+        return LARGE_GPU_LIMITS
+    return SMALL_GPU_LIMITS
 KV_DTYPES = ("auto", "fp8")
 
 
@@ -49,6 +70,16 @@ class EngineConfig:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return frozen_reduce(self)
+
+    @staticmethod
+    def for_gpu(gpu_name: str, device_gib: float, **knobs: Any) -> EngineConfig:
+        """The config vLLM V1's server starts with on that GPU (`v1_batch_defaults`), `knobs` set on top.
+        As in vLLM, a default max_num_seqs is clamped to the batched-token budget (an explicit one is not:
+        `validate` refuses it), so `--max-num-batched-tokens 256` alone runs 256 sequences at most."""
+        seqs, tokens = v1_batch_defaults(gpu_name, device_gib)
+        tokens = int(knobs.get("max_num_batched_tokens", tokens))
+        seqs = int(knobs.get("max_num_seqs", min(seqs, tokens)))
+        return EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens).with_changes(**knobs)
 
     def with_changes(self, **changes: Any) -> EngineConfig:
         """Copy with knobs changed; unknown knob names raise KeyError."""

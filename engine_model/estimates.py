@@ -92,11 +92,11 @@ def calc(
     output: one request's prompt and generated tokens, for TTFT (`ttft_prompt_tokens`), request latency and
     sizing; rps: requests/s to size a fleet for; gpu_memory_utilization: the share of each GPU's memory the
     engine may use (None: vLLM's default); max_num_seqs / max_num_batched_tokens: the scheduler's limits (None:
-    vLLM's defaults), which size the activation reservation and the largest step. With too little KV cache
-    left for one request of `context` tokens the engine would not start: `fits` is False and `memory_error`
-    is its start-up error. Otherwise the `oom_*` keys say at what batch a step runs out of memory
-    (engine_model.step_memory). Raises KeyError for unknown model/GPU names and ValueError for invalid
-    settings.
+    vLLM V1's defaults for the GPU, config.v1_batch_defaults), which size the activation reservation and the
+    largest step. With too little KV cache left for one request of `context` tokens the engine would not start:
+    `fits` is False and `memory_error` is its start-up error. Otherwise the `oom_*` keys say at what batch a
+    step runs out of memory (engine_model.step_memory). Raises KeyError for unknown model/GPU names and
+    ValueError for invalid settings.
     """
     if context < 1 or batch < 1 or tp < 1:
         raise ValueError("context, batch and tp must be at least 1")
@@ -117,7 +117,9 @@ def calc(
     g = GPUS[g_match.name]
     given = {"gpu_memory_utilization": gpu_memory_utilization, "max_num_seqs": max_num_seqs,
              "max_num_batched_tokens": max_num_batched_tokens}
-    config = EngineConfig().with_changes(
+    # vLLM V1's defaults for this GPU (1024 sequences / 8192 tokens on large non-A100 cards, else 256 / 2048)
+    config = EngineConfig.for_gpu(
+        g.name, g.hbm_gib,
         tensor_parallel_size=tp,
         weight_dtype=dtype,
         kv_cache_dtype=kv_dtype,

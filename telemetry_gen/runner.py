@@ -103,14 +103,17 @@ class Telemetry:
 
 def fleet_spec(inc: Incident) -> FleetSpec:
     f = inc.fleet
-    cfg = EngineConfig().with_changes(
-        tensor_parallel_size=f.tensor_parallel, pipeline_parallel_size=f.pipeline_parallel, **f.engine
-    )
+    gpu = get_gpu(f.gpu)
+    # vLLM V1 picks its batch limits by GPU (EngineConfig.for_gpu); the incident's knobs go on top
+    cfg = EngineConfig.for_gpu(gpu.name, gpu.hbm_gib, tensor_parallel_size=f.tensor_parallel,
+                               pipeline_parallel_size=f.pipeline_parallel, **f.engine)
     fallback = None
     threshold = None
     if f.router.fallback is not None:
         fb = f.router.fallback
-        fallback = PoolSpec(fb.model, fb.gpu, fb.replicas, EngineConfig(), "v1", name_prefix="fallback")
+        fb_gpu = get_gpu(fb.gpu)
+        fallback = PoolSpec(fb.model, fb.gpu, fb.replicas, EngineConfig.for_gpu(fb_gpu.name, fb_gpu.hbm_gib), "v1",
+                            name_prefix="fallback")
         threshold = fb.queue_threshold
     return FleetSpec(
         primary=PoolSpec(f.model, f.gpu, f.replicas, cfg, f.model_version),

@@ -37,7 +37,9 @@ def test_has_required_keys_and_is_json_ready() -> None:
 
 def test_figures_come_from_the_simulation_models() -> None:
     r = calc("Llama-3.1-70B", "H100-SXM", tp=4, context=8192, batch=16, kv_dtype="fp8")
-    cfg = EngineConfig(tensor_parallel_size=4, kv_cache_dtype="fp8", max_model_len=8192)
+    h100 = GPUS["H100-SXM"]  # calc starts from vLLM V1's defaults for the GPU, as the engine does
+    cfg = EngineConfig.for_gpu(h100.name, h100.hbm_gib, tensor_parallel_size=4, kv_cache_dtype="fp8",
+                               max_model_len=8192)
     cost = StepCostModel(MODELS["Llama-3.1-70B"], GPUS["H100-SXM"], cfg)
     plan = plan_memory(MODELS["Llama-3.1-70B"], GPUS["H100-SXM"], cfg)
     assert r["decode_step_s"] == cost.step_time(0, 0, 16, 16 * 8192)

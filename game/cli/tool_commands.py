@@ -41,10 +41,11 @@ from game.cli.fanout_options import ray_option, require_ray
               help="Share of each GPU's memory the engine may use (default: vLLM's 0.9); too little for one "
                    "request of --context tokens and the engine would not start.")
 @click.option("--max-num-seqs", type=int, default=None,
-              help="Scheduler's limit on running sequences (default: vLLM's 256): whether a batch that runs out "
-                   "of memory can be reached.")
+              help="Scheduler's limit on running sequences (default: vLLM V1's for the GPU, 1024 on 70 GiB-plus "
+                   "cards other than A100, else 256): whether a batch that runs out of memory can be reached.")
 @click.option("--max-num-batched-tokens", type=int, default=None,
-              help="Scheduler's token budget per step (default: vLLM's 8192); it sizes the activation reservation.")
+              help="Scheduler's token budget per step (default: vLLM V1's for the GPU, 8192 on 70 GiB-plus cards "
+                   "other than A100, else 2048); it sizes the activation reservation.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def calc(as_json: bool, **kw: Any) -> None:
     """The estimation round: memory, KV capacity, step times and GPU count from the engine model."""

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from engine_model.config import EngineConfig
-from engine_model.profiles import resolve_gpu, resolve_model
+from engine_model.profiles import GPUS, resolve_gpu, resolve_model
 
 POINTS_PATH = Path(__file__).resolve().parent.parent / "data" / "fidelity_points.yaml"
 LENGTH_SOURCES = ("fixed", "sharegpt")
@@ -102,8 +102,20 @@ class FidelityPoint:
         """The server the point runs behind (fidelity.SERVER_FRONTENDS): its own, else its load's default."""
         return self.server or default_server(self.load)
 
+    @property
+    def vllm_defaults(self) -> bool:
+        """Whether the point starts from vLLM V1's defaults for its GPU (EngineConfig.for_gpu): a vLLM run's
+        (its `engine` text starts with "vLLM"). Other engines' points (TensorRT-LLM's tables, replayed on
+        this vLLM-like model) keep the GPU-independent dataclass defaults they were fitted with."""
+        return self.engine.split()[:1] == ["vLLM"]
+
     def engine_config(self) -> EngineConfig:
-        cfg = EngineConfig(tensor_parallel_size=self.tp).with_changes(**self.config)
+        """The engine's knobs: the defaults (see `vllm_defaults`), the point's `config` on top; validated."""
+        if self.vllm_defaults:
+            gpu = GPUS[self.gpu]
+            cfg = EngineConfig.for_gpu(gpu.name, gpu.hbm_gib, tensor_parallel_size=self.tp, **self.config)
+        else:
+            cfg = EngineConfig(tensor_parallel_size=self.tp).with_changes(**self.config)
         cfg.validate()
         return cfg
 
@@ -174,8 +186,12 @@ def point_work(point: FidelityPoint) -> tuple[int, int]:
     as arrive during one request's decode at TYPICAL_DECODE_STEP_S a step), each output_tokens decode steps
     plus its prefill chunks (max_num_batched_tokens a step)."""
     n, isl, osl = point.num_prompts, point.input_tokens, point.output_tokens
-    seqs = max(1, int(point.config.get("max_num_seqs", _DEFAULT_CONFIG.max_num_seqs)))
-    chunk = max(1, int(point.config.get("max_num_batched_tokens", _DEFAULT_CONFIG.max_num_batched_tokens)))
+    try:
+        config = point.engine_config()
+    except (KeyError, ValueError, TypeError):
+        config = _DEFAULT_CONFIG  # refused knobs: _check reports them; size the work on the defaults
+    seqs = max(1, config.max_num_seqs)
+    chunk = max(1, config.max_num_batched_tokens)
     if point.load == "concurrency" and point.concurrency > 0:
         batch = min(seqs, point.concurrency)
     elif point.load == "rate" and math.isfinite(point.rate):

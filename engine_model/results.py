@@ -12,7 +12,7 @@ from typing import Any
 from mypy_extensions import mypyc_attr
 
 REQUEST_FIELDS: tuple[str, ...] = (
-    "request_id", "arrival_s", "gateway_s", "first_scheduled_s", "first_token_s", "finish_s",
+    "request_id", "arrival_s", "gateway_s", "engine_arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
     "prompt_tokens", "cached_tokens", "output_tokens", "num_preemptions", "replica",
     "route", "model", "model_version", "status", "finish_reason", "output_hash",
     "batch_at_first_token", "app", "tenant", "temperature", "seed", "prompt_hash", "first_logprob",

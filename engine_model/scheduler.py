@@ -80,6 +80,7 @@ class Sequence:
         # while decoding, a lower bound (to float rounding) of (KV tokens held - prompt) + base: the clock
         # value up to which its blocks hold the output; lets a decode run skip sequences that need nothing
         self.grow_key = 0.0
+        self.engine_arrival_s = -1.0  # when the API server handed it to the engine core (-1: not yet)
         self.first_scheduled_s = -1.0
         self.first_token_s = -1.0
         self.batch_at_first_token = 0

@@ -524,6 +524,7 @@ class Simulation:
             req.request_id,
             req.arrival_s,
             req.gateway_s,
+            seq.engine_arrival_s if seq.engine_arrival_s >= 0 else math.nan,
             seq.first_scheduled_s if seq.first_scheduled_s >= 0 else math.nan,
             seq.first_token_s if seq.first_token_s >= 0 else math.nan,
             out.finish_s,

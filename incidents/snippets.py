@@ -25,9 +25,10 @@ def snippets(window_start: dt.datetime, duration_s: float) -> list[Snippet]:
     """The snippet menu for an incident whose telemetry starts at `window_start` (UTC) and lasts
     `duration_s` seconds."""
     return [
-        Snippet("latency", "Where a request's time goes, over the whole window: gateway / queue / prefill / decode", (
-            "SELECT avg(gateway_s) AS gateway_s, avg(queue_s) AS queue_s, avg(prefill_s) AS prefill_s,\n"
-            "       avg(decode_s) AS decode_s, count(*) AS requests\n"
+        Snippet("latency", "Where a request's time goes, over the whole window: gateway / API server / queue / "
+                "prefill / decode", (
+            "SELECT avg(gateway_s) AS gateway_s, avg(api_server_s) AS api_server_s, avg(queue_s) AS queue_s,\n"
+            "       avg(prefill_s) AS prefill_s, avg(decode_s) AS decode_s, count(*) AS requests\n"
             "FROM requests\n"
             "WHERE status = 'ok'")),
         Snippet("percentiles", "TTFT percentiles over time, whole fleet (1-minute buckets)", (

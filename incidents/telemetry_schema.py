@@ -67,6 +67,12 @@ _METRIC_NAME = (
     "ECC_SBE/DBE_VOL_TOTAL, *_REMAPPED_ROWS, NVLINK_CRC_*/REPLAY and PCIE_REPLAY are error counts. "
     "node_cpu_seconds_total{mode} CPU-seconds summed over the node's CPUs (per mode: user, system, "
     "iowait, idle), node_load1 runnable tasks, node_pressure_cpu_waiting_seconds_total seconds. "
+    "Request latency histograms (_sum, _count of the requests finished ok): vllm:time_to_first_token_seconds "
+    "and vllm:e2e_request_latency_seconds from arrival at the replica's API server; "
+    "vllm:request_queue_time_seconds from the hand-off to the engine core to the first step that scheduled "
+    "the request (vLLM's queue interval: ~0 on an idle engine); vllm:request_api_server_time_seconds, this "
+    "fleet's own series (vLLM exports no such interval), the API server's part before it: intake, "
+    "tokenisation, waiting behind other requests' intake, the hand-off. "
     'vllm:lora_requests_info{max_lora="N",running_lora_adapters="a,b",waiting_lora_adapters="c"} (only on '
     "engines that serve LoRA adapters): an info gauge whose labels are the GPU adapter slots and the adapters "
     "of the running and of the waiting requests at the scrape (comma-separated, '' for none), its value the "
@@ -84,11 +90,17 @@ TABLES: tuple[Table, ...] = (
         _c("model_version", "VARCHAR", "", "deployed model version that served it"),
         _c("route", "VARCHAR", "", "primary, or fallback when the router spilled it to the fallback pool"),
         _c("gateway_s", "DOUBLE", "s", "seconds from arrival at the API gateway (ts) to arrival at the router"),
-        _c("queue_s", "DOUBLE", "s", "seconds from arrival at the router to the first engine step that scheduled it"),
+        _c("api_server_s", "DOUBLE", "s",
+           "seconds in the replica's API server, from arrival at the router to the hand-off to the engine core: "
+           "HTTP and chat template, tokenisation, waiting behind other requests' intake (NULL if it never got "
+           "there)"),
+        _c("queue_s", "DOUBLE", "s",
+           "seconds waiting in the engine, from the hand-off to the engine core to the first step that scheduled "
+           "it (vllm:request_queue_time_seconds; ~0 on an idle engine)"),
         _c("prefill_s", "DOUBLE", "s", "seconds from first scheduled to the first token (prompt processing)"),
         _c("decode_s", "DOUBLE", "s", "seconds from the first token to the last"),
         _c("ttft_s", "DOUBLE", "s",
-           "time to first token as the client sees it, seconds = gateway_s + queue_s + prefill_s"),
+           "time to first token as the client sees it, seconds = gateway_s + api_server_s + queue_s + prefill_s"),
         _c("tpot_s", "DOUBLE", "s",
            "mean seconds per output token after the first = decode_s / (output_tokens - 1)"),
         _c("e2e_s", "DOUBLE", "s",

@@ -39,21 +39,26 @@ def requests_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     """One row per request that finished (ok) or failed, ordered by arrival at the gateway.
 
     ts is the arrival at the API gateway; gateway_s runs from there to the arrival at the router
-    (the simulation's arrival). ttft_s = gateway_s + queue_s + prefill_s: queue runs from the arrival
-    at the router to the first step that scheduled the request, prefill from there to the end of the
-    step that produced the first token (the prefill step emits it). decode_s runs from the first to
-    the last token; e2e_s = ttft_s + decode_s, from the gateway arrival to the last token.
+    (the simulation's arrival, where the replica's API server takes the request). ttft_s = gateway_s +
+    api_server_s + queue_s + prefill_s: api_server_s runs from the router to the hand-off to the engine
+    core (intake, tokenisation, waiting behind other intakes), queue from there to the first step that
+    scheduled the request (vLLM's queue interval: an idle engine shows ~0 however slow the API server),
+    prefill from there to the end of the step that produced the first token (the prefill step emits it).
+    decode_s runs from the first to the last token; e2e_s = ttft_s + decode_s, from the gateway arrival
+    to the last token. A request that never reached the engine has NULL api_server_s and queue_s.
     """
     r = run.requests
     arrival = np.asarray(r["arrival_s"], dtype=float)  # at the router
     gateway = np.asarray(r["gateway_s"], dtype=float)
     sent = arrival - gateway  # at the gateway
+    engine = np.asarray(r["engine_arrival_s"], dtype=float)  # NaN: never reached the engine
     sched = np.asarray(r["first_scheduled_s"], dtype=float)
     first = np.asarray(r["first_token_s"], dtype=float)
     finish = np.asarray(r["finish_s"], dtype=float)
     out_tokens = np.asarray(r["output_tokens"], dtype=np.int64)
     ok = np.asarray(r["status"]) == "ok"
-    queue = np.where(np.isnan(sched), np.nan, sched - arrival)
+    api_server = engine - arrival
+    queue = np.where(np.isnan(sched), np.nan, sched - engine)
     prefill = first - sched
     ttft = first - sent
     decode = np.where(ok, finish - first, np.nan)
@@ -72,6 +77,7 @@ def requests_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
             "model_version": pd.Series(r["model_version"], dtype="string"),
             "route": pd.Series(r["route"], dtype="string"),
             "gateway_s": gateway,
+            "api_server_s": api_server,
             "queue_s": queue,
             "prefill_s": prefill,
             "decode_s": decode,
@@ -119,11 +125,16 @@ ENGINE_GAUGES = {
     "vllm:num_requests_waiting": "waiting",
     "vllm:kv_cache_usage_perc": "kv_usage",
 }
-# histogram _sum/_count pairs accumulated from finished requests at each scrape
+# histogram _sum/_count pairs accumulated from finished requests at each scrape: name -> (the interval's
+# start, its end). TTFT and e2e count from the API server's arrival, as vLLM's do; the queue time from the
+# hand-off to the engine core (vLLM: QUEUED -> SCHEDULED, docs/design/metrics.md), so the API server's part
+# is its own series (not an upstream vLLM metric: vLLM exports no such interval, an engineer derives it
+# from TTFT; named in the family of request_queue/prefill/decode_time_seconds).
 LATENCY_HISTOGRAMS = {
-    "vllm:time_to_first_token_seconds": ("first_token_s", "ttft"),
-    "vllm:e2e_request_latency_seconds": ("finish_s", "e2e"),
-    "vllm:request_queue_time_seconds": ("first_scheduled_s", "queue"),
+    "vllm:time_to_first_token_seconds": ("arrival_s", "first_token_s"),
+    "vllm:e2e_request_latency_seconds": ("arrival_s", "finish_s"),
+    "vllm:request_queue_time_seconds": ("engine_arrival_s", "first_scheduled_s"),
+    "vllm:request_api_server_time_seconds": ("arrival_s", "engine_arrival_s"),
 }
 
 
@@ -147,8 +158,8 @@ def metrics_table(run: SimResult, ctx: TelemetryContext) -> pd.DataFrame:
     if np.any(s["spec_draft_tokens_total"] > 0):
         for name, col in SPEC_COUNTERS.items():
             add(name, s[col], up)
-    for name, (end_col, _) in LATENCY_HISTOGRAMS.items():
-        sums, counts = _histogram_sums(run, end_col, t, rep)
+    for name, (start_col, end_col) in LATENCY_HISTOGRAMS.items():
+        sums, counts = _histogram_sums(run, start_col, end_col, t, rep)
         add(f"{name}_sum", sums, up)
         add(f"{name}_count", counts, up)
     counts = np.cumsum(np.stack([np.asarray(c, dtype=float) for c in run.samples["itl_counts"]]), axis=1)
@@ -191,13 +202,15 @@ def _lora_info(run: SimResult, ctx: TelemetryContext, t: np.ndarray, rep: np.nda
                           "name": rows_name, "value": np.asarray(rows_val, dtype=float)})]
 
 
-def _histogram_sums(run: SimResult, end_col: str, t: np.ndarray, rep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Cumulative sum and count of a per-request latency, as scraped at each sample (t, replica)."""
+def _histogram_sums(run: SimResult, start_col: str, end_col: str, t: np.ndarray, rep: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative sum and count of a per-request interval from `start_col` to `end_col` (seconds) of the
+    requests that finished ok, each counted once its interval has ended, as scraped at each sample (t,
+    replica)."""
     r = run.requests
     ok = np.asarray(r["status"]) == "ok"
     end = np.asarray(r[end_col], dtype=float)
-    arrival = np.asarray(r["arrival_s"], dtype=float)
-    value = end - arrival
+    value = end - np.asarray(r[start_col], dtype=float)
     names = np.asarray(r["replica"])
     sums = np.zeros(len(t))
     counts = np.zeros(len(t))

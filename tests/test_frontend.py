@@ -110,13 +110,14 @@ def test_requests_reaching_a_busy_engine_go_in_together_at_the_step_boundary() -
     """A long prefill step is running; five requests finish their intake during it. They wait for the
     step to end and are then scheduled in one step."""
     long_ = Request(request_id=0, arrival_s=1.0, prompt_tokens=8000, output_tokens=2, prompt_hash=1)
-    short = [Request(request_id=1 + i, arrival_s=1.01 + 0.004 * i, prompt_tokens=100, output_tokens=5,
+    # (they arrive after the long one's hand-off reached the engine, else they would go with it)
+    short = [Request(request_id=1 + i, arrival_s=1.06 + 0.004 * i, prompt_tokens=100, output_tokens=5,
                      prompt_hash=2 + i) for i in range(5)]
     run = simulate(fleet(max_num_batched_tokens=8192), [long_, *short], [], 5.0)
     sched = dict(zip(run.requests["request_id"], col(run, "first_scheduled_s"), strict=True))
     first = dict(zip(run.requests["request_id"], col(run, "first_token_s"), strict=True))
     long_step_end = first[0] - PER_OUTPUT_TOKEN_S  # its first token left the server one token later
-    assert long_step_end > 1.01 + 0.004 * 4 + intake_s(100)  # all five were in the queue by then
+    assert long_step_end > 1.06 + 0.004 * 4 + reach_s(100)  # all five were in the queue by then
     assert len({sched[i] for i in range(1, 6)}) == 1
     assert sched[1] == pytest.approx(long_step_end, abs=1e-12)
 
@@ -165,11 +166,17 @@ def test_the_hand_off_latency_holds_no_resource() -> None:
     sched = col(run, "first_scheduled_s")
     assert len(set(sched)) == 1 and sched[0] == pytest.approx(1.05)
     assert run.stats["frontend_busy_s"] == 0.0
-    # with a CPU cost as well, the k-th still waits k intakes, each plus the same latency
+    # with a CPU cost as well, the intakes queue (the k-th is done after k of them), and every one done while
+    # the first hand-off is on its way goes with it: all ten reach the engine at the first's intake plus the
+    # latency (one wait per hand-off, issue 33), together
     run = simulate(fleet(FrontendConfig(2e-3, 0.0, 0.0, 0.05)), reqs, [], 5.0)
-    got = np.sort(col(run, "first_scheduled_s") - 1.0)
-    assert got[0] >= 0.052 - 1e-9 and got[-1] >= 10 * 2e-3 + 0.05 - 1e-9
+    got = col(run, "first_scheduled_s") - 1.0
+    assert np.allclose(got, 0.052, rtol=1e-9)
     assert run.stats["frontend_busy_s"] == pytest.approx(10 * 2e-3)
+    # an intake longer than the latency misses the hand-off before it: each waits its own k intakes + latency
+    run = simulate(fleet(FrontendConfig(2e-3, 0.0, 0.0, 1e-3)), reqs, [], 5.0)
+    got = np.sort(col(run, "engine_arrival_s") - 1.0)
+    assert np.allclose(got, np.arange(1, 11) * 2e-3 + 1e-3, rtol=1e-9)
 
 
 def test_heavy_streaming_slows_intake() -> None:
@@ -229,9 +236,12 @@ def test_requests_in_intake_count_as_outstanding_but_not_as_waiting() -> None:
     """The router sees them on the replica; the engine's waiting gauge does not (vLLM counts a request
     only once the engine core has it)."""
     rep = Replica("vllm-0", 0, get_model("Llama-3.1-8B"), get_gpu("H100-SXM"), EngineConfig(), model_version="v1")
-    seqs: list[Sequence] = [rep.enqueue(r, 0.0) for r in burst(3, 0.0, 500, 5)]
+    two, late = burst(2, 0.0, 500, 5), burst(1, 0.03, 500, 5, first_id=2)
+    seqs: list[Sequence] = [rep.enqueue(r, 0.0) for r in two] + [rep.enqueue(late[0], 0.03)]
     assert rep.outstanding == 3 and rep.sched.num_waiting == 0
+    # the second's intake ends while the first's hand-off is on its way, so they reach the engine together; the
+    # third arrives after that hand-off reached the engine (22.5 ms) and makes its own
     assert rep.handover_at() == pytest.approx(reach_s(500))
-    assert rep.take_ready(intake_s(500) * 2 + LATENCY_S + 1e-12) == 2
+    assert rep.take_ready(reach_s(500) + 1e-12) == 2
     assert rep.outstanding == 3 and rep.sched.num_waiting == 2
     assert [s.state for s in seqs] == ["waiting", "waiting", "frontend"]

@@ -76,6 +76,7 @@ run-to-run spread of a median over a few hundred requests (a few percent), so no
 and small enough that no reader would call it one. Anything larger is named with its size."""
 
 LATENCY_MEASURES: tuple[tuple[str, str, float], ...] = (
+    ("API server", "api_server_s", 0.5),
     ("queue wait", "queue_s", 0.5),
     ("prefill", "prefill_s", 0.5),
     ("time per output token", "tpot_s", 0.5),

@@ -97,3 +97,25 @@ def test_the_fidelity_benchs_vllm_points_run_with_their_gpus_knobs() -> None:
     served_a100 = [p for p in a100_vllm if p.name.startswith("gpustack-")]
     assert served_a100 and all((p.engine_config().max_num_seqs, p.engine_config().max_num_batched_tokens)
                                == (256, 2048) for p in served_a100)
+
+
+def test_a_restart_that_only_cuts_the_token_budget_starts_with_fewer_sequences() -> None:
+    """A config_change to max_num_batched_tokens 256 on an H100 (default 1024 sequences) is what vLLM starts
+    with `--max-num-batched-tokens 256` alone: its default max_num_seqs clamped to 256, not a refused config.
+    A change that names max_num_seqs keeps it."""
+    from engine_model.fault_kinds import REGISTRY
+    from engine_model.faults import Fault
+    from engine_model.profiles import get_model
+    from engine_model.replica import Deploy
+
+    h100 = GPUS["H100-SXM"]
+    base = Deploy(EngineConfig.for_gpu(h100.name, h100.hbm_gib), "v1", get_model("Llama-3.1-8B"))
+    kind = REGISTRY["config_change"]
+    cut = kind.deploy(base, Fault("config_change", 0.0, None, None, 1.0, {"max_num_batched_tokens": 256}))
+    assert (cut.config.max_num_seqs, cut.config.max_num_batched_tokens) == (256, 256)
+    cut.config.validate()
+    both = kind.deploy(base, Fault("config_change", 0.0, None, None, 1.0,
+                                   {"max_num_batched_tokens": 4096, "max_num_seqs": 64}))
+    assert (both.config.max_num_seqs, both.config.max_num_batched_tokens) == (64, 4096)
+    raised = kind.deploy(base, Fault("config_change", 0.0, None, None, 1.0, {"max_num_batched_tokens": 16384}))
+    assert raised.config.max_num_seqs == 1024  # a larger budget leaves the sequences alone

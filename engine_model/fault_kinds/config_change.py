@@ -91,6 +91,12 @@ class ConfigChange(Redeploy):
     def deploy(self, base: Deploy, fault: Fault) -> Deploy:
         from engine_model.replica import Deploy
 
-        cfg = base.config.with_changes(**{k: v for k, v in fault.params.items() if k in ENGINE_KNOBS})
+        knobs = {k: v for k, v in fault.params.items() if k in ENGINE_KNOBS}
+        if "max_num_batched_tokens" in knobs and "max_num_seqs" not in knobs:
+            # vLLM clamps a default max_num_seqs to the token budget (EngineConfig.for_gpu): a restart that only
+            # cuts the budget (below the 1024 sequences of an H100's default) starts, running fewer sequences.
+            # (The base's max_num_seqs is taken as a default; one an incident set would make vLLM refuse.)
+            knobs["max_num_seqs"] = min(base.config.max_num_seqs, int(knobs["max_num_batched_tokens"]))
+        cfg = base.config.with_changes(**knobs)
         version = str(fault.params.get("version", base.model_version))
         return Deploy(cfg, version, base.model, base.output_scale)

@@ -189,6 +189,18 @@ def warm_pool(server_pid: int) -> list[int]:
     return [pid for child in children(server_pid) if is_template(child) for pid in [child, *children(child)]]
 
 
+def warm_tree(server_pid: int) -> list[int]:
+    """The warm pool's template and every process under it (spares, warm apps, and the query workers each
+    spare forked ahead); empty without a pool."""
+    out: list[int] = []
+    frontier = [child for child in children(server_pid) if is_template(child)]
+    while frontier:
+        pid = frontier.pop()
+        out.append(pid)
+        frontier.extend(children(pid))
+    return out
+
+
 def alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie waiting for its reaper does not)."""
     try:
@@ -471,8 +483,10 @@ def test_apps_die_with_their_server(warm: int, tui_env: Path, tmp_path: Path) ->
             for tab in tabs:
                 await tab.picker()
             apps.extend(tab.app for tab in tabs)
-            pool.extend(warm_pool(pid))
+            pool.extend(warm_tree(pid))
             assert bool(pool) == bool(warm)  # --warm 0: no template, the apps are the server's children
+            # warm: each app holds the query worker its spare forked ahead, and must take it along
+            assert not warm or all(children(app) for app in apps), [children(app) for app in apps]
             assert warm or set(apps) <= set(children(pid))
             os.kill(pid, signal.SIGKILL)
             for tab in tabs:

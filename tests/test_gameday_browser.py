@@ -5,15 +5,17 @@ CLI (`gameday check`, `generate`, the worlds, `gameday roster`); `servedrill ser
 live room opens in one chromium page and starts the round with its `s` key. Two players open their personal links
 in two browser contexts of their own, the third joins from a terminal (`servedrill join LINK` on a
 pseudo-terminal). Each opens the round's incident, runs a query and ranks the board; the two in the browser hand
-in, the terminal player is handed in by TIME UP when the round's clock runs out. All the while the room, never
+in. The facilitator then ends the round from the room (`e`, `y`): TIME UP for the terminal player, whose board
+is handed in as it stands on his screen. All the while the room, never
 reloaded, shows each player's status (not joined, investigating, handed in, timed out), their queries, and the
-standings growing as they hand in, without scores. The facilitator ends the round from the room (`e`, `y`): the
-hand-ins are collected and signed-verified, the scores show, the held debriefs open in the players' tabs. Then
+standings growing as they hand in, without scores. Once the round has ended, the hand-ins are collected and
+signed-verified, the scores show, the held debriefs open in the players' tabs. Then
 `gameday review --html` writes the review, which opens in the browser and names all three.
 
 Every wait is for a state (a screen showing something, a journal holding an event), bounded by generous
-timeouts that only guard against a hang. The round's limit (ROUND_S) is the one wall-clock span: the browser
-players must have handed in before it, and the terminal player is handed in at it.
+timeouts that only guard against a hang; no step waits for the round's clock (ROUND_S is far longer than the
+test). TIME UP when the clock itself runs out is tested through the game API and line mode
+(tests/test_rounds.py): here it is the round ended early, the same hand-in.
 """
 
 from __future__ import annotations
@@ -46,9 +48,9 @@ pytestmark = [pytest.mark.slow,  # a server, chromium and a terminal for three p
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed "
                                "(pip install -e '.[test]')")
 
-ROUND_S = 45.0
-"""The round's limit: long enough for both browser players to open the incident, query, rank and hand in on a
-busy 2-core machine; TIME UP hands the terminal player in when it runs out."""
+ROUND_S = 600.0
+"""The round's limit, far beyond what the test takes on a busy machine: the facilitator ends the round before it,
+so no step of the test races the clock."""
 HANG_S = 240.0
 """A bound on any one wait: a guard against a hang, never a time the test expects to take."""
 
@@ -416,20 +418,16 @@ def test_a_whole_game_day_in_the_browser_and_a_terminal(facilitator: Path, tmp_p
                       f"the room with {', '.join(handed)} handed in")
             assert all(last.startswith("+") for _, _, last in standings_rows(room))  # when, not a score
         handed_in_by = time.monotonic() - round_started
-        assert handed_in_by < ROUND_S, "the browser players handed in after the round's time: raise ROUND_S"
         assert "submit" not in day.kinds(TERMINAL)
 
-        # ---- TIME UP: the round's clock hands the terminal player's board in, as it stands on his screen
-        day.until(lambda: terminal.shows("The debrief opens when the round ends"), "TIME UP in the terminal",
-                  timeout=ROUND_S + HANG_S)
-        day.until(lambda: day.status(TERMINAL) == ("timed out", "1") and room.shows("TIME UP")
-                  and [r[1] for r in standings_rows(room)] == [*BROWSER, TERMINAL], "the room at TIME UP")
-        assert all(day.status(p) == ("handed in", "1") for p in BROWSER)
-
-        # ---- the facilitator ends the round: collected, scores in the standings, the debriefs open
+        # ---- the facilitator ends the round early: TIME UP for the terminal player, whose board is handed in as it
+        # stands on his screen; then collected, scores in the standings, the debriefs open
         room_page.keyboard.press("e")
         day.until(lambda: room.shows("End round 1 now?"), "the room's question")
         room_page.keyboard.press("y")
+        day.until(lambda: "submit" in day.kinds(TERMINAL), "TIME UP handing the terminal player's board in")
+        day.until(lambda: day.status(TERMINAL) == ("timed out", "1"), "the room showing the terminal player timed out")
+        assert all(day.status(p) == ("handed in", "1") for p in BROWSER)
         day.until(lambda: room.shows("Round 1 ended · 3/3 handed in")
                   and len(standings_rows(room)) == 3
                   and all(re.fullmatch(r"\d+\.\d", last) for _, _, last in standings_rows(room)),

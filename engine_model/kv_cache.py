@@ -477,17 +477,23 @@ class KVCache:
         n_blocks = -(-num_tokens // bs)
         n_new = n_blocks - len(hits)
         ref, run_of = self._ref, self._run_of
-        # Hits that sit in the LRU are taken out of it, so they cannot also serve as fresh blocks.
+        # Hits that sit in the LRU are taken out of it, so they cannot also serve as fresh blocks. Counting
+        # them takes a pass over the hits, needed only when the room left would not cover every hit revived.
+        avail = len(self._free) - self._n_private + self._n_evictable
+        if n_new > avail - len(hits):
+            revived = 0
+            for b in hits:
+                if ref[b] == 0:
+                    revived += 1
+            if n_new > avail - revived:
+                return None
         revived = 0
         for b in hits:
-            if ref[b] == 0:
-                revived += 1
-        if n_new > len(self._free) - self._n_private + self._n_evictable - revived:
-            return None
-        for b in hits:
-            if ref[b] == 0:
+            r = ref[b]
+            if r == 0:
                 run_of[b] = None  # its LRU entry is stale now
-            ref[b] += 1
+                revived += 1
+            ref[b] = r + 1
         self._n_evictable -= revived
         if self.enable_prefix_caching:
             p_full = min(prefix_tokens, prompt_tokens) // bs if prefix_key else 0

@@ -137,7 +137,7 @@ class WorkspaceScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         # the layout's classes before anything is styled: set in on_mount, each would restyle the whole
-        # screen once more (about a tenth of the app's CPU from the picker to the workspace)
+        # screen once more (84 of the 522 style applications from the picker to the workspace)
         self._layout(self.app.size.width, self.app.size.height)
         self.add_class(f"-pane-{self.pane}")
         # Widgets get their starting state in their constructors and apply it in their own on_mount:

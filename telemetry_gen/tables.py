@@ -9,6 +9,7 @@ the allocation that failed in the simulated step.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -39,8 +40,15 @@ __all__ = ["EngineSetup", "EvalSuite", "ExternalEvent", "ReplicaHardware", "Tele
 # A run's request columns are Python lists of ~100k boxed values spread over the heap; converting one is
 # ~10 ms of cache misses, and the builders read the same few columns (arrival, status, replica) five times.
 # Inside build_tables each distinct (column, dtype) is converted once; the arrays are shared, never written.
-_ARRAYS: dict[tuple[int, str], tuple[list[Any], np.ndarray]] | None = None
-_CODES: dict[tuple[int, str], tuple[list[Any], np.ndarray, dict[Any, int]]] | None = None
+class _Memo(threading.local):
+    """The open build's converted columns, per thread: two builds at once (the game prepares a mitigation's
+    run while another is built) neither share nor outlive each other's."""
+
+    arrays: dict[tuple[int, str], tuple[list[Any], np.ndarray]] | None = None
+    codes: dict[tuple[int, str], tuple[list[Any], np.ndarray, dict[Any, int]]] | None = None
+
+
+_MEMO = _Memo()
 _NUMERIC = (float, np.int64)
 """dtypes `column` converts with np.fromiter: the same values as np.asarray, a third faster (asarray first
 walks the list to discover a shape and a dtype it has been given)."""
@@ -49,26 +57,28 @@ walks the list to discover a shape and a dtype it has been given)."""
 @contextmanager
 def _columns_once() -> Iterator[None]:
     """Within the block, `column` converts each list once (per dtype); afterwards nothing is kept."""
-    global _ARRAYS, _CODES
-    outer, outer_codes = _ARRAYS, _CODES
-    _ARRAYS = {} if outer is None else outer
-    _CODES = {} if outer_codes is None else outer_codes
+    outer = (_MEMO.arrays, _MEMO.codes)
+    if _MEMO.arrays is None:
+        _MEMO.arrays = {}
+    if _MEMO.codes is None:
+        _MEMO.codes = {}
     try:
         yield
     finally:
-        _ARRAYS, _CODES = outer, outer_codes
+        _MEMO.arrays, _MEMO.codes = outer
 
 
 def column(values: list[Any], dtype: Any = None) -> np.ndarray:
     """np.asarray(values, dtype), from the build's memo when one is open (the caller must not write to it)."""
-    if _ARRAYS is None:
+    memo = _MEMO.arrays
+    if memo is None:
         return _convert(values, dtype)
     key = (id(values), str(dtype))
-    hit = _ARRAYS.get(key)
+    hit = memo.get(key)
     if hit is not None and hit[0] is values:  # the list itself is held, so its id cannot be reused
         return hit[1]
     arr = _convert(values, dtype)
-    _ARRAYS[key] = (values, arr)
+    memo[key] = (values, arr)
     return arr
 
 
@@ -87,13 +97,14 @@ def codes(values: list[Any]) -> tuple[np.ndarray, dict[Any, int]]:
     """(code of each item, code of each distinct item) for a column of few distinct values (a replica's name):
     comparing codes is ~70x cheaper than comparing strings. From the build's memo like `column`."""
     key = (id(values), "codes")
-    hit = _CODES.get(key) if _CODES is not None else None
+    memo = _MEMO.codes
+    hit = memo.get(key) if memo is not None else None
     if hit is not None and hit[0] is values:
         return hit[1], hit[2]
     found, uniques = pd.factorize(np.array(values, dtype=object))
     code_of = {u: i for i, u in enumerate(uniques.tolist())}
-    if _CODES is not None:
-        _CODES[key] = (values, found, code_of)
+    if memo is not None:
+        memo[key] = (values, found, code_of)
     return found, code_of
 
 

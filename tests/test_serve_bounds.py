@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from test_serve_support import free_port, stop, wait_for_port
+from test_serve_support import descendants, free_port, stop, wait_for_port
 from test_tui_support import FIXTURE
 
 from tui.serve_limits import DEFAULT_LIMITS, Limits, TokenBucket, input_events, size_from_message, size_from_query
@@ -192,13 +192,8 @@ def warm_pool(server_pid: int) -> list[int]:
 def warm_tree(server_pid: int) -> list[int]:
     """The warm pool's template and every process under it (spares, warm apps, and the query workers each
     spare forked ahead); empty without a pool."""
-    out: list[int] = []
-    frontier = [child for child in children(server_pid) if is_template(child)]
-    while frontier:
-        pid = frontier.pop()
-        out.append(pid)
-        frontier.extend(children(pid))
-    return out
+    templates = [child for child in children(server_pid) if is_template(child)]
+    return [*templates, *(pid for template in templates for pid in descendants(template))]
 
 
 def alive(pid: int) -> bool:

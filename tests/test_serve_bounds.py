@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from test_serve_support import descendants, free_port, stop, wait_for_port
+from test_serve_support import descendants, free_port, live_children, stop, wait_for_port
 from test_tui_support import FIXTURE
 
 from tui.serve_limits import DEFAULT_LIMITS, Limits, TokenBucket, input_events, size_from_message, size_from_query
@@ -145,16 +145,7 @@ def server(log: Path, *limits: str, warm: int = 0) -> Iterator[tuple[int, subpro
 
 def children(pid: int) -> list[int]:
     """Live processes whose parent is `pid`."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid and fields[0] not in "ZX":
-                out.append(int(entry))
-    return out
+    return live_children().get(pid, [])
 
 
 def is_template(pid: int) -> bool:

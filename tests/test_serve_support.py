@@ -57,8 +57,8 @@ def serving_process(args: Sequence[str], log: Path, *, port: int) -> Iterator[su
         stop(proc)
 
 
-def descendants(pid: int) -> set[int]:
-    """Every live process under `pid` (its children, theirs, ...), read from /proc."""
+def live_children() -> dict[int, list[int]]:
+    """Every live process's children (zombies left out), parent pid -> child pids, read from /proc."""
     parents: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -68,6 +68,12 @@ def descendants(pid: int) -> set[int]:
                 continue
             if fields[0] not in "ZX":
                 parents.setdefault(int(fields[1]), []).append(int(entry))
+    return parents
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process under `pid` (its children, theirs, ...), read from /proc."""
+    parents = live_children()
     found: set[int] = set()
     todo = [pid]
     while todo:

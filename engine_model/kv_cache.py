@@ -20,9 +20,16 @@ Simplifications, each deliberate:
 Every operation costs O(blocks touched) with plain lists and dicts (amortised: the LRU is compacted
 now and then); nothing loops over tokens or over the whole pool, except `check_invariants`, which is for
 tests. The simulator calls grow/free once per sequence per block boundary, so work per block is kept
-off the common path: a free block's refcount slot already holds 1 (the count it is handed out with),
-and only the blocks of a sequence that can be cached or shared are visited one by one on free; the
-rest move to the free list as one slice.
+off the common path: a free block's refcount slot already holds 1 (the count it is handed out with).
+
+Private blocks are a count, not ids. A block of an unforked sequence past its `reg_bound` can never carry
+a hash nor be shared: nothing ever looks it up, so which physical block it is cannot matter. Such blocks
+(about nine in ten of the standard fleet's: long unique prompts after a short shared prefix) are held as
+a number per sequence, and the pool counts them against its free ids (`num_free` = free ids - private
+blocks). Ids are handed out only to blocks that may be cached or shared; a fork gives the parent's private
+blocks ids first. Every count, hit and eviction is what it was when each block had an id: before, each
+request's ~150 prompt block ids were sliced off the free list and later put back, a reference-count write
+per id on objects scattered over the heap (a fifth of the standard fleet's simulation).
 
 Why one module of ~600 lines: the block pool, the prefix hash index and the free list are one data structure
 whose invariants (reference counts, evictable blocks, hash ownership) span every method; splitting them would
@@ -92,13 +99,17 @@ class _Seq:
     block when p_full <= i < reg_bound; blocks at i >= reg_bound never carry a hash (0 with caching off).
     shared: set by fork on parent and child; while False, every unhashed block of the table is held by
     this sequence alone (only a prefix hit, which needs a hash, or a fork can share a block).
+    table and private: the sequence's blocks are its table's ids, then `private` blocks held as a count
+    (see the module docstring). Unforked, the table holds its first min(blocks, reg_bound) blocks and the
+    rest are private; forked (shared), the table holds every block and private is 0.
     A plain class, not a dataclass: mypyc compiles its __init__ (one per request).
     """
 
     def __init__(self, table: list[int], num_tokens: int, prompt_tokens: int, prefix_key: int,
                  prefix_tokens: int, prompt_hash: int, p_full: int = 0, reg_bound: int = 0,
-                 shared: bool = False) -> None:
+                 shared: bool = False, private: int = 0) -> None:
         self.table = table
+        self.private = private
         self.num_tokens = num_tokens
         self.prompt_tokens = prompt_tokens
         self.prefix_key = prefix_key
@@ -120,6 +131,8 @@ class KVCache:
 
     Storage: `_ref[b]` is block b's refcount unless b is on the free list, where the slot holds 1, the
     count b gets when handed out; so neither allocating from nor releasing to the free list writes it.
+    The free list holds every id no table and no LRU run holds; `_n_private` of those stand for the
+    private blocks sequences hold as counts, so the blocks really free are the rest (`num_free`).
     """
 
     def __init__(self, num_blocks: int, block_size: int = 16, enable_prefix_caching: bool = True) -> None:
@@ -133,6 +146,7 @@ class KVCache:
         self._ref: list[int] = [1] * num_blocks  # all blocks start on the free list (see class docstring)
         # Popped from the end, so a fresh pool hands out block 0 first.
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))
+        self._n_private = 0  # private blocks held (counts, no ids: see the module docstring)
         self._hash_of: list[BlockHash | None] = [None] * num_blocks
         # The prefix cache, hash -> block, stored per content id: index[key][i] is the block holding
         # block i of that content, or -1. Lookups then slice a list instead of hashing one tuple per
@@ -163,8 +177,8 @@ class KVCache:
 
     @property
     def num_free(self) -> int:
-        """Blocks on the free list (never cached, or dropped from the cache)."""
-        return len(self._free)
+        """Free blocks (never cached, or dropped from the cache): the free ids less the private blocks."""
+        return len(self._free) - self._n_private
 
     @property
     def num_evictable(self) -> int:
@@ -174,7 +188,7 @@ class KVCache:
     @property
     def num_in_use(self) -> int:
         """Blocks held by at least one sequence."""
-        return self.num_blocks - len(self._free) - self._n_evictable
+        return self.num_blocks - len(self._free) + self._n_private - self._n_evictable
 
     @property
     def usage(self) -> float:
@@ -194,8 +208,19 @@ class KVCache:
         return seq_id in self._seqs
 
     def block_table(self, seq_id: int) -> list[int]:
-        """Copy of the sequence's physical block ids, in token order. Unknown seq raises KeyError."""
+        """Copy of the sequence's block ids, in token order: every block of a forked sequence, else the blocks
+        below its reg_bound (those that may be cached or shared); the rest are `private_blocks`, held as a
+        count. Unknown seq raises KeyError."""
         return list(self._seqs[seq_id].table)
+
+    def private_blocks(self, seq_id: int) -> int:
+        """Blocks the sequence holds past its block table, as a count (no ids). Unknown seq raises KeyError."""
+        return self._seqs[seq_id].private
+
+    def num_blocks_held(self, seq_id: int) -> int:
+        """Every block the sequence holds: its table's and its private ones. Unknown seq raises KeyError."""
+        seq = self._seqs[seq_id]
+        return len(seq.table) + seq.private
 
     def num_tokens(self, seq_id: int) -> int:
         """Tokens the sequence's blocks hold. Unknown seq raises KeyError."""
@@ -203,10 +228,12 @@ class KVCache:
 
     def can_allocate(self, n_blocks: int) -> bool:
         """True when n_blocks new blocks could be had now (free list plus evictable cached blocks)."""
-        return n_blocks <= len(self._free) + self._n_evictable
+        return n_blocks <= len(self._free) - self._n_private + self._n_evictable
 
     def _shared_partial_last(self, seq: _Seq) -> bool:
-        return bool(seq.table) and seq.num_tokens % self.block_size != 0 and self._ref[seq.table[-1]] > 1
+        # only a fork shares a partial block, and a forked sequence's table holds all its blocks
+        return (seq.shared and bool(seq.table) and seq.num_tokens % self.block_size != 0
+                and self._ref[seq.table[-1]] > 1)
 
     def blocks_needed(self, seq_id: int, num_tokens: int) -> int:
         """Blocks `grow(seq_id, num_tokens)` would allocate, including a copy-on-write copy of a shared
@@ -214,7 +241,7 @@ class KVCache:
         seq = self._seqs[seq_id]
         if num_tokens <= seq.num_tokens:
             return 0
-        return -(-num_tokens // self.block_size) - len(seq.table) + self._shared_partial_last(seq)
+        return -(-num_tokens // self.block_size) - len(seq.table) - seq.private + self._shared_partial_last(seq)
 
     # ---- prefix cache ------------------------------------------------------------------------------
 
@@ -367,39 +394,55 @@ class KVCache:
     def _allocate_into(self, table: list[int], n: int) -> None:
         """Append n fresh blocks (refcount 1) to table; the caller has checked that n are available."""
         free = self._free
-        take = min(n, len(free))
+        take = min(n, len(free) - self._n_private)
         if take:  # free-list blocks already read refcount 1
             _take_free(table, free, take)
         if n > take:
-            ref, run_of, lru = self._ref, self._run_of, self._lru
-            # _uncache inlined: eviction is the costliest per-block step when prompts rarely recur.
-            hash_of, p_index, q_index = self._hash_of, self._p_index, self._q_index
-            popped = 0
-            for _ in range(n - take):
-                while True:  # the oldest live entry of the LRU (stale ones are skipped)
-                    run = lru[0]
-                    b = run.pop()
-                    popped += 1
-                    if not run:
-                        lru.popleft()
-                    if run_of[b] is run:
-                        break
-                run_of[b] = None
-                kind, key, i = hash_of[b]  # type: ignore[misc]
-                hash_of[b] = None
-                index = p_index if kind == "p" else q_index
-                entries = index[key]
-                entries[i] = -1
-                while entries and entries[-1] < 0:
-                    entries.pop()
-                if not entries:
-                    del index[key]
-                ref[b] = 1
-                table.append(b)
-            self._lru_slots -= popped
-            self._n_evictable -= n - take
-            self._n_cached -= n - take
-            self.evictions += n - take
+            self._evict_into(table, n - take)
+
+    def _allocate_private(self, seq: _Seq, n: int) -> None:
+        """Give `seq` n fresh private blocks (a count); the caller has checked that n are available. Blocks
+        missing from the free list are evicted as for `_allocate_into`, their ids joining the free list."""
+        short = n - (len(self._free) - self._n_private)
+        if short > 0:
+            self._evict_into(self._free, short)
+        self._n_private += n
+        seq.private += n
+
+    def _evict_into(self, into: list[int], n: int) -> None:
+        """Evict the n least recently released evictable blocks (the caller has checked there are n),
+        appending their ids, uncached and with refcount slot 1, to `into`."""
+        if n <= 0:
+            return
+        ref, run_of, lru = self._ref, self._run_of, self._lru
+        # _uncache inlined: eviction is the costliest per-block step when prompts rarely recur.
+        hash_of, p_index, q_index = self._hash_of, self._p_index, self._q_index
+        popped = 0
+        for _ in range(n):
+            while True:  # the oldest live entry of the LRU (stale ones are skipped)
+                run = lru[0]
+                b = run.pop()
+                popped += 1
+                if not run:
+                    lru.popleft()
+                if run_of[b] is run:
+                    break
+            run_of[b] = None
+            kind, key, i = hash_of[b]  # type: ignore[misc]
+            hash_of[b] = None
+            index = p_index if kind == "p" else q_index
+            entries = index[key]
+            entries[i] = -1
+            while entries and entries[-1] < 0:
+                entries.pop()
+            if not entries:
+                del index[key]
+            ref[b] = 1
+            into.append(b)
+        self._lru_slots -= popped
+        self._n_evictable -= n
+        self._n_cached -= n
+        self.evictions += n
 
     def admit(
         self,
@@ -431,39 +474,41 @@ class KVCache:
         cached_tokens = len(hits) * bs
         if num_tokens < cached_tokens:
             raise ValueError(f"num_tokens {num_tokens} is below the {cached_tokens} cached tokens")
-        n_new = -(-num_tokens // bs) - len(hits)
+        n_blocks = -(-num_tokens // bs)
+        n_new = n_blocks - len(hits)
         ref, run_of = self._ref, self._run_of
-        # Hits that sit in the LRU are taken out of it, so they cannot also serve as fresh blocks.
+        # Hits that sit in the LRU are taken out of it, so they cannot also serve as fresh blocks. Counting
+        # them takes a pass over the hits, needed only when the room left would not cover every hit revived.
+        avail = len(self._free) - self._n_private + self._n_evictable
+        if n_new > avail - len(hits):
+            revived = 0
+            for b in hits:
+                if ref[b] == 0:
+                    revived += 1
+            if n_new > avail - revived:
+                return None
         revived = 0
         for b in hits:
-            if ref[b] == 0:
-                revived += 1
-        if n_new > len(self._free) + self._n_evictable - revived:
-            return None
-        for b in hits:
-            if ref[b] == 0:
+            r = ref[b]
+            if r == 0:
                 run_of[b] = None  # its LRU entry is stale now
-            ref[b] += 1
+                revived += 1
+            ref[b] = r + 1
         self._n_evictable -= revived
-        free = self._free
-        if _FEW_BLOCKS < n_new <= len(free):
-            # The fresh blocks, sliced off the free list, become the table and the hits go in front of them:
-            # the same table as hits + fresh, without copying the fresh ones a second time (a copy costs a
-            # reference count write on every block id, ~150 per request, and they miss the cache).
-            table = free[-n_new:]
-            del free[-n_new:]
-            table.reverse()
-            if hits:
-                table[0:0] = hits
-        else:
-            table = hits
-            self._allocate_into(table, n_new)
         if self.enable_prefix_caching:
             p_full = min(prefix_tokens, prompt_tokens) // bs if prefix_key else 0
             reg_bound = max(p_full, prompt_tokens // bs if prompt_hash else 0)
         else:
             p_full = reg_bound = 0
+        # the blocks below reg_bound get ids (the hits are among them), the rest are private; ids first, so
+        # the free list and then the LRU serve the fresh blocks in the order one allocation of all served them
+        table = hits
         seq = _Seq(table, num_tokens, prompt_tokens, prefix_key, prefix_tokens, prompt_hash, p_full, reg_bound)
+        named = min(n_blocks, reg_bound) - len(hits)  # >= 0: the hits lie below both
+        if named:
+            self._allocate_into(table, named)
+        if n_new > named:
+            self._allocate_private(seq, n_new - named)
         self._seqs[seq_id] = seq
         if self.enable_prefix_caching:
             self._register(seq, cached_tokens // bs, num_tokens // bs)
@@ -485,21 +530,22 @@ class KVCache:
             return True
         bs = self.block_size
         table = seq.table
-        n_new = -(-num_tokens // bs) - len(table)
+        n_new = -(-num_tokens // bs) - len(table) - seq.private
         # only a fork shares a partial block (partial blocks carry no hash, so no prefix hit shares one)
         if seq.shared and self._shared_partial_last(seq):
-            if n_new + 1 > len(self._free) + self._n_evictable:
+            if n_new + 1 > len(self._free) - self._n_private + self._n_evictable:
                 return False
             self._copy_last(seq)
             self._allocate_into(table, n_new)
         elif n_new > 0:
-            free = self._free
-            if n_new <= len(free):
-                _take_free(table, free, n_new)
-            elif n_new <= len(free) + self._n_evictable:
-                self._allocate_into(table, n_new)
-            else:
+            if n_new > len(self._free) - self._n_private + self._n_evictable:
                 return False
+            # ids up to reg_bound (all of a forked sequence's blocks), then private blocks
+            named = n_new if seq.shared else min(n_new, max(0, seq.reg_bound - len(table) - seq.private))
+            if named:
+                self._allocate_into(table, named)
+            if n_new > named:
+                self._allocate_private(seq, n_new - named)
         seq.num_tokens = num_tokens
         first = old // bs
         if first < seq.reg_bound:
@@ -517,12 +563,14 @@ class KVCache:
         old = seq.num_tokens
         if num_tokens <= old:
             return old
-        bs, free, table = self.block_size, self._free, seq.table
-        n_new = -(-num_tokens // bs) - len(table)
-        if seq.shared or n_new > len(free) or old // bs < seq.reg_bound:
+        bs = self.block_size
+        n_new = -(-num_tokens // bs) - len(seq.table) - seq.private
+        # past reg_bound an unforked sequence's new blocks are private: a count, when the free list has them
+        if seq.shared or n_new > len(self._free) - self._n_private or old // bs < seq.reg_bound:
             return num_tokens if self.grow(seq_id, num_tokens) else -1
         if n_new > 0:
-            _take_free(table, free, n_new)
+            self._n_private += n_new
+            seq.private += n_new
         seq.num_tokens = num_tokens
         return num_tokens
 
@@ -532,26 +580,13 @@ class KVCache:
         cached, so it always returns to the free list. Blocks are released tail first, as vLLM does, so
         a sequence's tail is evicted before its head. Unknown (or already freed) seq raises KeyError."""
         seq = self._seqs.pop(seq_id)
-        table, free = seq.table, self._free
-        n = len(table)
-        head = n if seq.shared else min(seq.reg_bound, n)
-        # The table goes with the sequence, so it is reversed in place into release order (tail first):
-        # then its tail, now in front, joins the free list in one extend with no copy of its own (a copy
-        # costs a reference count write on every block id, ~150 per request, and they miss the cache).
-        table.reverse()
-        rest = n - head
-        if rest:
-            # Past reg_bound an unforked sequence's blocks have no hash and no other holder: each drops
-            # to refcount 0 and goes to the free list, whose slot convention leaves _ref untouched.
-            if head:
-                held = table[rest:]
-                del table[rest:]
-                free += table
-                self._release(held)
-            else:
-                free += table
-        elif head:
-            # tail first: the prompt blocks, then the prefix blocks (which other sequences often hold)
+        # The private tail (past reg_bound: no hash, no other holder) goes back to the free blocks as a
+        # count; then the table, reversed in place (it goes with the sequence) into release order, tail
+        # first: the prompt blocks, then the prefix blocks (which other sequences often hold).
+        self._n_private -= seq.private
+        table = seq.table
+        if table:
+            table.reverse()
             self._release(table)
 
     def _release(self, blocks: list[int]) -> None:
@@ -594,6 +629,12 @@ class KVCache:
         parent = self._seqs[parent_id]
         if child_id in self._seqs:
             raise ValueError(f"sequence {child_id} already holds blocks")
+        if parent.private:
+            # a forked sequence holds every block by id: its private blocks take ids off the free list (as
+            # many as the count stood for, so no count changes) before they are shared
+            _take_free(parent.table, self._free, parent.private)
+            self._n_private -= parent.private
+            parent.private = 0
         ref = self._ref
         for b in parent.table:
             ref[b] += 1
@@ -617,7 +658,7 @@ class KVCache:
         seq = self._seqs[seq_id]
         if not self._shared_partial_last(seq):
             return True
-        if not self._free and not self._n_evictable:
+        if len(self._free) <= self._n_private and not self._n_evictable:
             return False
         self._copy_last(seq)
         return True
@@ -637,12 +678,18 @@ class KVCache:
         holders = [0] * n
         for sid, seq in self._seqs.items():
             expected = -(-seq.num_tokens // bs)
-            assert len(seq.table) == expected, f"seq {sid}: {len(seq.table)} blocks, {seq.num_tokens} tokens"
+            held = len(seq.table) + seq.private
+            assert held == expected, f"seq {sid}: {held} blocks, {seq.num_tokens} tokens"
+            named = expected if seq.shared else min(expected, seq.reg_bound)
+            assert len(seq.table) == named, f"seq {sid}: {len(seq.table)} blocks by id, expected {named}"
             for b in seq.table:
                 assert 0 <= b < n, f"seq {sid}: block id {b} out of range"
                 holders[b] += 1
         free_set = set(self._free)
         assert len(free_set) == len(self._free), "a block is on the free list twice (double free)"
+        private = sum(seq.private for seq in self._seqs.values())
+        assert private == self._n_private, f"{private} private blocks held, {self._n_private} counted"
+        assert 0 <= self._n_private <= len(self._free), f"{self._n_private} private blocks, {len(free_set)} free ids"
         for b in range(n):
             if b in free_set:
                 assert holders[b] == 0, f"free block {b} is in use ({holders[b]} holders)"
@@ -671,7 +718,8 @@ class KVCache:
                     assert holders[b] == 1, f"seq {sid}: unhashed block {b} shared without a fork"
         in_use = sum(1 for h in holders if h > 0)
         total = len(free_set) + len(evict_set) + in_use
-        assert total == n, f"free {len(free_set)} + evictable {len(evict_set)} + in use {in_use} != {n}"
+        assert total == n, f"free ids {len(free_set)} + evictable {len(evict_set)} + in use {in_use} != {n}"
+        assert self.num_free + self.num_evictable + self.num_in_use == n, "the gauges do not add up"
         n_entries = 0
         for kind, index in (("p", self._p_index), ("q", self._q_index)):
             for key, entries in index.items():

@@ -234,9 +234,16 @@ Python even when this module is compiled (~1 us for each of the standard fleet's
 
 _SHAPE_BITS: Final = 21
 """The memo of step shapes packs (prefill tokens, prefill sequences, decode sequences) into one int key,
-each sequence count in this many bits: an int hashes and compares faster than a tuple, and needs no tuple
-built per step. Counts that do not fit (never, with max_num_seqs in the thousands) are not memoised."""
+each count in this many bits: an int hashes and compares faster than a tuple, and needs no tuple built per
+step. Counts that do not fit (never, with max_num_seqs in the thousands and chunks of thousands of tokens)
+are not memoised. Prefill tokens, the count that varies most, take the low bits: a dict's first probe is
+the hash's low bits (an int's hash is the int), and with the batch size there, every shape of one batch
+size began probing at the same slot (long probe chains, ~0.5 us a lookup)."""
 _SHAPE_LIMIT: Final = 1 << _SHAPE_BITS
+_DECODE_SLOTS: Final = 1 << 12
+"""Decode-only step shapes (batch sizes below this) are memoised in a list indexed by the batch size: two
+in three steps the engine plans are decode-only, and in the shape dict, which mixed steps fill with
+tens of thousands of one-off shapes, their lookups missed the CPU cache."""
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -250,6 +257,7 @@ class _HwMemo:
     attn_flops: float  # achieved FLOP/s of attention kernels
     attn_bw: float  # achieved bytes/s of attention kernels
     fixed: dict[int, _Fixed] = field(default_factory=dict)  # key packs (prefill_tok, prefill_seqs, decode): _SHAPE_BITS
+    decode: list[_Fixed | None] = field(default_factory=list)  # decode-only shapes by batch size: _DECODE_SLOTS
     affine: dict[int, tuple[float, float, float, float]] = field(default_factory=dict)  # decode_seqs
     linear: dict[float, tuple[float, float, float, float]] = field(default_factory=dict)  # tokens
     head: dict[float, tuple[float, float, float, float]] = field(default_factory=dict)  # rows
@@ -568,12 +576,22 @@ class StepCostModel:
 
     # ---- everything that does not grow with decode context ----------------------------------------
     def _fixed_memo(self, prefill_tokens: int, decode_seqs: int, prefill_seqs: int, memo: _HwMemo) -> _Fixed:
-        """_fixed through the memo of the step shape (see _SHAPE_BITS)."""
-        if prefill_tokens < 0 or not (0 <= decode_seqs < _SHAPE_LIMIT and 0 <= prefill_seqs < _SHAPE_LIMIT):
+        """_fixed through the memo of the step shape (see _SHAPE_BITS and _DECODE_SLOTS)."""
+        if prefill_tokens == 0 and prefill_seqs == 0 and 0 <= decode_seqs < _DECODE_SLOTS:
+            row = memo.decode
+            if decode_seqs < len(row):
+                hit = row[decode_seqs]
+                if hit is not None:
+                    return hit
+            else:
+                row.extend([None] * (decode_seqs + 1 - len(row)))
+            fixed = self._fixed(0, int(decode_seqs), 0, memo)
+            row[decode_seqs] = fixed
+            return fixed
+        if not (0 <= prefill_tokens < _SHAPE_LIMIT and 0 <= decode_seqs < _SHAPE_LIMIT
+                and 0 <= prefill_seqs < _SHAPE_LIMIT):
             return self._fixed(int(prefill_tokens), int(decode_seqs), int(prefill_seqs), memo)
-        # decode sequences in the low bits: a decode-only step's key is its batch size, a small int that
-        # boxes without an allocation and hashes in one digit
-        key = (prefill_tokens << (2 * _SHAPE_BITS)) | (prefill_seqs << _SHAPE_BITS) | decode_seqs
+        key = (decode_seqs << (2 * _SHAPE_BITS)) | (prefill_seqs << _SHAPE_BITS) | prefill_tokens
         got = memo.fixed.get(key)
         if got is None:
             if len(memo.fixed) >= _MAX_SHAPES:

@@ -5,7 +5,8 @@ check the whole, these check the parts on states the library may not reach.
 - KVCache counts consecutive prefix hits in place (`_hit_count`), where it sliced the prefix index and
   scanned the slice; `_hits` builds the same block list from that count.
 - KVCache moves block ids between its lists as the int objects they are (`_release`, `_register_run`,
-  `_compact_lru`): same blocks, same order, invariants intact.
+  `_compact_lru`), and holds blocks that can never be cached or shared as a count (private blocks): same
+  cached blocks, same eviction order, invariants intact.
 - ClientTimeouts.next_time answers from its last scan while no queue changed and the head it found is live.
 - replica.itl_bucket scans the inter-token-latency bounds where bisect_left was called.
 """
@@ -106,17 +107,21 @@ def test_released_blocks_keep_their_order_and_identity() -> None:
     # 100-token prompt with a 48-token shared prefix: blocks 0-2 prefix, 3-5 prompt blocks, 6 partial
     assert kv.admit(1, 100, prefix_key=5, prefix_tokens=48, prompt_hash=9, num_tokens=100) == 0
     table = kv.block_table(1)
+    assert len(table) == 6 and kv.private_blocks(1) == 1  # block 6, partial: never cached, held as a count
     assert kv.grow(1, 150)  # generated tokens: blocks 7-9, never cached
-    grown = kv.block_table(1)
+    assert kv.block_table(1) == table and kv.num_blocks_held(1) == 10
     free_before = kv.num_free
     kv.free(1)
     kv.check_invariants()
-    assert kv.num_free == free_before + len(grown) - 6  # the six full prompt blocks stay cached
+    assert kv.num_free == free_before + 10 - 6  # the six full prompt blocks stay cached
     # cached blocks in eviction order: within one release, tail before head
     assert kv.evictable_blocks() == table[5::-1]
-    # the uncached tail went to the free list last-block-first, so it is handed out first-block-first
-    assert kv.admit(2, 200, 0, 0, 0, num_tokens=len(grown[6:]) * 16) == 0
-    assert kv.block_table(2) == grown[6:]
+    # the uncached tail's blocks are free again: a successor takes them before evicting any cached block
+    assert kv.admit(2, 200, 0, 0, 0, num_tokens=kv.num_free * 16) == 0
+    assert kv.evictions == 0 and kv.evictable_blocks() == table[5::-1]
+    # then the least recently released cached block first: the prompt's last, then back towards its head
+    assert kv.grow(2, kv.num_tokens(2) + 32)
+    assert kv.evictions == 2 and kv.evictable_blocks() == table[3::-1]
 
 
 def _seq(seq_id: int) -> Sequence:

@@ -213,8 +213,11 @@ def test_a_served_round_collects_the_signed_game_and_refuses_the_rest(
     resumed = api.resume_session(ben.path)
     with pytest.raises(SessionError, match="held until the round ends"):
         api.debrief(resumed)
-    # a second hand-in: refused by the session's rules, and nothing is journalled
-    with pytest.raises(SessionError):
+    # a second hand-in (another board, all on one hypothesis): refused by the session's rules, and nothing is
+    # journalled
+    with pytest.raises(SessionError, match="already submitted"):
+        resumed.submit([(h.id, 100.0 if i == 0 else 0.0) for i, h in enumerate(resumed.board)])
+    with pytest.raises(SessionError, match="already submitted"):
         resumed.submit()
     resumed.close()
     assert len(ben.path.read_text().splitlines()) == len(lines)

@@ -210,18 +210,25 @@ def test_reset_prefix_cache_keeps_live_blocks() -> None:
     kv.check_invariants()
 
 
-def test_freed_blocks_come_back_head_first() -> None:
-    # Release is tail first onto a LIFO free list, so a successor of the same length gets the freed blocks
-    # in their old order: the order the bulk release of uncacheable blocks must keep.
+def test_private_blocks_are_a_count_and_reused_before_any_eviction() -> None:
+    # Blocks past reg_bound can never be cached or shared: they are held as a count, not ids, and return to
+    # the free blocks as one; a successor takes free blocks before it evicts a cached one.
     kv = KVCache(64, 16)
     kv.admit(1, 100, prefix_key=7, prefix_tokens=32, prompt_hash=0, num_tokens=100)
     assert kv.grow(1, 300)  # 19 blocks: 2 cacheable prefix blocks, 17 that are never cached
-    table = kv.block_table(1)
+    assert (len(kv.block_table(1)), kv.private_blocks(1), kv.num_blocks_held(1)) == (2, 17, 19)
+    assert (kv.num_in_use, kv.num_free) == (19, 45)
     kv.free(1)
-    assert (kv.num_evictable, kv.num_free) == (2, 62)
-    kv.admit(2, 300, 0, 0, 0, 300)
-    assert kv.block_table(2)[:17] == table[2:]
-    assert kv.block_table(2)[17:] == [19, 20]  # then the never-used blocks, lowest id first
+    assert (kv.num_evictable, kv.num_free, kv.num_in_use) == (2, 62, 0)
+    assert kv.admit(2, 300, 0, 0, 0, 300) == 0  # nothing cacheable: every block private
+    assert (kv.block_table(2), kv.private_blocks(2)) == ([], 19)
+    assert (kv.num_evictable, kv.num_free, kv.evictions) == (2, 43, 0)
+    assert kv.grow(2, 300 + 43 * 16)  # the last free block: still no eviction
+    assert (kv.num_free, kv.evictions) == (0, 0)
+    assert kv.grow(2, 300 + 44 * 16)  # one more: the least recently released cached block goes
+    assert (kv.num_evictable, kv.evictions, kv.num_cached) == (1, 1, 1)
+    assert not kv.grow(2, 300 + 46 * 16)  # two more than there are: refused, nothing changed
+    assert kv.private_blocks(2) == 63
     kv.check_invariants()
 
 
@@ -378,6 +385,10 @@ class KVCacheMachine(RuleBasedStateMachine):
     def live_blocks(self) -> Counter[int]:
         return Counter(b for sid in self.seqs for b in self.kv.block_table(sid))
 
+    def private_blocks(self) -> int:
+        """Blocks the live sequences hold as counts (past their reg_bound, unforked: no ids)."""
+        return sum(self.kv.private_blocks(sid) for sid in self.seqs)
+
     def expect_allocation(self, before: tuple[int, int, int], n_new: int, revived: int) -> None:
         free0, evict0, evictions0 = before
         kv = self.kv
@@ -386,13 +397,17 @@ class KVCacheMachine(RuleBasedStateMachine):
         assert kv.evictions - evictions0 == n_new - from_free
         assert kv.num_evictable == evict0 - revived - (n_new - from_free)
 
-    def expect_evictions(self, evictable_before: set[int], revived: list[int], fresh: list[int]) -> None:
-        """Hits taken out of the LRU leave it; the fresh blocks that came from it must be its oldest
-        entries, taken oldest first."""
+    def expect_evictions(self, evictions0: int, evictable_before: set[int], revived: list[int],
+                         fresh: list[int]) -> None:
+        """Hits taken out of the LRU leave it; the k blocks evicted (k: the eviction counter's step) must be
+        its k oldest entries (`consistent` then finds exactly the rest in the LRU), and every fresh block with
+        an id that came from it must be one of them (a private block's id is not visible)."""
         self.lru = [b for b in self.lru if b not in revived]
+        k = self.kv.evictions - evictions0
         evicted = [b for b in fresh if b in evictable_before]
-        assert evicted == self.lru[: len(evicted)], "eviction did not take the least recently released blocks"
-        del self.lru[: len(evicted)]
+        assert set(evicted) <= set(self.lru[:k]), "eviction did not take the least recently released blocks"
+        assert evicted == [b for b in self.lru[:k] if b in evicted], "evicted blocks handed out out of order"
+        del self.lru[:k]
 
     def counts(self) -> tuple[int, int, int]:
         return self.kv.num_free, self.kv.num_evictable, self.kv.evictions
@@ -416,10 +431,17 @@ class KVCacheMachine(RuleBasedStateMachine):
         assert got == cached
         table = kv.block_table(sid)
         hits = cached // kv.block_size
-        assert len(table) == ceil_div(num_tokens, kv.block_size)
+        held = kv.num_blocks_held(sid)
+        assert held == ceil_div(num_tokens, kv.block_size)
+        bs = kv.block_size
+        # blocks that may be cached get ids (the prefix's, and the prompt's when it has a hash); the rest
+        # of an unforked sequence's blocks are private
+        by_id = max(min(PREFIX_LEN[key], prompt) // bs if key else 0, prompt // bs if phash else 0)
+        assert len(table) == min(held, by_id if kv.enable_prefix_caching else 0)
+        assert kv.private_blocks(sid) == held - len(table)
         assert all(b not in live for b in table[hits:]), "a fresh block was taken from a live sequence"
-        self.expect_allocation(before, len(table) - hits, sum(1 for b in table[:hits] if b not in live))
-        self.expect_evictions(evictable, [b for b in table[:hits] if b in evictable], table[hits:])
+        self.expect_allocation(before, held - hits, sum(1 for b in table[:hits] if b not in live))
+        self.expect_evictions(before[2], evictable, [b for b in table[:hits] if b in evictable], table[hits:])
         if kv.enable_prefix_caching:
             assert (kv.prefix_queries_tokens - q0, kv.prefix_hits_tokens - h0) == (prompt, cached)
         self.seqs[sid] = (sid, hits, p)
@@ -434,12 +456,14 @@ class KVCacheMachine(RuleBasedStateMachine):
     def grow(self, data: st.DataObject, extra: int) -> None:
         kv = self.kv
         sid = data.draw(st.sampled_from(sorted(self.seqs)))
-        old_table, old_tokens = kv.block_table(sid), kv.num_tokens(sid)
+        old_table, old_tokens, old_held = kv.block_table(sid), kv.num_tokens(sid), kv.num_blocks_held(sid)
         target = old_tokens + extra
         live = self.live_blocks()
-        cow = extra > 0 and old_tokens % kv.block_size != 0 and live[old_table[-1]] > 1
+        # the last block is the table's last unless private blocks follow (those are never shared)
+        last_by_id = len(old_table) == old_held
+        cow = extra > 0 and old_tokens % kv.block_size != 0 and last_by_id and live[old_table[-1]] > 1
         need = kv.blocks_needed(sid, target)
-        assert need == max(0, ceil_div(target, kv.block_size) - len(old_table)) + cow
+        assert need == max(0, ceil_div(target, kv.block_size) - old_held) + cow
         before, state = self.counts(), snapshot(kv)
         evictable = set(kv.evictable_blocks())
         if not kv.grow(sid, target):
@@ -451,15 +475,16 @@ class KVCacheMachine(RuleBasedStateMachine):
         assert table[:kept] == old_table[:kept]
         assert kv.num_tokens(sid) == target
         assert all(b not in live for b in table[kept:]), "grow wrote into a block another sequence holds"
+        assert kv.num_blocks_held(sid) == ceil_div(target, kv.block_size)
         self.expect_allocation(before, need, 0)
-        self.expect_evictions(evictable, [], table[kept:])
+        self.expect_evictions(before[2], evictable, [], table[kept:])
 
     @precondition(lambda self: self.seqs)
     @rule(data=st.data())
     def free(self, data: st.DataObject) -> None:
         kv = self.kv
         sid = data.draw(st.sampled_from(sorted(self.seqs)))
-        table, tokens = kv.block_table(sid), kv.num_tokens(sid)
+        table, tokens, private = kv.block_table(sid), kv.num_tokens(sid), kv.private_blocks(sid)
         free0, evict0, in_use0 = kv.num_free, kv.num_evictable, kv.num_in_use
         del self.seqs[sid]
         released = set(table) - set(self.live_blocks())
@@ -469,11 +494,11 @@ class KVCacheMachine(RuleBasedStateMachine):
         now = set(kv.evictable_blocks())
         assert now - evictable <= released and evictable <= now
         self.lru += [b for b in reversed(table) if b in now - evictable]
-        assert kv.num_in_use == in_use0 - len(released)
-        assert kv.num_free - free0 + kv.num_evictable - evict0 == len(released)
+        assert kv.num_in_use == in_use0 - len(released) - private
+        assert kv.num_free - free0 + kv.num_evictable - evict0 == len(released) + private
         if not kv.enable_prefix_caching:
             assert kv.num_evictable == 0
-        if tokens % kv.block_size and table[-1] in released:
+        if tokens % kv.block_size and not private and table[-1] in released:
             assert kv.num_free > free0, "a partial last block was cached instead of freed"
         with pytest.raises(KeyError):
             kv.free(sid)
@@ -488,6 +513,8 @@ class KVCacheMachine(RuleBasedStateMachine):
         self.next_id += 1
         kv.fork(parent, child)
         assert kv.block_table(child) == kv.block_table(parent)
+        assert kv.private_blocks(child) == kv.private_blocks(parent) == 0  # a fork gives every block an id
+        assert len(kv.block_table(child)) == ceil_div(kv.num_tokens(child), kv.block_size)
         assert kv.num_tokens(child) == kv.num_tokens(parent)
         assert (self.counts(), kv.num_in_use) == before
         self.seqs[child] = self.seqs[parent]
@@ -499,7 +526,8 @@ class KVCacheMachine(RuleBasedStateMachine):
         sid = data.draw(st.sampled_from(sorted(self.seqs)))
         table, tokens = kv.block_table(sid), kv.num_tokens(sid)
         live = self.live_blocks()
-        shared_partial = bool(table) and tokens % kv.block_size != 0 and live[table[-1]] > 1
+        shared_partial = (bool(table) and not kv.private_blocks(sid) and tokens % kv.block_size != 0
+                          and live[table[-1]] > 1)
         before, state = self.counts(), snapshot(kv)
         evictable = set(kv.evictable_blocks())
         ok = kv.ensure_writable_last(sid)
@@ -513,7 +541,7 @@ class KVCacheMachine(RuleBasedStateMachine):
         assert new[:-1] == table[:-1] and new[-1] not in live
         assert self.live_blocks()[table[-1]] == live[table[-1]] - 1
         self.expect_allocation(before, 1, 0)
-        self.expect_evictions(evictable, [], new[-1:])
+        self.expect_evictions(before[2], evictable, [], new[-1:])
 
     @rule()
     def reset(self) -> None:
@@ -543,7 +571,7 @@ class KVCacheMachine(RuleBasedStateMachine):
         kv.check_invariants()
         assert kv.evictable_blocks() == self.lru
         live = self.live_blocks()
-        assert kv.num_in_use == len(live)
+        assert kv.num_in_use == len(live) + self.private_blocks()
         assert kv.num_free >= 0 and kv.num_evictable >= 0
         assert kv.num_free + kv.num_evictable + kv.num_in_use == kv.num_blocks
         assert 0.0 <= kv.usage <= 1.0

@@ -6,6 +6,9 @@ for a plan that does not check. The screen's own tests are tests/test_tui_room.p
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ pytest_plugins = ("test_tui_support",)
 
 LIMIT_S = 600.0
 T0 = START - 100.0
+RANKING = investigating_events()[-1][2]["ranking"]
 """When round 1 starts: before the hand-made games' start events (START)."""
 
 PLAN = f"""\
@@ -200,3 +204,34 @@ def test_the_console_sees_a_round_the_room_started_and_ends_it(tmp_path: Path) -
     assert "not started" in text and "Round 1 (tui-mini): 9:00 left; 0/4 handed in" in text
     assert "Round 1 ended: 0/4 handed in" in text
     assert api.round_times(gd)[1] == (START, START + 60)
+
+
+@pytest.mark.slow  # collection scores the hand-ins on the fixture's worlds (built once per run)
+def test_ending_a_round_early_collects_the_boards_its_time_up_hands_in(tmp_path: Path, tui_env: Path) -> None:
+    """ana is still investigating when the facilitator ends the round: the end is TIME UP in her game, which
+    hands her board in; end_round waits for that and collects it with ben's. dara's game was left open in a
+    closed tab and never hands in: the wait ends at its bound and she is not collected."""
+    gd = make_day(tmp_path)
+    data = tmp_path / "data"
+    games(data)
+    sessions = data / "sessions"
+    journal(sessions / "dara.jsonl", investigating_events(), session_id="dara-1", player="dara")
+    api.start_round(gd, None, T0)
+
+    def anas_game() -> None:  # her game at TIME UP: the board as it stands, handed in
+        while api.round_times(gd)[1][1] is None:
+            time.sleep(0.02)
+        handed = journal(tmp_path / "ana.jsonl", [*investigating_events(),
+                                                  (START + 300, "submit", {"ranking": RANKING, "discriminator": 1})],
+                         session_id="ana-1", player="ana")
+        os.replace(handed, sessions / "ana.jsonl")
+
+    game = threading.Thread(target=anas_game, daemon=True)
+    game.start()
+    ended, got = api.end_round(gd, [data], START + 300, settle_s=5.0)
+    game.join(timeout=60)
+    assert ended.number == 1 and sorted(got.files) == ["ana", "ben"]
+    state = api.room_state(gd, [data], START + 310)
+    assert state.scores_shown and {s.player for s in state.standings if s.score is not None} == {"ana", "ben"}
+    # dara reads "timed out" as anyone past the end does, but nothing of hers was handed in or collected
+    assert by_player(state)["dara"] == ("timed out", 1) and "dara" not in got.files

@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from test_serve_bounds import Tab
-from test_serve_support import free_port, stop, wait_for_port
+from test_serve_support import free_port, serving_process
 from test_tui_support import FIXTURE
 
 from game.gameday.plan import load_gameday
@@ -102,14 +100,8 @@ def test_the_room_page_points_its_websocket_at_the_room_and_the_log_keeps_no_tok
 @contextlib.contextmanager
 def served(day: Path, log: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     port = free_port()
-    argv = [sys.executable, "-m", "tui.cli", "serve", "--gameday", str(day), "--port", str(port)]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, cwd=ROOT, env=os.environ.copy(), stdout=out, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(port, proc)
+    with serving_process(["--gameday", str(day)], log, port=port) as proc:
         yield port, proc
-    finally:
-        stop(proc)
 
 
 def status_of(url: str) -> tuple[int, str]:

@@ -28,6 +28,16 @@ import json, os, sys, threading
 from pathlib import Path
 from game.query import sandbox
 db, mode = sys.argv[1], sys.argv[2]
+if mode == "nofork":
+    def refuse():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+    os.fork = refuse
+    out = {"forked": sandbox.prefork()}
+    with sandbox.Gateway(Path(db), timeout_s=2.0) as gw:
+        out["count"] = gw.run("SELECT count(*) FROM requests").rows
+        out["cmdline"] = open(f"/proc/{gw._proc.pid}/cmdline").read().replace("\\0", " ")
+    print(json.dumps(out), flush=True)
+    os._exit(0)
 out = {"forked": sandbox.prefork()}
 if mode == "threaded":
     threading.Thread(target=threading.Event().wait, daemon=True).start()
@@ -109,6 +119,11 @@ def test_a_dead_forked_worker_is_replaced_by_a_started_one(db: Path) -> None:
     got = probe(db, "killed")
     assert got["worker"] != got["seed"] and "game.query.sandbox" in got["cmdline"]
     assert got["count"][0][0] > 0
+
+
+def test_a_fork_that_fails_leaves_the_usual_start(db: Path) -> None:
+    got = probe(db, "nofork")
+    assert got["forked"] is False and "game.query.sandbox" in got["cmdline"] and got["count"][0][0] > 0
 
 
 def test_a_process_with_threads_forks_no_worker(db: Path) -> None:

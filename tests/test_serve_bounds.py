@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from test_serve_support import free_port, stop, wait_for_port
+from test_serve_support import descendants, free_port, live_children, stop, wait_for_port
 from test_tui_support import FIXTURE
 
 from tui.serve_limits import DEFAULT_LIMITS, Limits, TokenBucket, input_events, size_from_message, size_from_query
@@ -145,16 +145,7 @@ def server(log: Path, *limits: str, warm: int = 0) -> Iterator[tuple[int, subpro
 
 def children(pid: int) -> list[int]:
     """Live processes whose parent is `pid`."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid and fields[0] not in "ZX":
-                out.append(int(entry))
-    return out
+    return live_children().get(pid, [])
 
 
 def is_template(pid: int) -> bool:
@@ -187,6 +178,13 @@ def tab_apps(server_pid: int) -> set[int]:
 def warm_pool(server_pid: int) -> list[int]:
     """The warm pool's template and every process it forked (spares and warm apps); empty without a pool."""
     return [pid for child in children(server_pid) if is_template(child) for pid in [child, *children(child)]]
+
+
+def warm_tree(server_pid: int) -> list[int]:
+    """The warm pool's template and every process under it (spares, warm apps, and the query workers each
+    spare forked ahead); empty without a pool."""
+    templates = [child for child in children(server_pid) if is_template(child)]
+    return [*templates, *(pid for template in templates for pid in descendants(template))]
 
 
 def alive(pid: int) -> bool:
@@ -471,8 +469,10 @@ def test_apps_die_with_their_server(warm: int, tui_env: Path, tmp_path: Path) ->
             for tab in tabs:
                 await tab.picker()
             apps.extend(tab.app for tab in tabs)
-            pool.extend(warm_pool(pid))
+            pool.extend(warm_tree(pid))
             assert bool(pool) == bool(warm)  # --warm 0: no template, the apps are the server's children
+            # warm: each app holds the query worker its spare forked ahead, and must take it along
+            assert not warm or all(children(app) for app in apps), [children(app) for app in apps]
             assert warm or set(apps) <= set(children(pid))
             os.kill(pid, signal.SIGKILL)
             for tab in tabs:

@@ -4,22 +4,29 @@ records it.
 
 The page draws the terminal on a canvas (xterm.js), so there is no text to read in the DOM: the test
 acts by keys, reads the terminal output off the page's websocket, and checks what the app writes (the
-session journal). Skips, saying why, without
+session journal); the helpers for that are tests/test_browser_support.py's. Skips, saying why, without
 playwright or chromium (`make test` installs both when it can).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
-import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_browser_support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    FOCUSED_JS,
+    NO_CHROMIUM,
+    Screen,
+    events,
+    events_of,
+    shows,
+    wait_until,
+)
 from test_serve_support import serving
 from test_tui_support import FIXTURE
 
@@ -29,11 +36,6 @@ pytest_plugins = ("test_tui_support",)  # the shared fixtures: tui_cache, tui_en
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed "
                                "(pip install -e '.[test]')")
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-"""As the machine notes advise: without the background-networking flags chromium keeps trying to reach
-hosts this closed network refuses."""
 
 SQL = "SELECT replica, count(*) AS n FROM requests GROUP BY replica ORDER BY replica"
 
@@ -45,59 +47,8 @@ def served(tui_env: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         yield f"http://127.0.0.1:{port}/", tui_env
 
 
-class Screen:
-    """The terminal output the page received over its websocket, as text (escape sequences removed)."""
-
-    ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
-
-    def __init__(self) -> None:
-        self.data = b""
-
-    def feed(self, payload: bytes | str) -> None:
-        if isinstance(payload, bytes):
-            self.data = (self.data + payload)[-65536:]
-
-    def clear(self) -> None:
-        self.data = b""
-
-    def text(self) -> str:
-        return self.ANSI.sub(b"", self.data).decode("utf-8", "replace")
-
-
-def events(data: Path) -> list[dict[str, Any]]:
-    """Every event of every session file under `data` (header lines left out)."""
-    return [e for path in sorted((data / "sessions").glob("*.jsonl")) for e in events_of(path)]
-
-
-def events_of(path: Path) -> list[dict[str, Any]]:
-    """The events of one session file (its header line left out; a line being written skipped)."""
-    out: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
-        with contextlib.suppress(ValueError):
-            out.append(json.loads(line))
-    return out
-
-
-def wait_until(predicate: Any, timeout: float, interval: float = 0.1, page: Any = None) -> bool:
-    """Poll `predicate` until true or `timeout`. With `page`, wait through Playwright between polls: its
-    synchronous API delivers events (the websocket frames `Screen` reads) only while one of its calls
-    runs, never during a plain sleep."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        if page is not None:
-            page.wait_for_timeout(interval * 1000)
-        else:
-            time.sleep(interval)
-    return bool(predicate())
-
-
 PASTED = "SELECT count(*) AS n\n  FROM requests WHERE replica = 'vllm-1'"
 """A query pasted (bracketed paste: xterm.js sends its lines ended by CR), across two lines."""
-
-FOCUSED_JS = "() => document.activeElement?.classList.contains('xterm-helper-textarea') === true"
-"""Whether the terminal's input element has the page's focus (typed keys go to it)."""
 
 PASTE_JS = """text => {
     const area = document.querySelector('.xterm-helper-textarea');
@@ -110,12 +61,6 @@ PASTE_JS = """text => {
 
 def queries(data: Path) -> list[dict[str, Any]]:
     return [e["data"] for e in events(data) if e["kind"] == "query"]
-
-
-def shows(page: Any, screen: Screen, needle: str, what: str, timeout: float = 60) -> None:
-    """Wait until the tab's terminal shows `needle` (a state, not a time)."""
-    assert wait_until(lambda: needle in screen.text(), timeout, 0.02, page), (
-        f"no {what} in the tab ({needle!r}); it shows: {screen.text()[-600:]!r}")
 
 
 def open_workspace(browser: Any, url: str, data: Path, briefing: str) -> tuple[Any, Screen]:
@@ -140,8 +85,7 @@ def open_workspace(browser: Any, url: str, data: Path, briefing: str) -> tuple[A
     return page, screen
 
 
-@pytest.mark.skipif(CHROMIUM is None,
-                    reason="Debian chromium is not installed (apt-get install chromium; make test tries)")
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple[str, Path],
                                                                     tmp_path: Path) -> None:
     """Every wait is for a state (the terminal showing a screen, the journal holding an event), none for
@@ -188,8 +132,7 @@ def test_a_browser_tab_plays_a_session_and_its_query_is_journalled(served: tuple
 FAILING = "SELECT no_such_column FROM requests"
 
 
-@pytest.mark.skipif(CHROMIUM is None,
-                    reason="Debian chromium is not installed (apt-get install chromium; make test tries)")
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_a_browser_tab_plays_the_seeds_variant_and_a_failed_statement_is_free(
         library_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A tab of `serve INCIDENT --seed 7` plays the variant of seed 7 on that variant's telemetry: its
@@ -236,8 +179,7 @@ def test_a_browser_tab_plays_the_seeds_variant_and_a_failed_statement_is_free(
     assert sum(counts.values()) == expected.build.rows["requests"]
 
 
-@pytest.mark.skipif(CHROMIUM is None,
-                    reason="Debian chromium is not installed (apt-get install chromium; make test tries)")
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_every_incident_with_variants_opens_its_seeds_variant_in_a_browser_tab(
         library_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every library incident that has variants, at one of the seeds 0, 7 and 23 (in turn, so each seed serves

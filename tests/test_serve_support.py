@@ -1,5 +1,5 @@
-"""Shared helpers for the `servedrill serve` tests (no tests here): a free loopback port, and a
-`servedrill serve` subprocess started on it and stopped again."""
+"""Shared helpers for the `servedrill serve` tests (no tests here): a free loopback port, a
+`servedrill serve` subprocess started on it and stopped again, and the processes under it."""
 
 from __future__ import annotations
 
@@ -39,14 +39,49 @@ def serving(args: Sequence[str], log: Path) -> Iterator[int]:
     """`servedrill serve ARGS` on a free loopback port, with this process's environment (so the test's
     SERVEDRILL_DATA and SERVEDRILL_CACHE); yields the port, then SIGTERMs the server and waits."""
     port = free_port()
+    with serving_process(args, log, port=port):
+        yield port
+
+
+@contextmanager
+def serving_process(args: Sequence[str], log: Path, *, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """`servedrill serve ARGS` on `port` (a test that hands out links first picks it with `free_port`), as
+    `serving`; yields the server's process once it listens."""
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "serve", "--port", str(port), *args],
                                 cwd=ROOT, env=os.environ.copy(), stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, proc)
-        yield port
+        yield proc
     finally:
         stop(proc)
+
+
+def live_children() -> dict[int, list[int]]:
+    """Every live process's children (zombies left out), parent pid -> child pids, read from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] not in "ZX":
+                parents.setdefault(int(fields[1]), []).append(int(entry))
+    return parents
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process under `pid` (its children, theirs, ...), read from /proc."""
+    parents = live_children()
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -157,6 +157,7 @@ from game.api.review import (
     score_transcript,
 )
 from game.api.room import (
+    TIME_UP_SETTLE_S,
     RoomError,
     RoomPlayer,
     RoomStanding,
@@ -230,6 +231,7 @@ __all__ = [
     "SAVED_NAME_CHARS",
     "SOLVED_SCORE",
     "TABLE_COLUMNS",
+    "TIME_UP_SETTLE_S",
     "TRUTH_WORLD",
     "WARN_AT_S",
     "Acted",

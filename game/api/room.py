@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,11 @@ __all__ = ["STATUSES", "RoomError", "RoomPlayer", "RoomStanding", "RoomState", "
 
 NOT_JOINED, INVESTIGATING, HANDED_IN, TIMED_OUT = "not joined", "investigating", "handed in", "timed out"
 STATUSES = (NOT_JOINED, INVESTIGATING, HANDED_IN, TIMED_OUT)
+TIME_UP_SETTLE_S = 15.0
+"""How long ending a round waits for the games still open to hand in at the TIME UP the end gives them, before
+it collects those too (seconds): a served or joined game sees the end within a second; one whose tab was closed
+never does, and costs the facilitator this once."""
+SETTLE_POLL_S = 0.25
 """A player's status in a round, as the room shows it."""
 
 
@@ -91,19 +97,45 @@ def start_round(gameday: GameDay, number: int | None, now: float) -> tuple[Round
     return rnd, replay
 
 
-def end_round(gameday: GameDay, folders: Iterable[Path], now: float) -> tuple[Round, Collected]:
+def end_round(gameday: GameDay, folders: Iterable[Path], now: float,
+              settle_s: float = TIME_UP_SETTLE_S) -> tuple[Round, Collected]:
     """End the running round at `now`: its hand-ins collected (and scored) first, then the end recorded, which
-    opens the players' held debriefs and the room's scores. RoomError when no round is running."""
+    opens the players' held debriefs and the room's scores and is TIME UP in the games still open; then, once
+    those have handed in (or `settle_s` seconds have passed), theirs collected too. RoomError when no round is
+    running."""
     from game.api.facilitator import collect_round
 
+    folders = list(folders)
     times = round_times(gameday)
     rnd = running_round(gameday, times)
     if rnd is None:
         raise RoomError("no round is running")
-    got = collect_round(gameday, rnd, folders, started=times[rnd.number][0])
-    times[rnd.number] = (times[rnd.number][0], now)
+    started = times[rnd.number][0]
+    got = collect_round(gameday, rnd, folders, started=started)
+    times[rnd.number] = (started, now)
     save_round_times(gameday, times)
+    # the end is TIME UP in every game still open: each hands its board in as it stands, and those are
+    # collected too (the first collection ran before they could)
+    if _await_time_up(gameday, rnd, folders, started, settle_s):
+        got = collect_round(gameday, rnd, folders, started=started)
     return rnd, got
+
+
+def _open_games(gameday: GameDay, rnd: Round, folders: Sequence[Path], started: float | None) -> set[str]:
+    """Players with a game in round `rnd` and no hand-in yet."""
+    return {p for p, mine in _games(gameday, rnd, folders, started).items() if all(j.submitted is None for j in mine)}
+
+
+def _await_time_up(gameday: GameDay, rnd: Round, folders: Sequence[Path], started: float | None,
+                   settle_s: float) -> bool:
+    """Wait (at most `settle_s` seconds) until every game open in round `rnd` has handed in; True if any did."""
+    waiting = _open_games(gameday, rnd, folders, started)
+    still = waiting
+    deadline = time.monotonic() + settle_s
+    while still and time.monotonic() < deadline:
+        time.sleep(SETTLE_POLL_S)
+        still = _open_games(gameday, rnd, folders, started) & waiting
+    return still != waiting
 
 
 def send_to_player(gameday: GameDay, folders: Iterable[Path], player: str, kind: str, text: str | None = None,

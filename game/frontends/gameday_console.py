@@ -223,6 +223,9 @@ class Console:
     do_collect = do_status
 
     def do_end(self, _arg: str) -> None:
+        if self.running is not None:  # ending waits for the games it times out: say so before the pause
+            self.echo(f"Ending the round: collecting, then waiting (at most {api.TIME_UP_SETTLE_S:.0f} s) for the "
+                      "games still open to hand in at TIME UP...")
         try:
             rnd, got = api.end_round(self.gameday, self.folders, self.clock())
         except api.RoomError as exc:

@@ -172,8 +172,16 @@ def prefork() -> bool:
     global _seed
     if threading.active_count() != 1:
         return False
-    ours, theirs = socket.socketpair()
-    pid = os.fork()
+    try:
+        ours, theirs = socket.socketpair()
+    except OSError:
+        return False
+    try:
+        pid = os.fork()
+    except OSError:  # out of processes or memory: the first Sandbox starts its worker the usual way
+        ours.close()
+        theirs.close()
+        return False
     if pid == 0:  # the worker: never returns into the caller's frames
         code = 1
         try:

@@ -136,6 +136,10 @@ class WorkspaceScreen(Screen[None]):
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
+        # the layout's classes before anything is styled: set in on_mount, each would restyle the whole
+        # screen once more (84 of the 522 style applications from the picker to the workspace)
+        self._layout(self.app.size.width, self.app.size.height)
+        self.add_class(f"-pane-{self.pane}")
         # Widgets get their starting state in their constructors and apply it in their own on_mount:
         # a screen's on_mount can run before grandchildren composed by a child's compose() exist.
         session = self.session

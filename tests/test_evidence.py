@@ -257,3 +257,25 @@ def test_numbers_inside_log_lines_are_read_line_by_line_not_as_curves() -> None:
     one_each = shown(["replica", "message"], [("vllm-0", "KV cache 120 GiB"), ("vllm-1", "KV cache 40 GiB"),
                                               ("vllm-2", "KV cache 120 GiB")])
     assert any(f.kind == PEER for f in one_each.features)
+
+
+def test_numbers_inside_hundreds_of_log_lines_are_not_read() -> None:
+    """'Waiting: 1 reqs' once among hundreds of 'Waiting: 0 reqs' lines, or whether most of those lines read
+    zero, is found by asking for it (a WHERE, a max, an average), not by reading a dump, as a missing line
+    is: in a group longer than ABSENCE_ROWS a number inside text is no feature, so neither the truth's one
+    stray line nor its mostly non-zero lines rule out a rival whose lines read zero. In a group short
+    enough to read whole both are read."""
+    from telemetry_gen.proving.evidence import ABSENCE_ROWS
+
+    def stats(rows: int, waiting: int, stray: bool = False) -> Shown:
+        lines = [("vllm-1", f"Running: 3 reqs, Waiting: {1 if stray and i == rows // 2 else waiting} reqs")
+                 for i in range(rows)]
+        return shown(["replica", "message"], lines)
+
+    key = ("vllm-1", "Running: # reqs, Waiting: # reqs")
+    for rows, readable in ((ABSENCE_ROWS * 4, False), (ABSENCE_ROWS // 2, True)):
+        rival = stats(rows, 0)
+        for truth in (stats(rows, 0, stray=True), stats(rows, 109)):
+            assert (Feature(PEAK_LEVEL, key, "message#2") in truth.features) is readable
+            assert (Feature(LEVEL, key, "message#2") in truth.features) is readable
+            assert rules_out(truth, [truth, truth], [rival, rival]) is readable

@@ -297,6 +297,12 @@ def shown(columns: Sequence[str], rows: Sequence[Sequence[Any]], origin: datetim
             # rows are time buckets, and without a key the count is the result's length: neither is a kind
             features[Feature(COUNT, gkey)] = float(group.rows)
         for col, xs in group.values.items():
+            if group.rows > ABSENCE_ROWS and col.rpartition("#")[0] in text_position:
+                # The numbers inside hundreds of log lines of one template are found by asking for them (a
+                # WHERE, a max, an average), not by reading, as a missing line is (ABSENCE_ROWS): the one
+                # 'Waiting: 1 reqs' among zeros, or whether most of them read zero (a proxy for when the
+                # queue began, which nobody knows of a rival), is no reading of a dump.
+                continue
             med = float(np.median(xs))
             features[Feature(LEVEL, gkey, col)] = med
             levels[col][gkey] = med

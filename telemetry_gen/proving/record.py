@@ -37,8 +37,8 @@ RECORD_FORMAT = 1
 WORLD_RULES = 3
 """The version of the world checks (telemetry_gen.proving.proof, checks 4-8) a record's worlds were proven
 under; bump it when a check is added or tightened, or when what a reading rules out changes
-(telemetry_gen.proving.evidence: a signal must still rule its rival out), and run `make prove`: the claims stand on their
-digests and only the first WORLD_PROOF_SEEDS seeds are proven again, with their worlds.
+(telemetry_gen.proving.evidence: a signal must still rule its rival out), and run `make prove`: the claims
+stand on their digests and only the first WORLD_PROOF_SEEDS seeds are proven again, with their worlds.
 
 1. (records without the key) strawmen, unsolvable rivals, the truth's other draws, the page's own
    measurements;

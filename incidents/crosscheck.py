@@ -549,8 +549,8 @@ STANDARD_APP_TENANTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _check_rate_changes(workload: dict[str, Any]) -> list[Issue]:
-    """Each rate change names an open-loop app of the workload and, if any, one of that app's tenants."""
+def _workload_apps(workload: dict[str, Any]) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+    """(tenants of every app the workload names, the apps with a closed-loop, burst or replay arrival)."""
     apps = workload.get("apps", "standard")
     if apps == "standard":
         tenants_of: dict[str, tuple[str, ...]] = dict(STANDARD_APP_TENANTS)
@@ -565,6 +565,29 @@ def _check_rate_changes(workload: dict[str, Any]) -> list[Issue]:
             tenants_of[name] = tuple(f"{name}-t{i}" for i in range(n if isinstance(n, int) and n > 0 else 1))
             if entry.get("arrival") is not None:
                 closed.add(name)
+    return tenants_of, closed
+
+
+def _check_fault_apps(data: Mapping[str, Any]) -> list[Issue]:
+    """A fault's `app` (a surge, a reshape, a gateway route) must name an app of the workload: a misspelt one
+    would act on no request, and the world would silently lack its cause."""
+    tenants_of, _ = _workload_apps(_dict(data.get("workload")))
+    if not tenants_of:
+        return []
+    entries = [((*loc, i), raw) for loc, faults in _all_worlds(data) for i, raw in enumerate(faults)]
+    entries += [(("noise", i), raw) for i, raw in enumerate(_list(data.get("noise")))]
+    issues: list[Issue] = []
+    for loc, raw in entries:
+        app = _dict(_dict(raw).get("params")).get("app")
+        if isinstance(app, str) and app not in tenants_of:
+            issues.append(Issue((*loc, "params", "app"), f"no app {app!r} in the workload",
+                                did_you_mean(app, tenants_of) or f"apps: {', '.join(tenants_of)}"))
+    return issues
+
+
+def _check_rate_changes(workload: dict[str, Any]) -> list[Issue]:
+    """Each rate change names an open-loop app of the workload and, if any, one of that app's tenants."""
+    tenants_of, closed = _workload_apps(workload)
     issues: list[Issue] = []
     for i, raw in enumerate(_list(workload.get("rate_changes"))):
         change, loc = _dict(raw), ("workload", "rate_changes", i)
@@ -669,6 +692,7 @@ def cross_check(data: Mapping[str, Any]) -> list[Issue]:
     issues += _check_models(fleet, faults)
     issues += _check_workload_times(_dict(data.get("workload")), duration)
     issues += _check_rate_changes(_dict(data.get("workload")))
+    issues += _check_fault_apps(data)
     issues += _check_adapters(data, engine)
     for i, raw in enumerate(faults):
         issues += _check_fault(i, _dict(raw), n_replicas, duration, fleet=fleet)

@@ -306,7 +306,8 @@ class WorkloadEffects:
         self.position = 0
         self.surges: list[tuple[Fault, str | None, float]] = []  # (fault, app, extra rate factor)
         self.shifts: list[tuple[int, Fault, str | None, float, float]] = []  # (position, fault, app, prompt, output)
-        self.delays: list[tuple[int, Fault, float, float]] = []  # (position, fault, mean s, log-sigma)
+        # (position, fault, mean s, log-sigma, app or None for every app)
+        self.delays: list[tuple[int, Fault, float, float, str | None]] = []
         self.rescores: list[tuple[Fault, Mapping[str, float]]] = []  # (fault, score change by task)
         self.versions: list[tuple[Fault, str | None, Mapping[str, float]]] = []  # (fault, version, change by task)
         self.throttles: list[tuple[Fault, str]] = []  # (fault, cause)
@@ -317,8 +318,8 @@ class WorkloadEffects:
     def reshape(self, fault: Fault, app: str | None, prompt_scale: float, output_scale: float) -> None:
         self.shifts.append((self.position, fault, app, prompt_scale, output_scale))
 
-    def delay(self, fault: Fault, mean_s: float, sigma: float) -> None:
-        self.delays.append((self.position, fault, mean_s, sigma))
+    def delay(self, fault: Fault, mean_s: float, sigma: float, app: str | None = None) -> None:
+        self.delays.append((self.position, fault, mean_s, sigma, app))
 
     def rescore(self, fault: Fault, deltas: Mapping[str, float]) -> None:
         self.rescores.append((fault, deltas))
@@ -433,8 +434,9 @@ def gateway_transit(parts: list[list[Request]], faults: list[FaultSpec], seed: i
     Every request gets the gateway's baseline transit (`gateway_s`, a few ms drawn from a generator of
     its own per part, so the workload's draws stay as they were); the generated arrival is the arrival
     at the router, so the client sent it gateway_s earlier. A delay a fault declared (`delay`) and active
-    when the client sent the request adds its mean on average (log-normal with its sigma): the request
-    reaches the router, and the engines, that much later.
+    when the client sent the request (of its app, if it names one) adds its mean on average (log-normal
+    with its sigma): the request reaches the router, and the engines, that much later. The delay draws are
+    the same whichever app a delay names, so naming one changes nothing for that app's requests.
     """
     delays = workload_effects(faults).delays
     for p, reqs in enumerate(parts):
@@ -446,7 +448,8 @@ def gateway_transit(parts: list[list[Request]], faults: list[FaultSpec], seed: i
         arrival = np.array([r.arrival_s for r in reqs], dtype=float)
         sent = arrival - gw
         extra = np.zeros(n)
-        for k, fault, mean, sigma in delays:
+        apps = np.array([r.app for r in reqs], dtype=object) if any(d[4] is not None for d in delays) else None
+        for k, fault, mean, sigma, app in delays:
             if mean <= 0.0:
                 continue
             jrng = np.random.Generator(
@@ -454,7 +457,10 @@ def gateway_transit(parts: list[list[Request]], faults: list[FaultSpec], seed: i
             )
             delay = mean * np.exp(sigma * jrng.standard_normal(n) - 0.5 * sigma * sigma)
             until = math.inf if fault.end_s is None else fault.end_s
-            extra += np.where((sent >= fault.start_s) & (sent < until), delay, 0.0)
+            active = (sent >= fault.start_s) & (sent < until)
+            if app is not None and apps is not None:
+                active &= apps == app
+            extra += np.where(active, delay, 0.0)
         for r, g, e in zip(reqs, (gw + extra).tolist(), extra.tolist(), strict=True):
             r.gateway_s = g
             r.arrival_s += e

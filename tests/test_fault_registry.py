@@ -390,5 +390,38 @@ def test_workload_kinds_read_their_defaults_from_their_params() -> None:
     assert [extra for _, _, extra in host.surges] == [surge.params["factor"].default - 1.0]
     assert [(ps, os_) for *_, ps, os_ in host.shifts] == [
         (shift.params["prompt_scale"].default, shift.params["output_scale"].default)]
-    assert [(mean, sigma) for *_, mean, sigma in host.delays] == [
+    assert [(mean, sigma) for _, _, mean, sigma, _ in host.delays] == [
         (delay.params["delay_s"].default, delay.params["jitter"].default)]
+
+
+def test_a_gateway_delay_for_one_app_delays_only_its_requests_by_the_same_draws() -> None:
+    """gateway_latency with `app` is a route of its own through the gateway: that app's requests reach the
+    router exactly as late as with the delay on every app (the same draws), the others as with no delay."""
+    from incidents.fault_spec import FaultSpec
+    from telemetry_gen.runner import gateway_transit
+
+    def sent(*faults: FaultSpec) -> list[Request]:
+        reqs = _requests(200)
+        for i, r in enumerate(reqs):
+            r.app = ("chat", "assistant")[i % 2]
+        gateway_transit([reqs], list(faults), seed=3)
+        return reqs
+
+    every = sent(FaultSpec(kind="gateway_latency", at_s=10.0, params={"delay_s": 0.4}))
+    only = sent(FaultSpec(kind="gateway_latency", at_s=10.0, params={"delay_s": 0.4, "app": "assistant"}))
+    none = sent()
+    for e, o, n in zip(every, only, none, strict=True):
+        assert (o.arrival_s, o.gateway_s) == ((e.arrival_s, e.gateway_s) if o.app == "assistant"
+                                              else (n.arrival_s, n.gateway_s))
+    late = [o.gateway_s - n.gateway_s for o, n in zip(only, none, strict=True)
+            if o.app == "assistant" and o.arrival_s > 12]
+    assert late and min(late) > 0.1
+    assert issues(fault("gateway_latency", params={"delay_s": 0.4, "app": 3})), "the app is a name"
+
+
+@pytest.mark.parametrize("kind", ["gateway_latency", "traffic_surge", "workload_shift"])
+def test_a_fault_naming_an_app_the_workload_lacks_is_refused_with_the_near_name(kind: str) -> None:
+    """A misspelt `app` would act on no request: the world would silently lack its cause."""
+    found = issues(fault(kind, params={**EXAMPLES[kind].get("params", {}), "app": "chatt"}))
+    assert any("no app 'chatt' in the workload" in i and "did you mean 'chat'" in i for i in found), found
+    assert not issues(fault(kind, params={**EXAMPLES[kind].get("params", {}), "app": "chat"}))

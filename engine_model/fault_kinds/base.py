@@ -90,8 +90,9 @@ class WorkloadHost(Protocol):
     def reshape(self, fault: Fault, app: str | None, prompt_scale: float, output_scale: float) -> None:
         """Requests of `app` get their prompt (beyond the shared system prompt) and output scaled."""
 
-    def delay(self, fault: Fault, mean_s: float, sigma: float) -> None:
-        """The gateway adds a log-normal delay of mean `mean_s` seconds and log-sigma `sigma` per request."""
+    def delay(self, fault: Fault, mean_s: float, sigma: float, app: str | None = None) -> None:
+        """The gateway adds a log-normal delay of mean `mean_s` seconds and log-sigma `sigma` per request (of
+        `app` only; None: every app)."""
 
     def rescore(self, fault: Fault, deltas: Mapping[str, float]) -> None:
         """The offline eval harness changes: every version is re-scored with these score changes by task."""

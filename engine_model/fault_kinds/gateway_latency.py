@@ -20,7 +20,10 @@ class GatewayLatency(FaultKind):
         "delay_s": Param("mean seconds added per request at intensity 1", default=0.5, minimum=0.0),
         "jitter": Param("relative spread of the added delay (log-normal sigma, default 0.3)", default=0.3,
                         minimum=0.0),
+        "app": Param("only this app's requests are delayed (a route of their own through the gateway; "
+                     "default: every app)", type="str"),
     }
 
     def workload(self, host: WorkloadHost, fault: Fault) -> None:
-        host.delay(fault, float(self.param(fault, "delay_s")) * fault.intensity, float(self.param(fault, "jitter")))
+        host.delay(fault, float(self.param(fault, "delay_s")) * fault.intensity, float(self.param(fault, "jitter")),
+                   self.app(fault))

@@ -31,12 +31,13 @@ def test_latency_identities(steady) -> None:
     r = tel.tables["requests"]
     ok = r[r.status == "ok"]
     assert len(ok) > 10_000
-    np.testing.assert_allclose(ok.ttft_s, ok.gateway_s + ok.queue_s + ok.prefill_s, atol=1e-9)
+    np.testing.assert_allclose(ok.ttft_s, ok.gateway_s + ok.api_server_s + ok.queue_s + ok.prefill_s, atol=1e-9)
     np.testing.assert_allclose(ok.e2e_s, ok.ttft_s + ok.decode_s, atol=1e-9)
     multi = ok[ok.output_tokens > 1]
     np.testing.assert_allclose(multi.tpot_s, multi.decode_s / (multi.output_tokens - 1), rtol=1e-9)
     assert (ok.queue_s >= 0).all() and (ok.prefill_s > 0).all() and (ok.decode_s >= 0).all()
     assert (ok.gateway_s > 0).all() and ok.gateway_s.max() < 0.05  # the API gateway's few ms
+    assert (ok.api_server_s > 0).all()  # intake and the hand-off to the engine core: never free
     assert (ok.cached_tokens <= ok.prompt_tokens).all()
 
 

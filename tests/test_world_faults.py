@@ -103,7 +103,7 @@ def after(df: pd.DataFrame, at: float = AT, until: float = DURATION) -> pd.DataF
 def test_new_kinds_are_declared_and_validate() -> None:
     for kind in ("gateway_latency", "traffic_surge", "workload_shift", "eval_harness_change", "router_skew"):
         assert kind in FAULT_KINDS
-    assert {"delay_s", "jitter"} == set(FAULT_KINDS["gateway_latency"][1])
+    assert {"delay_s", "jitter", "app"} == set(FAULT_KINDS["gateway_latency"][1])
     assert {"factor", "app"} == set(FAULT_KINDS["traffic_surge"][1])
     assert {"app", "prompt_scale", "output_scale"} == set(FAULT_KINDS["workload_shift"][1])
     assert {"eval_deltas"} == set(FAULT_KINDS["eval_harness_change"][1])
@@ -126,7 +126,8 @@ def test_workload_faults_never_reach_the_engine() -> None:
 
 def test_gateway_s_is_a_requests_column_everywhere_columns_are_listed(truth) -> None:
     cols = list(truth.tables["requests"].columns)
-    assert cols.index("gateway_s") == cols.index("queue_s") - 1
+    # the stages of a first token in the order a request meets them
+    assert cols.index("gateway_s") + 2 == cols.index("api_server_s") + 1 == cols.index("queue_s")
     assert tuple(cols) == tuple(c for c in TABLE_COLUMNS["requests"] if c not in OPTIONAL_COLUMNS["requests"])
     assert COLUMN_TYPES["gateway_s"] == "DOUBLE"
     requests = telemetry_schema.table("requests")
@@ -149,7 +150,7 @@ def test_gateway_baseline_is_a_few_ms_and_leaves_the_workload_draws_alone(truth)
     assert all(sent[i].arrival_s == gen[i].arrival_s and sent[i].prompt_tokens == gen[i].prompt_tokens
                for i in gen)
     ok = r[r.status == "ok"]
-    np.testing.assert_allclose(ok.ttft_s, ok.gateway_s + ok.queue_s + ok.prefill_s, atol=1e-9)
+    np.testing.assert_allclose(ok.ttft_s, ok.gateway_s + ok.api_server_s + ok.queue_s + ok.prefill_s, atol=1e-9)
     np.testing.assert_allclose(ok.e2e_s, ok.ttft_s + ok.decode_s, atol=1e-9)
 
 
@@ -168,7 +169,7 @@ def test_gateway_latency_delays_the_router_arrival_but_not_the_client_one(truth)
     assert late.gateway_s.mean() == pytest.approx(0.5 + 0.003, rel=0.05)
     assert late.gateway_s.std() > 0.05  # jittered
     ok = b[b.status == "ok"]
-    np.testing.assert_allclose(ok.ttft_s, ok.gateway_s + ok.queue_s + ok.prefill_s, atol=1e-9)
+    np.testing.assert_allclose(ok.ttft_s, ok.gateway_s + ok.api_server_s + ok.queue_s + ok.prefill_s, atol=1e-9)
     assert after(ok).ttft_s.median() > after(a[a.status == "ok"]).ttft_s.median() + 0.4
     # the engines do not see the gateway: queueing and their own TTFT histogram stay as they were
     assert after(ok).queue_s.mean() < 0.1

@@ -43,7 +43,7 @@ stand on their digests and only the first WORLD_PROOF_SEEDS seeds are proven aga
 1. (records without the key) strawmen, unsolvable rivals, the truth's other draws, the page's own
    measurements;
 2. the starter snippets must not settle an incident of difficulty 2 or more;
-3. a number inside text has a largest value only in a group of at most ABSENCE_ROWS lines (evidence)."""
+3. a number inside text is read only in a group of at most ABSENCE_ROWS lines (evidence)."""
 RECORD_FOLDER = "proofs"
 PROVE_HINT = ("run `make prove` (servedrill validate --deep --claims-only --record, then the worlds of the first "
               f"{WORLD_PROOF_SEEDS} seeds: --seeds {WORLD_PROOF_SEEDS} --record) and commit the records")

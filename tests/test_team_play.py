@@ -285,15 +285,18 @@ def test_a_solo_round_is_unchanged(data: Path, day: Path, monkeypatch: pytest.Mo
     assert ana.member is None and ana.team == ()
     api.start(ana, None)
     header, start = journal_lines(ana.path)
-    assert "members" not in header and header["player"] == "ana" and "by" not in start["data"]  # type: ignore[operator]
+    assert "members" not in header and header["player"] == "ana"
+    assert isinstance(start["data"], dict) and "by" not in start["data"]
     # one game per player, and another player's game stays closed to ben
     with pytest.raises(SessionError, match="one game per player per round"):
         Session.create(MINI, 1, "ana", root=data)
     assert ana.path is not None
     as_member(monkeypatch, day, "ben", round_no=2)
+    with pytest.raises(SessionError, match="open in another servedrill process"):
+        api.resume_session(ana.path)  # a player's game stays locked by its one process, as before
+    ana.close()
     with pytest.raises(SessionError, match="this session is ana's"):
         api.resume_session(ana.path)
     # a team's name in a solo round is refused: the seat is the player's
     with pytest.raises(SessionError, match="as ben, not as 'blue'"):
         Session.create(MINI, 1, "blue", root=data)
-    ana.close()

@@ -344,9 +344,8 @@ def _entry(con: duckdb.DuckDBPyConnection, path: Path, row: dict[str, Any], team
         points = []  # without the incident the truth is unknown: no curve
     player = str(row["player"])
     members = list(t.header.members)
-    if members:
-        team = player  # a team's shared game is the team's result
-    else:
+    team: str | None = player  # a team's shared game is the team's result
+    if not members:
         team = meta.get("team") if isinstance(meta.get("team"), str) else team_of.get(player, NO_TEAM)
     return Entry(path, str(row["session_id"]), player, team, str(row["incident_id"]), int(row["seed"] or 0),
                  title, round(total, 1), None if time_s is None else round(time_s, 1), time_s is not None,

@@ -96,3 +96,56 @@ def _none() -> Any:
     from tui.board import Evidence
 
     return Evidence()
+
+
+class _Scripted:
+    """Line mode's input: before each line is read, what another member does meanwhile (a callable)."""
+
+    def __init__(self, steps: list[tuple[Any, str]]) -> None:
+        self.steps = list(steps)
+
+    def readline(self) -> str:
+        if not self.steps:
+            return ""
+        meanwhile, line = self.steps.pop(0)
+        meanwhile()
+        return line + "\n"
+
+
+def test_line_mode_prints_the_teams_work_at_the_next_prompt_and_follows_its_hand_in(
+        tui_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from test_rounds import _Echo
+
+    from game.frontends.line_mode import PlainGame
+
+    results = tmp_path / "results"
+    results.mkdir()
+    state = results / "gameday.json"
+    write_round_state(state, START, None)
+    path = team_journal(tui_env / "sessions" / "tui-mini-team.jsonl")
+    monkeypatch.setenv(seat_module.SEAT_ENV, seat_of("ana", tmp_path, state))
+    ana = api.resume_session(path)
+    monkeypatch.setenv(seat_module.SEAT_ENV, seat_of("ben", tmp_path, state))
+    ben = api.resume_session(path)
+    out = io.StringIO()
+    steps = [(lambda: api.pin(ana, 1, "overload", "refutes"), "hypotheses"),
+             (lambda: api.submit(ana), "SELECT 1"),
+             (lambda: None, "quit")]
+    game = PlainGame(ben, _Echo(), _Scripted(steps), out, clock=lambda: START + 100.0)  # type: ignore[arg-type]
+    try:
+        assert game.run() == "submitted"
+    finally:
+        ana.close()
+        ben.close()
+    text = out.getvalue()
+    # each at ben's next command, before it runs: the pin before his listing, the hand-in instead of his query
+    pinned = text.index("[team] ana pinned Q1 as refutes ")
+    assert pinned < text.index("servedrill>", text.index("servedrill>") + 1)
+    assert "[team] ana handed in the team's board" in text and "cannot run a query" not in text
+    assert "Handed in. The debrief opens when the round ends" in text
+    assert "Traceback" not in text
+    # ben's query after the hand-in was refused and recorded nothing: the journal's last event is ana's submit
+    last = json.loads(path.read_text().splitlines()[-1])
+    assert last["kind"] == "submit" and last["data"]["by"] == "ana"

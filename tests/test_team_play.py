@@ -13,6 +13,7 @@ processes' would be."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -143,7 +144,8 @@ def load_roster_token(day: Path, player: str) -> str:
 def test_two_members_play_one_game_and_hand_in_once(data: Path, day: Path, gateway: Gateway,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     gd = load_gameday(day)
-    write_state(gd, {1: (1.0, None)})
+    t0 = time.time()  # the console's start of the round (a recorded time, never waited on)
+    write_state(gd, {1: (t0, None)})
     inc = load_incident(MINI, seed=0)
     the_plan = plan(inc, "expert", np.random.default_rng(1))
 
@@ -205,6 +207,12 @@ def test_two_members_play_one_game_and_hand_in_once(data: Path, day: Path, gatew
     ben.close()
     assert count == len(lines) + 1  # only ben's hand-in was added
 
+    # the live room: one row per team, naming its members; the team handed in once
+    room = api.room_state(gd, [data], t0 + 60)
+    assert [(p.label, p.status, p.queries) for p in room.players] == [
+        ("blue: ana, ben", "handed in", 2), ("red: dara", "not joined", 0)]
+    assert [(s.label, s.score) for s in room.standings] == [("blue: ana, ben", None)]  # no score while it runs
+
     # collection: one result for the team, naming its members; red handed nothing in
     code, out, err = cli("gameday", "collect", str(day), "--round", "1", "--json")
     assert code == 0, err
@@ -228,6 +236,10 @@ def test_two_members_play_one_game_and_hand_in_once(data: Path, day: Path, gatew
     # overall, each member is credited with the team's result
     overall = {p["player"]: p["score"] for p in board.players}
     assert overall == {"ana": row["score"], "ben": row["score"]}
+    # the review: the team's one path, naming its members
+    review = api.game_day_review(gd, key=key)
+    [path] = review.rounds[0].players
+    assert path.player == "blue (ana, ben)" and path.team == "blue" and path.verified
 
 
 @pytest.mark.slow

@@ -165,6 +165,7 @@ def test_two_members_play_one_game_and_hand_in_once(data: Path, day: Path, gatew
     ben = api.resume_session(ana.path or "")
     assert ben.session_id == ana.session_id and ben.member == "ben"
     assert [q.data["sql"] for q in ben.queries] == [the_plan.queries[1].sql]  # ana's query, read by ben
+    assert api.start(ben, None).data["by"] == "ana"  # leaving the briefing after ana: the game started once
     # a member who opens "a new game" joins the team's instead of starting a second one
     also_ben = api.new_session(api.load_variant(MINI, 0), "blue")
     assert also_ben.session_id == ana.session_id

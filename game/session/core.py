@@ -390,7 +390,8 @@ class Session:
     # ---------------------------------------------------------------- actions
 
     def start(self, telemetry_digest: str | None = None) -> Event:
-        """Leave the briefing. `telemetry_digest` (the incident database's) goes into the transcript."""
+        """Leave the briefing. `telemetry_digest` (the incident database's) goes into the transcript. In a team's
+        shared game a member who leaves the briefing after another gets that member's start event back."""
         return self._record(START, {"telemetry_digest": telemetry_digest})
 
     def run_query(self, gateway: _Runs, sql: str) -> tuple[Event | None, QueryResult]:
@@ -621,6 +622,9 @@ class Session:
                 self._catch_up(cut_torn=True)
                 if kind == SUBMIT and (refused := self._second_hand_in()) is not None:
                     raise refused
+                started = next((e for e in self._rules.events if e.kind == START), None)
+                if kind == START and started is not None:
+                    return started  # two members left the briefing together: the team's game started once
                 if kind not in (INJECT, MESSAGE) and "gm" not in data:  # the member's own act, from their seat
                     data = {**data, "by": self.member}
                 event = self._write(kind, data)

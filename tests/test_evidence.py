@@ -68,6 +68,19 @@ def test_a_magnitude_is_read_as_a_direction_never_as_a_size() -> None:
     assert not rules_out(ratio, [shown(["speedup"], [(2.7,)])], [shown(["speedup"], [(1.0,)])] * 2)
 
 
+def test_another_direction_needs_every_truth_draw_clear_of_the_rival() -> None:
+    # flat (0.97x its siblings) against a rival that reads up (1.12-1.15x): another direction only when
+    # the truth's other draws stand as clear of the rival; a draw at 1.05x says flat was near the line
+    seen = by_replica({"vllm-0": 0.97, "vllm-1": 1.0, "vllm-2": 1.0})
+    steady = [by_replica({"vllm-0": 0.98, "vllm-1": 1.0, "vllm-2": 1.0})]
+    leaning = [by_replica({"vllm-0": 1.05, "vllm-1": 1.0, "vllm-2": 1.0})]
+    rival = [by_replica({"vllm-0": 1.12, "vllm-1": 1.0, "vllm-2": 1.0}),
+             by_replica({"vllm-0": 1.15, "vllm-1": 1.0, "vllm-2": 1.0})]
+    key = Feature(PEER, ("vllm-0",), "p90_prefill_s|0")
+    assert any(r.feature == key for r in ruling(seen, steady, rival))
+    assert not any(r.feature == key for r in ruling(seen, leaning, rival))
+
+
 def test_a_number_cast_to_text_is_a_number() -> None:
     seen = shown(["v"], [("0.129",)])
     assert Feature("level", (), "v") in seen.features and not seen.cells

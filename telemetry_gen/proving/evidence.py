@@ -450,8 +450,9 @@ def _magnitude(feature: Feature, x: float, truths: Sequence[Shown], rvals: Seque
     Chance is the largest log distance from `x` to the truth's other draws, or between the rival's
     written world on its traffic draws (`drawn`; its declared members widen `rvals`, not chance).
     Another direction (up, down, flat; zero or not) on every truth draw against every rival member
-    counts when the gap is more than FLAT and NOISE_FACTOR times the spread of the rival's own draws (the
-    truth's chance is spent on every draw reading the same way). A size counts only when the rival's family
+    counts when every truth draw, the one seen included, lies more than FLAT and NOISE_FACTOR times the
+    spread of the rival's own draws from every member (the truth's spread is no bar: every draw reads the
+    same way). A size counts only when the rival's family
     spans the severities the incident declares for it (`sized`): for a group against its siblings
     (RATIO_SIZE_FACTOR) or a level (LEVEL_SIZE_FACTOR); otherwise nobody knows what size the rival predicts."""
     kind = feature.kind
@@ -482,10 +483,13 @@ def _magnitude(feature: Feature, x: float, truths: Sequence[Shown], rvals: Seque
     if all(direction(kind, r) != mine for r in rvals):
         if not math.isfinite(gap):
             return CATEGORY_MARGIN
-        # the truth's chance is already spent: every draw reads the same way; what is left is whether the
-        # rival's own draws could wander as far as what was seen
+        # Every draw of the truth reads the same way, so its spread is no bar here (a trend of 2x to 4x
+        # on every draw is 'up' against a flat rival); but the draws nearest the rival must stand apart
+        # from it too, so a reading near the boundary (0.97x, another draw 1.05x, against a rival at
+        # 1.11x) is not another direction; and the rival's own draws must not wander as far.
+        apart = min(_distance(kind, float(v), r) for v in (x, *values) if isinstance(v, float) for r in rvals)
         need = max(math.log(FLAT), NOISE_FACTOR * rival_chance)
-        return round(min(gap / need, CATEGORY_MARGIN), 3) if gap > need else None
+        return round(min(gap / need, CATEGORY_MARGIN), 3) if apart > need else None
     if sized and kind == PEER:
         floor = math.log(RATIO_SIZE_FACTOR)
     elif sized and kind in (LEVEL, PEAK_LEVEL):

@@ -102,7 +102,7 @@ def test_the_shipped_example_checks_clean() -> None:
                         "players", "diagnostics"}
     assert doc["ok"] is True and doc["diagnostics"] == [] and len(doc["teams"]) == 4 and doc["players"] == 12
     assert set(doc["rounds"][0]) == {"round", "incident", "ref", "title", "path", "seed", "time_limit_s",
-                                         "debrief"}
+                                         "debrief", "team_play"}
     assert sum(r["time_limit_s"] for r in doc["rounds"]) <= 45 * 60
 
 

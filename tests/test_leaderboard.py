@@ -248,7 +248,9 @@ def test_leaderboard_command_json_keys(results: Path, tmp_path: Path) -> None:
     assert doc["written"] == [str(html)] and html.is_file()
     incident = doc["incidents"][0]
     assert set(incident) == {"round", "incident", "seed", "title", "truth", "players", "teams", "confidence"}
-    assert set(incident["players"][0]) == {"rank", "player", "team", "score", "time_s", "submitted", "late", "file"}
+    assert set(incident["players"][0]) == {"rank", "player", "team", "score", "time_s", "submitted", "late", "file",
+                                           "members"}
+    assert incident["players"][0]["members"] == []  # one player's game; a team's names its members
     assert set(incident["teams"][0]) == {"rank", "team", "score", "time_s", "handed_in", "size"}
     assert set(doc["overall"]["players"][0]) == {"rank", "player", "team", "score", "time_s", "incidents"}
     assert set(doc["overall"]["teams"][0]) == {"rank", "team", "score", "time_s", "incidents", "size"}

@@ -214,6 +214,7 @@ from game.api.shelf import (
     teaches,
     unfinished_sessions,
 )
+from game.api.team import team_line, team_news, team_of
 from game.api.telemetry import TRUTH_WORLD, Exported, export_parquet, open_world, world_names
 
 if TYPE_CHECKING:
@@ -373,6 +374,9 @@ __all__ = [
     "started_on",
     "submit",
     "teaches",
+    "team_line",
+    "team_news",
+    "team_of",
     "time_up",
     "transcript_review",
     "transcripts_folder",

@@ -209,12 +209,34 @@ def new_session(variant: Variant, player: str, *, root: Path | None = None, jour
     """A new journalled session of the variant for `player` (under `root`/sessions; default the data
     folder). `journal=False`: a session that writes nothing, under the same rules, for a scripted player
     whose game nobody resumes or watches. Raises SessionError."""
-    from game.session import Session, file_digest
+    from game.session import Session, SessionError, file_digest
 
     if not journal:
         return Session.in_memory(variant.incident, variant.seed, player, incident_digest=file_digest(variant.path),
                                  incident_path=str(variant.path))
-    return Session.create(variant.path, variant.seed, player, root=root)
+    try:
+        return Session.create(variant.path, variant.seed, player, root=root)
+    except SessionError:
+        joined = _team_game(root)
+        if joined is None:
+            raise
+        return joined  # a team round: another member's tab started the team's game meanwhile; this one joins it
+
+
+def _team_game(root: Path | None) -> Session | None:
+    """The team's game of a team round's seat, resumed, once a member has started it (else None)."""
+    from game.session import check_session_id, sessions_dir
+    from game.session.seat import claimed, current
+
+    seat = current()
+    if seat is None or seat.team is None:
+        return None
+    found = claimed(Path(seat.registry), seat.round, seat.team, team=True)
+    try:
+        check_session_id(found)
+    except ValueError:
+        return None  # no claim yet (or a registry entry that is no session id: never made into a path)
+    return resume_session(sessions_dir(root) / f"{found}.jsonl")
 
 
 def resume_session(path: Path | str) -> Session:

@@ -178,6 +178,8 @@ def _path(assessor: Assessor, entry: Entry | None, t: Transcript, deadline: floa
     total = round(float(report.total), 1)
     if entry is not None:
         player, team, file, verified, time_s = entry.player, entry.team, str(entry.file), entry.verified, entry.time_s
+        if entry.members:  # a team round's shared game: the team's one path, naming its members
+            player = f"{entry.player} ({', '.join(entry.members)})"
     else:
         submit_at = next((e.time for e in events if e.kind == SUBMIT), None)
         player, team, file, verified = t.header.player, None, str(t.path), False

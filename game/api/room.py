@@ -15,6 +15,10 @@ call them, so the rules below live once.
   ended, which is when a held debrief opens for the players (`game.api.rounds.debrief_hold`). The room never
   reads the answer at all: the truth is the players' debrief's, not the projector's.
 
+In a **team round** (the plan's `team_play`) a team plays one shared game and hands in once, so the room shows
+one row per team (`RoomPlayer.player` is the team, `members` its players) with the team game's status, and the
+standings rank teams.
+
 Every call takes `now` (epoch seconds) from the caller, so a screen (and a test) drives the time.
 """
 
@@ -149,9 +153,11 @@ def send_to_player(gameday: GameDay, folders: Iterable[Path], player: str, kind:
     rnd = running_round(gameday, times)
     if rnd is None:
         raise RoomError("no round is running; a message goes to a player's game of the running round")
-    if player not in gameday.players:
+    if player not in gameday.players and not (rnd.team_play and player in gameday.teams):
         raise RoomError(f"{player!r} is on no team")
-    mine = _games(gameday, rnd, folders, times[rnd.number][0]).get(player, [])
+    # a team round: a word to a member (or to the team) goes into the team's one game
+    owner = gameday.players.get(player, player) if rnd.team_play else player
+    mine = _games(gameday, rnd, folders, times[rnd.number][0]).get(owner, [])
     playing = [j for j in mine if j.submitted is None]
     if not playing:
         raise RoomError(f"{player} has {'handed in already' if mine else 'no game in this round yet'}; not sent")
@@ -174,6 +180,13 @@ class RoomPlayer:
     queries: int = 0
     last_activity: float | None = None
     handed_in_at: float | None = None
+    members: tuple[str, ...] = ()
+    """A team round: `player` is the team, playing one shared game, and these its players."""
+
+    @property
+    def label(self) -> str:
+        """The name as the room shows it: the player, or a team with its members (`blue: ana, ben`)."""
+        return f"{self.player}: {', '.join(self.members)}" if self.members else self.player
 
     def idle_s(self, now: float) -> float | None:
         """Seconds since the last activity (None without a game)."""
@@ -191,6 +204,12 @@ class RoomStanding:
     taken_s: float | None
     queries: int
     score: float | None = None
+    members: tuple[str, ...] = ()
+    """A team round: the team's players (`player` is the team)."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.player}: {', '.join(self.members)}" if self.members else self.player
 
 
 @dataclass(frozen=True)
@@ -246,10 +265,12 @@ def room_state(gameday: GameDay, folders: Iterable[Path], now: float) -> RoomSta
     time_is_up = ended is not None or left <= 0
     games = _games(gameday, rnd, folders, started)
     players = []
-    for player, team in gameday.players.items():
+    for player, members in gameday.hand_ins(rnd).items():
+        team = player if rnd.team_play else gameday.players[player]
+        shown = tuple(members) if rnd.team_play else ()
         mine = games.get(player, [])
         if not mine:
-            players.append(RoomPlayer(player, team, NOT_JOINED))
+            players.append(RoomPlayer(player, team, NOT_JOINED, members=shown))
             continue
         handed = [j for j in mine if j.submitted is not None]
         journal = min(handed, key=lambda j: j.submitted or 0.0) if handed else max(mine, key=_begun)
@@ -263,7 +284,7 @@ def room_state(gameday: GameDay, folders: Iterable[Path], now: float) -> RoomSta
         queries = sum(1 for e in journal.events if e.get("kind") == "query")
         last = max((float(e["time"]) for e in journal.events if isinstance(e.get("time"), int | float)),
                    default=None)
-        players.append(RoomPlayer(player, team, status, queries, last, submitted))
+        players.append(RoomPlayer(player, team, status, queries, last, submitted, shown))
     scores_shown = ended is not None
     scores = _recorded_scores(gameday, rnd) if scores_shown else {}
     standings = _standings(players, games, scores)
@@ -302,10 +323,12 @@ def _journals(folders: Iterable[Path]) -> list[Journal]:
 
 
 def _games(gameday: GameDay, rnd: Round, folders: Iterable[Path], started: float | None) -> dict[str, list[Journal]]:
-    """Each roster player's journals of round `rnd` (its incident and seed, begun since `started`)."""
+    """Each roster player's (a team round: each team's) journals of round `rnd` (its incident and seed, begun
+    since `started`)."""
     games: dict[str, list[Journal]] = {}
+    hand_ins = gameday.hand_ins(rnd)
     for journal in _journals(folders):
-        if (journal.player not in gameday.players or journal.incident_id != rnd.incident_id
+        if (journal.player not in hand_ins or journal.incident_id != rnd.incident_id
                 or journal.seed != rnd.seed):
             continue
         begun = _begun(journal)
@@ -338,7 +361,7 @@ def _standings(players: Sequence[RoomPlayer], games: dict[str, list[Journal]],
                                  r[0].player))
     else:
         rows.sort(key=lambda r: (r[0].handed_in_at or 0.0, r[0].player))
-    return tuple(RoomStanding(i, p.player, p.team, taken, p.queries, score)
+    return tuple(RoomStanding(i, p.player, p.team, taken, p.queries, score, p.members)
                  for i, (p, taken, score) in enumerate(rows, start=1))
 
 
@@ -352,7 +375,8 @@ def _recorded_scores(gameday: GameDay, rnd: Round) -> dict[str, float]:
     folder = round_folder(gameday, rnd)
     if not folder.is_dir():
         return out
-    for path in sorted(folder.glob("*--*.json")):
+    hand_ins = gameday.hand_ins(rnd)
+    for path in sorted([*folder.glob("*--*.json"), *folder.glob("*.team.json")]):
         try:
             doc: Any = json.loads(read_text(path, max_bytes=MAX_TRANSCRIPT_BYTES, what="transcript"))
         except (OSError, ValueError):
@@ -361,6 +385,6 @@ def _recorded_scores(gameday: GameDay, rnd: Round) -> dict[str, float]:
         if not isinstance(meta, dict):
             continue
         player, score = meta.get("player"), meta.get("score")
-        if player in gameday.players and isinstance(score, int | float) and not isinstance(score, bool):
+        if player in hand_ins and isinstance(score, int | float) and not isinstance(score, bool):
             out[str(player)] = float(score)
     return out

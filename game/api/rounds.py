@@ -206,7 +206,10 @@ def time_up(session: Session, c: Clock,
     """At TIME UP of a round, hand in `ranking` (the board as the player's screen shows it; None: the last
     ranking saved, else an even split over the board). Returns the submit event, or None when nothing is
     to be done (no round, time left, already handed in)."""
-    if not (c.submits and c.time_up) or session.state != "investigating":
+    if not (c.submits and c.time_up):
+        return None
+    session.sync()  # a team's game: another member's tab may have handed it in already (one hand-in per team)
+    if session.state != "investigating":
         return None
     if ranking is None:
         saved = session.ranking
@@ -216,6 +219,15 @@ def time_up(session: Session, c: Clock,
             ids = [h.id for h in session.board]
             base, extra = divmod(100, len(ids)) if ids else (0, 0)
             ranking = [(hid, float(base + (1 if i < extra else 0))) for i, hid in enumerate(ids)]
+    if session.team:
+        from game.session import SessionError
+
+        try:
+            return session.submit(ranking)
+        except SessionError:
+            if session.submission is not None:
+                return None  # every member's tab hands in at TIME UP: the first one's is the team's
+            raise
     return session.submit(ranking)
 
 

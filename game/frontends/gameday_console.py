@@ -144,9 +144,9 @@ class Console:
         new = [p for p in got.files if p not in seen]
         seen.update(got.files)
         if new and not quiet:
-            for p in sorted(new):
-                self.echo(f"  handed in: {p} ({self.gameday.players[p]})")
-            self.echo(f"  {len(got.files)}/{len(self.gameday.players)} handed in")
+            for p in sorted(new):  # a player (their team), or in a team round a team (its members)
+                self.echo(f"  handed in: {p} ({_of(self.gameday, rnd, p)})")
+            self.echo(f"  {len(got.files)}/{len(self.gameday.hand_ins(rnd))} handed in")
         left = self.left_s(rnd)
         marks = [m for m in WARNINGS_S if m < rnd.time_limit_s] + [0.0]
         crossed = [m for m in marks if left <= m and (rnd.number, m) not in self.announced]
@@ -195,6 +195,10 @@ class Console:
         self.echo(f"Round {rnd.number}: {rnd.title}")
         self.echo(f"  incident {rnd.incident_id}, seed {rnd.seed}; {rnd.time_limit_s / 60:g} min from "
                   f"{_clock_text(now)} to {_clock_text(now + rnd.time_limit_s)}")
+        if rnd.team_play:
+            self.echo("Team play: each team plays one shared game and hands in once. Members open their personal "
+                      "links from `servedrill gameday roster` (the game-day server, `servedrill serve --gameday`); "
+                      "the commands below play alone and do not count in this round.")
         self.echo("Each player runs:")
         for team, players in self.gameday.teams.items():
             for p in players:
@@ -212,8 +216,12 @@ class Console:
         self.seen.setdefault(rnd.number, set()).update(got.files)
         left = self.left_s(rnd)
         self.echo(f"Round {rnd.number} ({rnd.incident_id}): {_mmss(left) + ' left' if left > 0 else 'TIME UP'}; "
-                  f"{len(got.files)}/{len(self.gameday.players)} handed in")
+                  f"{len(got.files)}/{len(self.gameday.hand_ins(rnd))} handed in")
         for team, players in self.gameday.teams.items():
+            if rnd.team_play:  # one shared game per team
+                state = "handed in" if team in got.files else "playing"
+                self.echo(f"  {team:<10} {state} ({', '.join(players)})")
+                continue
             done = [p for p in players if p in got.files]
             playing = [p for p in players if p not in got.files]
             self.echo(f"  {team:<10} handed in: {', '.join(done) or '-'}; playing: {', '.join(playing) or '-'}")
@@ -232,7 +240,7 @@ class Console:
             self.echo(str(exc))
             return
         self.times = api.round_times(self.gameday)
-        self.echo(f"Round {rnd.number} ended: {len(got.files)}/{len(self.gameday.players)} handed in"
+        self.echo(f"Round {rnd.number} ended: {len(got.files)}/{len(self.gameday.hand_ins(rnd))} handed in"
                   + (f"; no transcript from {', '.join(got.waiting)}" if got.waiting else ""))
         for problem in got.problems:
             self.echo(f"  note: {problem}")
@@ -262,3 +270,8 @@ class Console:
 
     def do_board(self, _arg: str) -> None:
         self.echo(api.leaderboard_text(self.gameday))
+
+
+def _of(gameday: GameDay, rnd: Round, name: str) -> str:
+    """What the console says beside a hand-in: a player's team, or a team round's members."""
+    return ", ".join(gameday.hand_ins(rnd).get(name, [])) if rnd.team_play else gameday.players.get(name, "-")

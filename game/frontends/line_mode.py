@@ -319,6 +319,9 @@ class PlainGame:
             return self.session.state
         while True:
             self._deliver_injects()
+            if self._team_news():  # a team round: another member handed the team's board in
+                self._finish()
+                return self.session.state
             if self._tick():  # TIME UP of a game-day round handed the board in
                 self._finish()
                 return self.session.state
@@ -333,11 +336,15 @@ class PlainGame:
             if not line:
                 continue
             try:
+                if self._team_news():  # what the team did while this member typed, before their command
+                    self._finish()
+                    return self.session.state
                 if not self._dispatch(line):
                     return self.session.state
             except api.SessionError as exc:
                 self.say(f"error: {visible(str(exc), multiline=True)}")
             if self.session.state == "submitted":
+                self._team_news()  # the hand-in may be another member's
                 self._mitigate()
                 self._finish()
                 return self.session.state
@@ -397,6 +404,14 @@ class PlainGame:
         # timed injects and whatever an interviewer sent into the session's inbox
         for update in api.updates(self.session):
             self.say(update_text(update))
+
+    def _team_news(self) -> bool:
+        """A team round: print what the other members did since the last prompt (one line each, naming them);
+        whether the team's board was handed in meanwhile."""
+        news = api.team_news(self.session)
+        for event in news:
+            self.say(f"[team] {api.team_line(self.session, event)}")
+        return any(e.kind == "submit" for e in news)
 
     def _updates(self, quiet: bool = False) -> None:
         delivered = self.session.updates

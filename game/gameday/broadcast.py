@@ -60,15 +60,16 @@ def broadcast(gameday: GameDay, rnd: Round, folders: Iterable[Path], text: str, 
     make_item("message", text=text, sender=who)  # empty or too long: refused before anything is sent
     out = Broadcast(rnd.number, text, who)
     games: dict[str, list[Any]] = {}
+    hand_ins = gameday.hand_ins(rnd)  # each player's game, or in a team round each team's one game (sent once)
     for journal in journals(folders):
-        if (journal.player not in gameday.players or journal.incident_id != rnd.incident_id
+        if (journal.player not in hand_ins or journal.incident_id != rnd.incident_id
                 or journal.seed != rnd.seed):
             continue
         begun = next((float(e["time"]) for e in journal.events if e.get("kind") == "start"), None)
         if started is not None and begun is not None and begun < started:
             continue
         games.setdefault(journal.player, []).append(journal)
-    for player in gameday.players:
+    for player in hand_ins:
         mine = games.get(player, [])
         playing = [j for j in mine if j.submitted is None]
         if not mine:

@@ -258,6 +258,10 @@ def round_folder(gameday: GameDay, rnd: Round) -> Path:
 
 
 def transcript_target(gameday: GameDay, rnd: Round, player: str) -> Path:
+    """Where `player`'s result of `rnd` goes; in a team round `player` is the team, whose one result is
+    `TEAM.team.json` (a player's is `TEAM--PLAYER.json`)."""
+    if rnd.team_play:
+        return round_folder(gameday, rnd) / f"{player}.team.json"
     return round_folder(gameday, rnd) / f"{gameday.players.get(player, 'no-team')}--{player}.json"
 
 
@@ -286,6 +290,10 @@ def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, star
     result.trusted = key is None or trust_players
     registry = gameday.path.with_name(f"{gameday.path.stem}.server")
     roster = gameday.players
+    # who hands in: each player, or in a team round each team (one shared game, handed in once)
+    hand_ins = gameday.hand_ins(rnd)
+    if only is not None and rnd.team_play:
+        only = roster.get(only, only)  # a player hands in their team's game
     deadline = None if started is None else started + rnd.time_limit_s
     candidates: dict[str, Journal] = {}
     verified: dict[Path, bool] = {}
@@ -300,7 +308,7 @@ def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, star
             continue
         verified[j.path] = key is not None and j.signed
         if verified[j.path]:
-            mine = claimed(registry, rnd.number, j.player)
+            mine = claimed(registry, rnd.number, j.player, team=rnd.team_play)
             if mine is not None and mine != j.header.get("session_id"):
                 result.refused.append({"file": str(j.path), "player": j.player,
                                        "reason": f"not {j.player}'s game of round {rnd.number} (the server "
@@ -308,9 +316,9 @@ def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, star
                 continue
         if started is not None and j.submitted < started:
             continue
-        if j.player not in roster:
-            result.problems.append(f"{j.path}: player '{j.player}' is on no team; not collected "
-                                   "(a typo in --player?)")
+        why_not = _not_a_hand_in(j, rnd, hand_ins)
+        if why_not is not None:
+            result.problems.append(f"{j.path}: {why_not}; not collected")
             continue
         best = candidates.get(j.player)
         if best is None or (j.submitted, str(j.path)) < (best.submitted or 0.0, str(best.path)):
@@ -333,7 +341,8 @@ def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, star
             tmp.unlink(missing_ok=True)
         submitted = j.submitted or 0.0
         doc["gameday"] = {
-            "event": gameday.event, "round": rnd.number, "team": roster[player], "player": player,
+            "event": gameday.event, "round": rnd.number, "team": player if rnd.team_play else roster[player],
+            "player": player, "members": hand_ins[player] if rnd.team_play else [],
             "incident": rnd.incident_id, "seed": rnd.seed, "late": deadline is not None and submitted > deadline,
             "deadline": deadline, "score": report.total, "collected": time.time(), "session_file": str(j.path),
             "verified": verified.get(j.path, False),
@@ -343,9 +352,29 @@ def collect_round(gameday: GameDay, rnd: Round, folders: Iterable[Path], *, star
         _write_json(target, doc)
         result.files[player] = target
         result.new.append(player)
-    wanted = [only] if only is not None else list(roster)
+    wanted = [only] if only is not None else list(hand_ins)
     result.waiting = [p for p in wanted if p not in result.files]
     return result
+
+
+def _not_a_hand_in(journal: Journal, rnd: Round, hand_ins: dict[str, list[str]]) -> str | None:
+    """Why `journal` is no hand-in of `rnd` (None: it is): a player on no team, or a team's shared game in a
+    round each player plays alone (or the other way round), or one that names other members than the plan."""
+    members = journal.header.get("members") or []
+    name = journal.player
+    if not rnd.team_play:
+        if members:
+            return f"team {name}'s shared game, but round {rnd.number} is played by each player alone"
+        if name not in hand_ins:
+            return f"player '{name}' is on no team (a typo in --player?)"
+        return None
+    if name not in hand_ins:
+        return (f"'{name}' is no team of the plan: round {rnd.number} is team play, one shared game per team"
+                if not members else f"team '{name}' is not in the plan")
+    if list(members) != hand_ins[name]:
+        return f"team {name}'s game names members {', '.join(map(str, members)) or 'none'}, the plan " \
+               f"{', '.join(hand_ins[name])}"
+    return None
 
 
 def _refusal(journal: Journal, key: bytes | None, trust_players: bool) -> str | None:

@@ -136,19 +136,26 @@ class RoundGate:
                                      str(self.gameday.path)])
 
     def seat(self, player: str, rnd: Round) -> Seat:
+        """`player`'s seat in `rnd`; in a team round it names their team and its members, whose one game every
+        member's tab plays."""
+        team = self.gameday.players.get(player) if rnd.team_play else None
+        members = tuple(self.gameday.teams[team]) if team is not None else ()
         return Seat(player, rnd.number, rnd.incident_id, rnd.seed, str(self.roster.server_dir),
-                    str(self.gameday.results / "gameday.json"), rnd.debrief, rnd.time_limit_s)
+                    str(self.gameday.results / "gameday.json"), rnd.debrief, rnd.time_limit_s, team, members)
 
     def command(self, player: str, rnd: Round) -> str:
         """The shell command of `player`'s tab in `rnd`: their game, continued when they have one."""
-        env = [f"{SEAT_ENV}={self.seat(player, rnd).to_env()}", f"{KEY_ENV}={self.roster.key_file}"]
+        seat = self.seat(player, rnd)
+        env = [f"{SEAT_ENV}={seat.to_env()}", f"{KEY_ENV}={self.roster.key_file}"]
         if self.gameday.data is not None:
             env.append(f"SERVEDRILL_DATA={self.gameday.data}")
-        session = claimed(self.roster.server_dir, rnd.number, player)
+        # a team round: the team's game (started by whichever member came first), played under the team's name
+        owner = seat.team if seat.team is not None else player
+        session = claimed(self.roster.server_dir, rnd.number, owner, team=seat.team is not None)
         if session is not None:
             play = ["resume", session]
         else:
-            play = ["play", str(rnd.path), "--seed", str(rnd.seed), "--player", player]
+            play = ["play", str(rnd.path), "--seed", str(rnd.seed), "--player", owner]
         return "exec " + shlex.join(["env", *env, self.python, "-m", "tui.cli", *play])
 
 

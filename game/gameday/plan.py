@@ -54,6 +54,9 @@ class RoundSpec(_Strict):
     debrief: Literal["held", "immediate"] = Field(
         "held", description="in a served round: 'held' until the round ends (default), or 'immediate' "
                             "(practice rounds)")
+    team_play: bool | None = Field(
+        None, description="each team plays the round as one shared game with one hand-in (default: the "
+                          "event's team_play)")
 
     @field_validator("incident")
     @classmethod
@@ -76,6 +79,8 @@ class GameDaySpec(_Strict):
     data: str | None = Field(None, description="SERVEDRILL_DATA folder the players use (a shared folder)")
     rounds: list[RoundSpec] = Field(min_length=1, max_length=MAX_ROUNDS)
     teams: list[TeamSpec] = Field(min_length=1)
+    team_play: bool = Field(False, description="every round is team play unless the round says "
+                                               "team_play: false")
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,9 @@ class Round:
     seed: int
     time_limit_s: float
     debrief: str = "held"
+    team_play: bool = False
+    """Each team plays the round as one shared game (a served round: every member's link opens it), one hand-in
+    per team."""
 
     @property
     def library(self) -> bool:
@@ -99,7 +107,7 @@ class Round:
     def to_dict(self) -> dict[str, Any]:
         return {"round": self.number, "incident": self.incident_id, "ref": self.ref, "title": self.title,
                 "path": str(self.path), "seed": self.seed, "time_limit_s": self.time_limit_s,
-                "debrief": self.debrief}
+                "debrief": self.debrief, "team_play": self.team_play}
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,12 @@ class GameDay:
     def players(self) -> dict[str, str]:
         """player -> team."""
         return {p: team for team, players in self.teams.items() for p in players}
+
+    def hand_ins(self, rnd: Round) -> dict[str, list[str]]:
+        """Who hands in for `rnd`: in a team round each team (its members), else each player (themself)."""
+        if rnd.team_play:
+            return {team: list(players) for team, players in self.teams.items()}
+        return {p: [p] for p in self.players}
 
     def join_command(self, rnd: Round, player: str) -> str:
         """The exact command a player runs to play `rnd`."""
@@ -282,7 +296,8 @@ def _roster_diagnostics(doc: _Doc, spec: GameDaySpec) -> list[Diagnostic]:
     return out
 
 
-def _round(doc: _Doc, base: Path, index: int, spec: RoundSpec) -> tuple[Round | None, list[Diagnostic]]:
+def _round(doc: _Doc, base: Path, index: int, spec: RoundSpec, team_play: bool = False
+           ) -> tuple[Round | None, list[Diagnostic]]:
     """Resolve and load round `index` (0-based) as the variant of its seed."""
     from incidents.loader import IncidentError, find_incident, load_incident
 
@@ -307,7 +322,8 @@ def _round(doc: _Doc, base: Path, index: int, spec: RoundSpec) -> tuple[Round | 
         return None, [doc.at(loc, f"rounds[{index}].incident: '{ref}' cannot be read ({exc.strerror or exc})")]
     limit_min = spec.time_limit_min
     limit_s = float(incident.time_limit_s or 15 * 60) if limit_min is None else float(limit_min) * 60.0
-    return Round(index + 1, ref, incident.id, incident.title, path, spec.seed, limit_s, spec.debrief), []
+    team = team_play if spec.team_play is None else spec.team_play
+    return Round(index + 1, ref, incident.id, incident.title, path, spec.seed, limit_s, spec.debrief, team), []
 
 
 def load_gameday(path: Path | str, *, check_incidents: bool = True) -> GameDay:
@@ -329,14 +345,15 @@ def load_gameday(path: Path | str, *, check_incidents: bool = True) -> GameDay:
     rounds: list[Round] = []
     for i, rs in enumerate(spec.rounds):
         if check_incidents:
-            rnd, found = _round(doc, base, i, rs)
+            rnd, found = _round(doc, base, i, rs, spec.team_play)
             diagnostics += found
             if rnd is not None:
                 rounds.append(rnd)
         else:
             limit = (rs.time_limit_min or 15.0) * 60.0
+            team = spec.team_play if rs.team_play is None else rs.team_play
             rounds.append(Round(i + 1, rs.incident, rs.incident, rs.incident, base / rs.incident, rs.seed, limit,
-                                rs.debrief))
+                                rs.debrief, team))
     seen: dict[tuple[str, int], int] = {}
     for rnd in rounds:
         key = (rnd.incident_id, rnd.seed)

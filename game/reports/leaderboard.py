@@ -54,7 +54,7 @@ TRANSCRIPT_COLUMNS = (
 NO_TEAM = None
 TRUST_NOTICE = ("result files are not verified (no game-day journal key: pass --gameday PLAN after `servedrill "
                 "gameday roster PLAN`): this board trusts its files, and whoever can write them")
-IDENTITY = ("session_id", "incident_id", "incident_digest", "incident_path", "seed", "player", "created")
+IDENTITY = ("session_id", "incident_id", "incident_digest", "incident_path", "seed", "player", "created", "members")
 
 
 @dataclass
@@ -80,11 +80,15 @@ class Entry:
     submitted_at: float | None = None
     round: int | None = None
     verified: bool = False
+    members: list[str] = field(default_factory=list)
+    """A team's shared game (a team-play round): `player` is the team and these its players, each of whom the
+    result counts for; empty for one player's game."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"player": self.player, "team": self.team, "score": self.score, "time_s": self.time_s,
                 "submitted": self.submitted, "late": self.late, "rescored": self.rescored,
-                "file": str(self.file), "session_id": self.session_id, "verified": self.verified}
+                "file": str(self.file), "session_id": self.session_id, "verified": self.verified,
+                "members": self.members}
 
 
 @dataclass
@@ -253,7 +257,10 @@ def read_results(results_dir: Path | str, gameday: Any | None = None, *, key: by
                 continue
             if verified:
                 entry.verified = True
-                entry.team = team_of.get(entry.player, entry.team) if gameday is not None else entry.team
+                if entry.members:  # a team's game: the team is the signed header's player, if the plan has it
+                    entry.team = entry.player if entry.player in rosters else None
+                else:
+                    entry.team = team_of.get(entry.player, entry.team) if gameday is not None else entry.team
                 deadline = deadlines.get((entry.incident_id, entry.seed))
                 entry.late = deadline is not None and entry.submitted_at is not None and entry.submitted_at > deadline
             elif key is not None:
@@ -336,11 +343,14 @@ def _entry(con: duckdb.DuckDBPyConnection, path: Path, row: dict[str, Any], team
     elif not truth:
         points = []  # without the incident the truth is unknown: no curve
     player = str(row["player"])
-    team = meta.get("team") if isinstance(meta.get("team"), str) else team_of.get(player, NO_TEAM)
+    members = list(t.header.members)
+    team: str | None = player  # a team's shared game is the team's result
+    if not members:
+        team = meta.get("team") if isinstance(meta.get("team"), str) else team_of.get(player, NO_TEAM)
     return Entry(path, str(row["session_id"]), player, team, str(row["incident_id"]), int(row["seed"] or 0),
                  title, round(total, 1), None if time_s is None else round(time_s, 1), time_s is not None,
                  bool(meta.get("late")), rescored, points, truth, submit_at,
-                 meta.get("round") if isinstance(meta.get("round"), int) else None), None
+                 meta.get("round") if isinstance(meta.get("round"), int) else None, members=members), None
 
 
 def _dedupe(entries: list[Entry], notices: list[str]) -> list[Entry]:
@@ -370,13 +380,15 @@ def _records(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 def _rank(con: duckdb.DuckDBPyConnection, entries: list[Entry], order: list[tuple[str, int]],
           rosters: dict[str, list[str]]) -> tuple[list[IncidentBoard], list[dict[str, Any]], list[dict[str, Any]]]:
     """Per-incident boards, overall players and overall teams, ranked in SQL."""
+    # weight: how many roster players a result counts for (a team's shared game: each member; else 1)
     con.execute("CREATE TEMP TABLE entries (incident VARCHAR, seed BIGINT, player VARCHAR, team VARCHAR, "
-                "score DOUBLE, time_s DOUBLE, submitted BOOLEAN, late BOOLEAN, file VARCHAR)")
+                "score DOUBLE, time_s DOUBLE, submitted BOOLEAN, late BOOLEAN, file VARCHAR, members VARCHAR[], "
+                "weight INTEGER)")
     con.execute("CREATE TEMP TABLE rosters (team VARCHAR, player VARCHAR)")
     if entries:
-        con.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        con.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [[e.incident_id, e.seed, e.player, e.team, e.score, e.time_s, e.submitted, e.late,
-                          str(e.file)] for e in entries])
+                          str(e.file), e.members, max(1, len(e.members))] for e in entries])
     pairs = [[t, p] for t, ps in rosters.items() for p in ps]
     if pairs:
         con.executemany("INSERT INTO rosters VALUES (?, ?)", pairs)
@@ -384,29 +396,34 @@ def _rank(con: duckdb.DuckDBPyConnection, entries: list[Entry], order: list[tupl
         CREATE TEMP TABLE sizes AS
         SELECT team, count(*) AS size FROM rosters GROUP BY team
         UNION ALL
-        SELECT team, count(DISTINCT player) FROM entries
+        SELECT team, greatest(count(DISTINCT player), max(weight)) FROM entries
         WHERE team IS NOT NULL AND team NOT IN (SELECT team FROM rosters) GROUP BY team""")
     players = _records(con.execute(f"""
         SELECT incident, seed, {_RANK.format(part='incident, seed')} AS rank, player, team, round(score, 1) AS score,
-               time_s, submitted, late, file
+               time_s, submitted, late, file, members
         FROM entries ORDER BY incident, seed, rank, player"""))
     teams = _records(con.execute(f"""
         WITH t AS (
-            SELECT e.incident, e.seed, e.team, sum(e.score) / any_value(s.size) AS score, avg(e.time_s) AS time_s,
-                   count(*) AS handed_in, any_value(s.size) AS size
+            SELECT e.incident, e.seed, e.team, sum(e.score * e.weight) / any_value(s.size) AS score,
+                   avg(e.time_s) AS time_s, CAST(sum(e.weight) AS BIGINT) AS handed_in, any_value(s.size) AS size
             FROM entries e JOIN sizes s USING (team) GROUP BY e.incident, e.seed, e.team)
         SELECT incident, seed, {_RANK.format(part='incident, seed')} AS rank, team, round(score, 1) AS score,
                round(time_s, 1) AS time_s, handed_in, size
         FROM t ORDER BY incident, seed, rank, team"""))
     overall_players = _records(con.execute(f"""
-        WITH p AS (SELECT player, any_value(team) AS team, sum(score) AS score, sum(time_s) AS time_s,
-                          count(*) AS incidents FROM entries GROUP BY player)
+        WITH flat AS (  -- a team's result counts for each of its members
+            SELECT player, team, score, time_s FROM entries WHERE len(members) = 0
+            UNION ALL
+            SELECT unnest(members) AS player, team, score, time_s FROM entries WHERE len(members) > 0),
+        p AS (SELECT player, any_value(team) AS team, sum(score) AS score, sum(time_s) AS time_s,
+                     count(*) AS incidents FROM flat GROUP BY player)
         SELECT {_RANK.format(part='1')} AS rank, player, team, round(score, 1) AS score, round(time_s, 1) AS time_s,
                incidents
         FROM p ORDER BY rank, player"""))
     overall_teams = _records(con.execute(f"""
         WITH per AS (
-            SELECT e.incident, e.seed, e.team, sum(e.score) / any_value(s.size) AS score, avg(e.time_s) AS time_s
+            SELECT e.incident, e.seed, e.team, sum(e.score * e.weight) / any_value(s.size) AS score,
+                   avg(e.time_s) AS time_s
             FROM entries e JOIN sizes s USING (team) GROUP BY e.incident, e.seed, e.team),
         t AS (SELECT s.team, coalesce(sum(per.score), 0) AS score, sum(per.time_s) AS time_s,
                      count(per.incident) AS incidents, any_value(s.size) AS size

@@ -61,8 +61,14 @@ def _round_team_rows(b: IncidentBoard) -> list[list[Any]]:
 
 def _round_player_rows(b: IncidentBoard) -> list[list[Any]]:
     """rank, player, team, score, time, note: one incident's players."""
-    return [[p["rank"], p["player"], p["team"] or "-", f"{p['score']:.1f}", _time(p["time_s"]), _flags(p)]
+    return [[p["rank"], _who(p), p["team"] or "-", f"{p['score']:.1f}", _time(p["time_s"]), _flags(p)]
             for p in b.players]
+
+
+def _who(p: dict[str, Any]) -> str:
+    """A round's player, or a team's shared game with its members: `blue (ana, ben)`."""
+    members = p.get("members") or []
+    return f"{p['player']} ({', '.join(members)})" if members else str(p["player"])
 
 
 def format_text(board: Leaderboard) -> str:
@@ -83,7 +89,7 @@ def format_text(board: Leaderboard) -> str:
             out.append(f"  team {t['rank']:>2}. {t['team']:<14} {t['score']:6.1f}  {spark}")
         for p in b.players:
             flags = _flags(p)
-            out.append(f"  {p['rank']:>2}. {p['player']:<14} {p['team'] or '-':<12} {p['score']:6.1f}  "
+            out.append(f"  {p['rank']:>2}. {_who(p):<14} {p['team'] or '-':<12} {p['score']:6.1f}  "
                        f"time {_time(p['time_s']):>7}{'  (' + flags + ')' if flags else ''}")
     return "\n".join(out)
 

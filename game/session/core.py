@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from game.query.gateway import QueryResult
-from game.session import journal
+from game.session import journal, seat, signing
 from game.session.draft import Draft, held_clock
 from game.session.gm_key import key_path as gm_key_path
 from game.session.gm_key import record_trust as record_gm_trust
@@ -75,14 +75,25 @@ class Session:
         self.incident = incident
         self.path = path
         self.warnings: list[str] = []
+        self.member: str | None = seat.team_member(header) if path is not None else None
+        """A team's shared game (game.session.seat): the member this process plays for, named in every event it
+        records (`data.by`); None for one player's game."""
         self.gm_inbox: Path | None = inbox_path(path) if path is not None else None
-        self.draft_path: Path | None = draft_path(path) if path is not None else None
+        # each member keeps a draft of their own (their board being arranged, their editor, their hold)
+        self.draft_path: Path | None = None if path is None else draft_path(path, self.member)
         self._rules = Rules(incident, header.seed)
         self._inbox = InboxReader(self.gm_inbox)
         self._gm_refused: dict[str, str] = {}
         self._draft = Draft(self.draft_path, header.session_id)
         self._lock = threading.RLock()
         self._fh: BinaryIO | None = None
+        self._offset = 0
+        """A shared game: the bytes of its journal this process has read (and applied)."""
+        self._next_line = 2
+        self._news: list[Event] = []
+        """A shared game: what the other members recorded since `team_news` was last asked."""
+        self._their_updates: list[Event] = []
+        """A shared game: injects, messages and hints another member's process journalled, for `due_updates`."""
 
     # ---------------------------------------------------------------- opening
 
@@ -95,11 +106,12 @@ class Session:
         incident does not load or the file cannot be created."""
         path = Path(incident_path).resolve()
         incident = open_incident(path, int(seed))
-        header = cls._new_header(incident, file_digest(path), str(path), seed, player)
+        header = cls._new_header(incident, file_digest(path), str(path), seed, player, seat.team_members(player))
         folder = sessions_dir(root)
         target, fh = journal.begin(folder, header)  # a served round's checks; signed when the server says
         session = cls(header, incident, target)
         session._fh = fh
+        session._offset = fh.tell()
         session._hold()
         return session
 
@@ -114,20 +126,27 @@ class Session:
         return cls(cls._new_header(incident, digest, incident_path, seed, player), incident, None)
 
     @staticmethod
-    def _new_header(incident: Incident, digest: str, path: str, seed: int, player: str) -> Header:
+    def _new_header(incident: Incident, digest: str, path: str, seed: int, player: str,
+                    members: tuple[str, ...] = ()) -> Header:
         now = time.time()
         stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%d-%H%M%S")
         session_id = f"{incident.id}-{stamp}-{secrets.token_hex(3)}"
-        return Header(session_id, incident.id, digest, path, int(seed), player or "player", iso(now))
+        return Header(session_id, incident.id, digest, path, int(seed), player or "player", iso(now),
+                      members=members)
 
     @classmethod
     def resume(cls, path: Path | str) -> Session:
         """Reopen a journalled session to continue it. Damaged lines become `warnings` (and
         SessionWarning); a damaged header, a missing or changed incident raise SessionError."""
         path = Path(path)
-        fh = journal.open_locked(path)
+        shared = seat.shares_journals()  # a team round: read under the lock, then leave it to each action
+        fh = journal.open_shared(path) if shared else journal.open_locked(path)
         try:
             session = cls._from_journal(path, fh)
+            if shared:
+                if session.member is None:
+                    raise SessionError(f"{path}: not your team's shared game")
+                journal.unlock(fh)
         except BaseException:
             fh.close()
             raise
@@ -172,6 +191,8 @@ class Session:
                 session.warnings.append(f"{path}:{text.torn_number}: dropped an incomplete last line "
                                         "(a write cut short)")
         journal.repair_torn(fh, text, complete=complete)
+        session._offset = fh.tell()
+        session._next_line = text.torn_number + (1 if complete else 0)
         return session
 
     def close(self) -> None:
@@ -299,10 +320,78 @@ class Session:
         """The board label (A, B, ...) of a hypothesis id."""
         return next((s.label for s in self._rules.board if s.id == hypothesis_id), hypothesis_id)
 
+    # ---------------------------------------------------------------- a team's shared game
+
+    @property
+    def team(self) -> tuple[str, ...]:
+        """The members of a team's shared game (the header's), empty for one player's game."""
+        return self.header.members
+
+    def sync(self) -> list[Event]:
+        """A team's shared game: check and apply what the other members' processes recorded since this process
+        last read the journal (their queries, pins, rankings, notes, hand-in); returns those events, oldest
+        first. Nothing for one player's game. SessionError when the journal no longer verifies."""
+        with self._lock:
+            if self.member is None or self._fh is None:
+                return []
+            with journal.locked(self._fh, exclusive=False):
+                return self._catch_up(cut_torn=False)
+
+    def team_news(self) -> list[Event]:
+        """A team's shared game: the events the other members recorded since the last call (after a `sync`), for
+        a front end to redraw what they changed. Empty for one player's game."""
+        with self._lock:
+            self.sync()
+            news, self._news = self._news, []
+            return news
+
+    def _catch_up(self, *, cut_torn: bool) -> list[Event]:
+        """Read, verify (a signed journal: each line's MAC on the chain's head) and replay the journal's lines
+        after `_offset`. Holding the journal's lock."""
+        assert self._fh is not None and self.path is not None
+        lines, offset, torn = journal.follow(self._fh, self.path, self._offset)
+        if torn and cut_torn:  # a member's write that died half way: never acknowledged, cut off
+            journal.cut(self._fh, offset)
+        chain = signing.chain_of(self._fh)
+        new: list[Event] = []
+        for line in lines:
+            number = self._next_line
+            self._next_line += 1
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if chain is not None:
+                    assert chain.head is not None
+                    chain.head = signing.verify_next(chain.key, chain.head, record, number)
+                event = self._rules.replay(Event.from_dict(signing.strip(record)))
+            except signing.ChainBroken as exc:
+                raise SessionError(f"{self.path}:{exc.line}: {exc.reason}; the team's game cannot go on") from None
+            except (ValueError, SessionError) as exc:
+                raise SessionError(f"{self.path}:{number}: a line the team's game cannot take ({exc})") from None
+            new.append(event)
+            if event.data.get("by") != self.member:
+                self._news.append(event)
+            if event.kind in (INJECT, MESSAGE, HINT):
+                self._their_updates.append(event)
+        self._offset = offset
+        return new
+
+    def _second_hand_in(self) -> SessionError | None:
+        """Why a member may not hand in the team's board (None: they may): one hand-in per team."""
+        done = next((e for e in self._rules.events if e.kind == SUBMIT), None)
+        if done is None:
+            return None
+        who = str(done.data.get("by") or "a team member")
+        at = time.strftime("%H:%M:%S", time.localtime(done.time))
+        return SessionError(f"{who} already handed in team {self.header.player}'s board at {at}: one hand-in per "
+                            "team, and it counts for every member")
+
     # ---------------------------------------------------------------- actions
 
     def start(self, telemetry_digest: str | None = None) -> Event:
-        """Leave the briefing. `telemetry_digest` (the incident database's) goes into the transcript."""
+        """Leave the briefing. `telemetry_digest` (the incident database's) goes into the transcript. In a team's
+        shared game a member who leaves the briefing after another gets that member's start event back."""
         return self._record(START, {"telemetry_digest": telemetry_digest})
 
     def run_query(self, gateway: _Runs, sql: str) -> tuple[Event | None, QueryResult]:
@@ -312,6 +401,7 @@ class Session:
         rule, so every front end plays by it. Refused (SessionError) before the gateway runs anything when
         the session is not investigating. Blocks while the query runs (call from a worker thread)."""
         with self._lock:
+            self.sync()  # a team's game: a member may have handed it in meanwhile
             self._rules.require(State.INVESTIGATING, "run a query")
         # not under the lock: the board stays usable while a slow query runs
         result = gateway.run(sql)
@@ -351,6 +441,7 @@ class Session:
         """Submit the final ranking (default: the current board) and the index of the query that
         separates the top two hypotheses (None: none named)."""
         with self._lock:
+            self.sync()  # a team's game: the board as the team left it
             if ranking is None:
                 if self._rules.ranking is None and self._rules.state == State.INVESTIGATING:
                     raise SessionError("rank the hypotheses before submitting (e.g. rank A=70 B=30)")
@@ -398,14 +489,21 @@ class Session:
             by_time = inject.after_s is not None and elapsed >= inject.after_s
             by_queries = inject.after_queries is not None and queries >= inject.after_queries
             if by_time or by_queries:
-                out.append(self._record(INJECT, {"index": index}))
+                try:
+                    out.append(self._record(INJECT, {"index": index}))
+                except SessionError:
+                    if self.member is None:
+                        raise  # a team's game: another member's process delivered it first (it comes as theirs)
         return out
 
     def due_updates(self, now: float | None = None) -> list[Update]:
         """What a UI's poll shows now: the timed injects that fell due (`due_injects`), then the game
         master's new inbox items (`poll_gm`), each journalled before this returns."""
         with self._lock:
-            return [self._update_of(e) for e in self._deliver_due(now)] + self.poll_gm()
+            self.sync()
+            delivered = self._deliver_due(now)
+            theirs, self._their_updates = self._their_updates, []  # a team's game: delivered in another member's
+            return [self._update_of(e) for e in [*theirs, *delivered]] + self.poll_gm()
 
     @property
     def delivered_injects(self) -> list[Inject]:
@@ -515,7 +613,26 @@ class Session:
     # ---------------------------------------------------------------- machinery
 
     def _record(self, kind: Kind, data: dict[str, Any]) -> Event:
-        """Check an action, journal it (durable before this returns), then apply it."""
+        """Check an action, journal it (durable before this returns), then apply it. A team's shared game does
+        it holding the journal's lock, after what the other members recorded meanwhile."""
+        with self._lock:
+            if self.member is None or self._fh is None:
+                return self._write(kind, data)
+            with journal.locked(self._fh, exclusive=True):
+                self._catch_up(cut_torn=True)
+                if kind == SUBMIT and (refused := self._second_hand_in()) is not None:
+                    raise refused
+                started = next((e for e in self._rules.events if e.kind == START), None)
+                if kind == START and started is not None:
+                    return started  # two members left the briefing together: the team's game started once
+                if kind not in (INJECT, MESSAGE) and "gm" not in data:  # the member's own act, from their seat
+                    data = {**data, "by": self.member}
+                event = self._write(kind, data)
+                self._offset = self._fh.tell()
+                self._next_line += 1
+                return event
+
+    def _write(self, kind: Kind, data: dict[str, Any]) -> Event:
         with self._lock:
             checked = self._rules.check(kind, data)
             events = self._rules.events

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -43,7 +44,7 @@ def create(folder: Path, session_id: str) -> tuple[Path, BinaryIO]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"{session_id}.jsonl"
-        fh = open(target, "xb")  # noqa: SIM115 - kept open for the session's life
+        fh = open(target, "x+b")  # noqa: SIM115 - kept open for the session's life; read too (a team's game)
     except OSError as exc:
         raise SessionError(f"cannot create a session file in {folder}: {exc.strerror or exc}") from None
     if fcntl is not None:
@@ -67,6 +68,8 @@ def begin(folder: Path, header: Header) -> tuple[Path, BinaryIO]:
         signing.attach(fh, signing.Chain(key))
     append(fh, line_of(header), target)
     fsync_dir(folder)
+    if header.members and seat.shares_journals():
+        unlock(fh)  # a team's game: the other members' processes append to it too, each for one action
     return target, fh
 
 
@@ -94,6 +97,70 @@ def open_locked(path: Path) -> BinaryIO:
             fh.close()
             raise SessionError(f"session {path.name} is open in another servedrill process") from None
     return fh
+
+
+# ---------------------------------------------------------------- a team's shared journal
+#
+# In a team round every member's app process plays the team's one game, so they share its journal. None holds
+# it locked between actions: each takes the lock for one action (`locked`), reads what the others appended
+# since (`follow`), checks its own action against that and appends it. A reader that only follows takes the
+# lock shared, so it never reads a line half written.
+
+
+def open_shared(path: Path) -> BinaryIO:
+    """An existing journal opened for reading and appending, locked (blocking: the other members hold it only
+    for one action) until `unlock`: a team's shared game, read and repaired under the lock, then shared."""
+    try:
+        fh = open_regular(path, max_bytes=MAX_JOURNAL_BYTES, what="session journal", writable=True)
+    except ReadRefused as exc:
+        raise SessionError(str(exc)) from None
+    except OSError as exc:
+        raise SessionError(f"cannot open session {path}: {exc.strerror or exc}") from None
+    if fcntl is not None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    return fh
+
+
+def unlock(fh: BinaryIO) -> None:
+    if fcntl is not None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def locked(fh: BinaryIO | None, *, exclusive: bool) -> Iterator[None]:
+    """Hold a shared journal's lock for one action (`exclusive`: to append) or one read."""
+    if fh is None:
+        raise SessionError("the session is closed; resume it to continue")
+    if fcntl is not None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    try:
+        yield
+    finally:
+        unlock(fh)
+
+
+def follow(fh: BinaryIO, path: Path, offset: int) -> tuple[list[bytes], int, int]:
+    """What was appended to an open journal after byte `offset`: (its complete lines, the offset after the last
+    one, the length of a torn tail after them). Call it holding the lock; a torn tail is then a write that died
+    half way (an exclusive holder cuts it off, as `repair_torn` does on resume)."""
+    size = fh.seek(0, os.SEEK_END)
+    if size > MAX_JOURNAL_BYTES:
+        raise SessionError(f"{path}: larger than a session journal may be ({size_text(MAX_JOURNAL_BYTES)}); "
+                           "refused")
+    if size <= offset:
+        return [], offset, 0
+    fh.seek(offset)
+    raw = fh.read(size - offset)
+    end = raw.rfind(b"\n") + 1
+    lines = raw[:end].split(b"\n")[:-1] if end else []
+    return lines, offset + end, len(raw) - end
+
+
+def cut(fh: BinaryIO, offset: int) -> None:
+    """Cut a shared journal back to `offset` (a torn tail nobody acknowledged), durably."""
+    fh.truncate(offset)
+    fh.flush()
+    os.fsync(fh.fileno())
 
 
 def append(fh: BinaryIO | None, line: str, path: Path | None) -> None:

@@ -43,10 +43,11 @@ def inbox_path(session_path: Path | str) -> Path:
     return path.with_name(path.stem + GM_SUFFIX)
 
 
-def draft_path(session_path: Path | str) -> Path:
-    """The draft sidecar of a session file: `<session_id>.draft` in the same folder."""
+def draft_path(session_path: Path | str, member: str | None = None) -> Path:
+    """The draft sidecar of a session file: `<session_id>.draft` in the same folder; in a team's shared game each
+    member's own, `<session_id>.<member>.draft` (a member is a roster name: one plain word)."""
     path = Path(session_path)
-    return path.with_name(path.stem + DRAFT_SUFFIX)
+    return path.with_name(path.stem + (f".{member}" if member else "") + DRAFT_SUFFIX)
 
 
 def file_digest(path: Path | str) -> str:

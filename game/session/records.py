@@ -55,6 +55,10 @@ KINDS = tuple(Kind)
 STANCES = ("supports", "refutes")
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,159}$")
+MEMBER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
+"""A team member's name as a shared game's header and its events' `by` carry it: a roster name
+(game.gameday.plan.NAME_RE)."""
+MAX_MEMBERS = 64
 
 
 class SessionError(Exception):
@@ -129,15 +133,22 @@ class Header:
     player: str
     created: str
     format_version: int = FORMAT_VERSION
+    members: tuple[str, ...] = ()
+    """A team's shared game (a game-day round with team play): the team's players, and `player` is the team's
+    name; each event's `data.by` names the member who did it. Empty for one player's game (and then not
+    written, so a solo header is what it always was)."""
 
     def to_dict(self) -> dict[str, Any]:
         # the key order is the journal's header format: keep it
-        return {
+        doc: dict[str, Any] = {
             "format": SESSION_FORMAT, "format_version": self.format_version, "session_id": self.session_id,
             "incident_id": self.incident_id, "incident_digest": self.incident_digest,
             "incident_path": self.incident_path, "seed": self.seed, "player": self.player,
             "created": self.created,
         }
+        if self.members:
+            doc["members"] = list(self.members)
+        return doc
 
     @classmethod
     def from_dict(cls, raw: Any) -> Header:
@@ -154,8 +165,13 @@ class Header:
         seed = raw["seed"]
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"'seed' must be an integer, got {seed!r}")
+        members = raw.get("members", [])
+        if not isinstance(members, list) or not all(isinstance(m, str) and MEMBER_RE.match(m) for m in members) \
+                or len(members) > MAX_MEMBERS:
+            raise ValueError(f"'members' must be a list of at most {MAX_MEMBERS} player names")
         return cls(check_session_id(raw["session_id"]), str(raw["incident_id"]), str(raw["incident_digest"]),
-                   str(raw.get("incident_path") or ""), seed, str(raw["player"]), str(raw["created"]))
+                   str(raw.get("incident_path") or ""), seed, str(raw["player"]), str(raw["created"]),
+                   members=tuple(members))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from game.session.hypotheses import Shown as ShownHypothesis
 from game.session.hypotheses import resolve as resolve_hypothesis
 from game.session.hypotheses import shown_hypotheses
 from game.session.inbox import GM_SENDER
-from game.session.records import STANCES, Event, Kind, SessionError, State
+from game.session.records import MEMBER_RE, STANCES, Event, Kind, SessionError, State
 from incidents.spec import Incident, Inject
 
 ROWS_KEPT = 20
@@ -59,7 +59,17 @@ class Rules:
 
     def check(self, kind: str, data: dict[str, Any], *, replaying: bool = False) -> dict[str, Any]:
         """Whether an event of `kind` may come now; returns the data to record (ids made canonical).
-        `replaying` a journal accepts a gap in the query numbers (a damaged line lost a query)."""
+        `replaying` a journal accepts a gap in the query numbers (a damaged line lost a query). A team's
+        shared game names the member who acted in `by` (a roster name, set by the session from the server's
+        seat, never typed); it is kept as it is, whatever the kind."""
+        if "by" not in data:
+            return self._check(kind, data, replaying)
+        by = data["by"]
+        if not isinstance(by, str) or not MEMBER_RE.match(by):
+            raise SessionError(f"'by' must be a team member's name, got {str(by)[:40]!r}")
+        return {**self._check(kind, {k: v for k, v in data.items() if k != "by"}, replaying), "by": by}
+
+    def _check(self, kind: str, data: dict[str, Any], replaying: bool) -> dict[str, Any]:
         match kind:
             case Kind.START:
                 self.require(State.BRIEFING, "start")

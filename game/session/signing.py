@@ -218,6 +218,21 @@ def verify_chain(key: bytes, header: Mapping[str, Any], events: Sequence[Any],
     return head
 
 
+def verify_next(key: bytes, head: str, event: Any, number: int) -> str:
+    """The MAC of `event` when it follows the line whose MAC is `head` (a chain read a line at a time: a team's
+    shared journal that another member's process appended to); ChainBroken (line `number`) otherwise."""
+    if not isinstance(event, Mapping) or not isinstance(event.get(MAC), str):
+        raise ChainBroken(number, "a line without the server's signature (added or changed by hand)")
+    try:
+        content = canonical(event)
+    except ValueError as exc:
+        raise ChainBroken(number, f"the line cannot be read ({exc})") from None
+    if not hmac.compare_digest(str(event[MAC]), _mac(key, head, content)):
+        raise ChainBroken(number, f"event {event.get('seq')} was changed after the server wrote it (its content, "
+                          "its time or a line before it)")
+    return str(event[MAC])
+
+
 def strip(record: Mapping[str, Any]) -> dict[str, Any]:
     """A record without its MAC (what readers that do not verify see)."""
     return {k: v for k, v in record.items() if k != MAC}

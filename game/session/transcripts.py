@@ -17,6 +17,8 @@ from typing import Any
 from game.session.paths import file_digest, locate_incident, open_incident
 from game.session.records import (
     FORMAT_VERSION,
+    MAX_MEMBERS,
+    MEMBER_RE,
     START,
     SUBMIT,
     TRANSCRIPT_FORMAT,
@@ -152,8 +154,13 @@ def _header_of(doc: Mapping[str, Any]) -> Header:
         value = doc[key]
         if not isinstance(value, kind) or isinstance(value, bool):
             raise ValueError(f"field '{key}' has the wrong type ({type(value).__name__})")
+    members = doc.get("members", [])
+    if not isinstance(members, list) or len(members) > MAX_MEMBERS or \
+            not all(isinstance(m, str) and MEMBER_RE.match(m) for m in members):
+        raise ValueError(f"field 'members' must be a list of at most {MAX_MEMBERS} player names")
     return Header(check_session_id(doc["session_id"]), doc["incident_id"], doc["incident_digest"],
-                  str(doc.get("incident_path") or ""), doc["seed"], doc["player"], doc["created"])
+                  str(doc.get("incident_path") or ""), doc["seed"], doc["player"], doc["created"],
+                  members=tuple(members))
 
 
 def load_transcript(path: Path | str, *, incident_path: Path | str | None = None) -> Transcript:

@@ -314,7 +314,7 @@ class RoomScreen(Screen[None]):
             return f"Round {rnd.number} started{' again' if replay else ''}: {one_line(rnd.title, 80)}", "information"
         if what in ("end", "next"):
             rnd, got = game_api.end_round(gd, folders, self.clock())
-            said = f"Round {rnd.number} ended: {len(got.files)}/{len(gd.players)} handed in"
+            said = f"Round {rnd.number} ended: {len(got.files)}/{len(gd.hand_ins(rnd))} handed in"
             if what == "next" and game_api.next_round(gd, game_api.round_times(gd)) is not None:
                 nxt, _ = game_api.start_round(gd, None, self.clock())
                 said += f"; round {nxt.number} started"

@@ -316,11 +316,44 @@ class WorkspaceScreen(Screen[None]):
         self.polls += 1
         try:
             updates = api.updates(session, self.served.clock())
+            news = api.team_news(session)  # a team's game: what the other members did meanwhile
         except (api.SessionError, OSError) as exc:
             self.notice(f"Could not deliver an update: {exc}", key="updates", severity="error")
             return
         for update in updates:
             self._show_update(update)
+        if news:
+            self._show_team_news(news)
+
+    def _show_team_news(self, news: list[Any]) -> None:
+        """A team round: redraw what the other members changed in the shared game (their queries in the log,
+        their pins and notes on the board, their saved ranking when this member has no unsaved changes), say
+        the latest on the notice strip, and follow the team's hand-in to the held debrief."""
+        session = self.session
+        board = self.query_one(HypothesisBoard)
+        log = self.query_one(QueryLog)
+        events = session.events
+        first = news[0].seq
+        before = next((e.data.get("ranking") for e in reversed(events)
+                       if e.kind in ("rank", "submit") and e.seq < first), None)
+        for event in news:
+            if event.kind == "query":
+                log.add(event.data)
+        # this member's board follows the team's ranking unless they are arranging one of their own
+        untouched = board.board.same_as(before) if before else \
+            board.board.ranking() == Board.initial(session.board, None).ranking()
+        if any(e.kind in ("rank", "submit") for e in news) and untouched:
+            board.board = Board.initial(session.board, session.ranking)  # nothing of this member's is lost
+        self._reload_board_marks()
+        self._update_board_title()
+        self._update_status()
+        more = f"  (+{len(news) - 1} more: Queries and the board show them)" if len(news) > 1 else ""
+        self.notice(api.team_line(session, news[-1]) + more, key="team", title="Your team", timeout=15)
+        self.call_after_refresh(self.served.mark, "team-news")
+        if any(e.kind == "submit" for e in news):
+            while self in self.app.screen_stack and self.app.screen is not self:
+                self.app.pop_screen()  # a dialog open when the team handed in closes with the game
+            self.served.show_debrief()
 
     def _show_update(self, update: Any, notify: bool = True) -> None:
         feed = self.query_one(UpdatesFeed)

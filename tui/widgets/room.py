@@ -151,7 +151,7 @@ class RosterTable(DataTable[Any]):
         row = self.cursor_row
         self.clear()
         for p in state.players:
-            self.add_row(literal(one_line(p.player, MAX_NAME)), literal(one_line(p.team, MAX_NAME)),
+            self.add_row(literal(one_line(p.label, MAX_NAME)), literal(one_line(p.team, MAX_NAME)),
                          Text(p.status, style=STATUS_STYLES.get(p.status, "")), str(p.queries) if p.last_activity
                          else "-", idle_text(p, state.now), key=p.player)
         if state.players:
@@ -210,7 +210,7 @@ class StandingsTable(Vertical):
             else:
                 at = next((p.handed_in_at for p in state.players if p.player == s.player), None)
                 last = "-" if at is None or state.started is None else "+" + clock_text(max(0.0, at - state.started))
-            table.add_row(str(s.rank), literal(one_line(s.player, MAX_NAME)), literal(one_line(s.team, MAX_NAME)),
+            table.add_row(str(s.rank), literal(one_line(s.label, MAX_NAME)), literal(one_line(s.team, MAX_NAME)),
                           "-" if s.taken_s is None else clock_text(s.taken_s), str(s.queries), last)
         note = self.query_one("#standings-note", Static)
         if state.round is None:

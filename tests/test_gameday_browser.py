@@ -9,8 +9,16 @@ in. The facilitator then ends the round from the room (`e`, `y`): TIME UP for th
 is handed in as it stands on his screen. All the while the room, never
 reloaded, shows each player's status (not joined, investigating, handed in, timed out), their queries, and the
 standings growing as they hand in, without scores. Once the round has ended, the hand-ins are collected and
-signed-verified, the scores show, the held debriefs open in the players' tabs. Then
-`gameday review --html` writes the review, which opens in the browser and names all three.
+signed-verified, the scores show, the held debriefs open in the players' tabs.
+
+Then a team round (`team_play: true`, issue 31's team play): the facilitator starts round 2 from the room; ana
+and ben (team blue) open their links again in new browser contexts and land in one shared game; ana's query and
+pin show on ben's screen, never reloaded, with a notice naming her; ben hands the team's board in while ana has
+her submit dialog open, and her screen follows to the held debrief; the room shows one row per team
+(`blue: ana, ben`); ending the round opens both members' debriefs with the team's one score, and collection
+writes one verified result for the team. chen (alone in team red) plays no part in round 2: his terminal stays
+on his round-1 debrief and red's row reads "not joined". Last, `gameday review --html` writes the review of
+both rounds, which opens in the browser and names all three players and the team.
 
 Every wait is for a state (a screen showing something, a journal holding an event), bounded by generous
 timeouts that only guard against a hang; no step waits for the round's clock (ROUND_S is far longer than the
@@ -75,6 +83,10 @@ rounds:
   - incident: {incident}
     seed: 0
     time_limit_min: {minutes}
+  - incident: {incident}
+    seed: 1
+    time_limit_min: {minutes}
+    team_play: true
 teams:
   - name: blue
     players: [ana, ben]
@@ -83,8 +95,10 @@ teams:
 """
 
 STATUS = r"not joined|investigating|handed in|timed out"
-ROSTER_ROW = re.compile(rf"^\W*(?P<player>[\w.-]+)\s+(?P<team>[\w.-]+)\s+(?P<status>{STATUS})\s+(?P<queries>\S+)\s")
-STANDING_ROW = re.compile(r"^\W*(?P<rank>\d+)\s+(?P<player>[\w.-]+)\s+(?P<team>[\w.-]+)\s+(?P<time>[\d:-]+)\s+"
+NAME = r"[\w.-]+(?:: [\w.-]+(?:, [\w.-]+)*)?"
+"""A row's name: a player's, or in a team round the team's row naming its members (`blue: ana, ben`)."""
+ROSTER_ROW = re.compile(rf"^\W*(?P<player>{NAME})\s+(?P<team>[\w.-]+)\s+(?P<status>{STATUS})\s+(?P<queries>\S+)\s")
+STANDING_ROW = re.compile(rf"^\W*(?P<rank>\d+)\s+(?P<player>{NAME})\s+(?P<team>[\w.-]+)\s+(?P<time>[\d:-]+)\s+"
                           r"(?P<queries>\d+)\s+(?P<last>\S+)")
 
 KEYS = {"enter": "\r", "f5": "\x1b[15~", "f8": "\x1b[19~", "ctrl+b": "\x02", "ctrl+s": "\x13",
@@ -242,8 +256,14 @@ class Tab:
         self.page = self.context.new_page()
         self.screen = Screen()
         self.page.on("websocket", lambda ws: ws.on("framereceived", self.screen.feed))
-        self.page.goto(link, timeout=HANG_S * 1000)
         self.focused = False
+        # one tab per player: right after the player closed their tab of the round before, the server may not have
+        # let go of it yet, and the page says so (409); opened again until it serves the game (the state)
+        deadline = time.monotonic() + HANG_S
+        while (response := self.page.goto(link, timeout=HANG_S * 1000)) is not None and response.status == 409 \
+                and "already open in another tab" in self.page.content():
+            assert time.monotonic() < deadline, self.page.content()
+            self.page.wait_for_timeout(50)
 
     def press(self, *keys: str) -> None:
         if not self.focused:  # keys reach the app only through xterm.js's input element
@@ -299,6 +319,104 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+BLUE, RED = "blue: ana, ben", "red: chen"
+"""The room's rows in the team round: one per team, naming its members."""
+
+
+def on_board(lines: list[str], rank: int, label: str, mark: str) -> bool:
+    """Whether the board's row `rank` is hypothesis `label` with `mark` (a pin: `+Q1`) among its evidence."""
+    row = re.compile(rf"^\W*{rank}\s+{label}\s+\d+%.*(?<!\S){re.escape(mark)}(?!\S)")
+    return any(row.match(line) for line in lines)
+
+
+def play_the_team_round(day: Day, browser: Any, links: dict[str, str],
+                        round_one: dict[str, Tab]) -> tuple[dict[str, list[str]], list[tuple[int, str, str]]]:
+    """Round 2, `team_play`: the facilitator starts it from the room; ana and ben close their round-1 tabs and
+    open their (same, personal) links again in browser contexts of their own. ana starts team blue's game, ben's
+    link lands in it. ana runs the settling query and pins it for D (the true cause at seed 1): ben's screen,
+    never reloaded, shows the notice naming her, her query in his Queries log and her pin on his board. ana opens
+    her submit dialog, ben hands the team's board in: ana's dialog closes with the game and her screen goes to the
+    held debrief (her own hand-in is no longer possible). The room shows one row per team, blue handed in, red
+    not joined. The facilitator ends the round: both members' debriefs open with the team's one score. Returns the
+    members' last screens and the room's standings as scored."""
+    room, room_page = day.room, day.room_page
+    for player, tab in round_one.items():  # the players close their tabs of round 1 (the debrief read)
+        tab.context.close()
+        del day.views[player]
+    room_page.keyboard.press("s")
+    day.until(lambda: room.shows("Round 2 of 2") and room.shows("0/2 handed in")
+              and roster_rows(room) == {BLUE: ("not joined", "-"), RED: ("not joined", "-")},
+              "round 2 started: one row per team, naming its members")
+
+    # ana comes first: the picker, the briefing with the round's limit, the team's game started
+    ana = Tab(browser, links["ana"])
+    day.views["ana (round 2)"] = ana.lines
+    day.until(lambda: ana.shows("tui-mini"), "ana's picker in round 2")
+    ana.press("Enter")
+    day.until(lambda: ana.shows(f"Round 2: {int(ROUND_S // 60)}:{int(ROUND_S % 60):02d} for the round")
+              and ana.shows("start the investigation"), "ana's briefing of round 2")
+    ana.press("Enter")
+    day.until(lambda: ana.shows("Write SQL here") and "start" in day.kinds("blue"), "team blue's game, started")
+    team = day.journal("blue")
+    assert team is not None and json.loads(team.read_text().splitlines()[0])["members"] == ["ana", "ben"]
+
+    # ben's link opens that same game, straight into its workspace (the investigation already started)
+    ben = Tab(browser, links["ben"])
+    day.views["ben (round 2)"] = ben.lines
+    day.until(lambda: ben.shows("Write SQL here"), "ben's workspace on the team's game")
+    assert day.journal("blue") == team and day.journal("ana") != team
+    day.until(lambda: roster_rows(room).get(BLUE, ("",))[0] == "investigating", "the room: blue investigating")
+
+    # ana runs the settling query: ben's screen shows it, naming her, with nothing reloaded
+    ana.type(SQL["ana"])
+    ana.press("F5")
+    day.until(lambda: "query" in day.kinds("blue"), "ana's query in the team's journal")
+    day.until(lambda: ben.shows("ana ran Q1: SELECT replica, min(value)"), "the notice naming ana on ben's screen")
+    ben.press("Control+l")  # his Queries log holds her query (its gist: two rows, from metrics), his count too
+    logged = re.compile(r"\bQ1\s+2 rows metrics\b")
+    day.until(lambda: any(logged.search(line) for line in ben.lines()) and ben.shows("queries 1 / "),
+              "ana's query in ben's Queries log")
+    day.until(lambda: roster_rows(room).get(BLUE) == ("investigating", "1"), "the room: blue's one query")
+
+    # ana pins it as supporting D (the true cause at seed 1): her pin on ben's board, and the notice
+    ana.press("Control+b")
+    day.until(lambda: ana.shows("shift+↓ Move down") and on_top(ana.lines(), "A", 25), "ana's board in focus")
+    ana.press("ArrowDown", "ArrowDown", "ArrowDown", "s")
+    day.until(lambda: "pin" in day.kinds("blue"), "ana's pin in the team's journal")
+    day.until(lambda: ben.shows("ana pinned Q1 as supports D") and on_board(ben.lines(), 4, "D", "+Q1"),
+              "ana's pin on ben's board and the notice naming her")
+
+    # ana opens her submit dialog; ben hands the team's board in first: ana's dialog closes with the game
+    ana.press("F8")
+    day.until(lambda: ana.shows("Submit ^s"), "ana's submit dialog")
+    ben.press("F8")
+    day.until(lambda: ben.shows("Submit ^s") and ben.shows("Sum 100%, ordered by confidence"), "ben's submit dialog")
+    ben.press("Control+s")
+    day.until(lambda: ben.shows("The debrief opens when the round ends"), "ben's held debrief")
+    day.until(lambda: ana.shows("The debrief opens when the round ends") and not ana.shows("Submit ^s"),
+              "ana's screen following the team's hand-in to the held debrief")
+    assert [e["data"]["by"] for e in events_of(team) if e["kind"] == "submit"] == ["ben"]
+
+    # the room: one row per team; blue handed in once, red (chen) never joined; no score while it runs
+    day.until(lambda: roster_rows(room) == {BLUE: ("handed in", "1"), RED: ("not joined", "-")}
+              and room.shows("1/2 handed in") and [r[1] for r in standings_rows(room)] == [BLUE],
+              "the room with team blue handed in")
+    assert standings_rows(room)[0][2].startswith("+")  # when, not a score
+
+    # the facilitator ends round 2: the team's score in the standings, both members' debriefs open
+    room_page.keyboard.press("e")
+    day.until(lambda: room.shows("End round 2 now?"), "the room's question")
+    room_page.keyboard.press("y")
+    day.until(lambda: room.shows("Round 2 ended · 1/2 handed in")
+              and [r[1] for r in standings_rows(room)] == [BLUE]
+              and re.fullmatch(r"\d+\.\d", standings_rows(room)[0][2]) is not None,
+              "the room's standings with team blue's score")
+    for member, tab in (("ana", ana), ("ben", ben)):
+        day.until(lambda tab=tab: tab.shows("The GPU behind vllm-1 was throttled"), f"{member}'s debrief of round 2")
+    assert [e["data"]["by"] for e in events_of(team) if e["kind"] == "submit"] == ["ben"]  # still the one
+    return {"ana": ana.lines(), "ben": ben.lines()}, standings_rows(room)
+
+
 def test_a_whole_game_day_in_the_browser_and_a_terminal(facilitator: Path, tmp_path: Path) -> None:
     plan = facilitator
     data = Path(os.environ["SERVEDRILL_DATA"])
@@ -306,9 +424,10 @@ def test_a_whole_game_day_in_the_browser_and_a_terminal(facilitator: Path, tmp_p
 
     # ---- before: the plan checks, the round's telemetry and worlds are built, the roster is issued
     assert cli("gameday", "check", str(plan)).startswith(f"{plan}: ok")
-    cli("generate", str(FIXTURE), "--seed", "0")
-    subprocess.run([sys.executable, "-m", "telemetry_gen.proving.worlds", str(FIXTURE), "0"], cwd=ROOT,
-                   env=os.environ.copy(), capture_output=True, timeout=HANG_S, check=True)
+    for seed in ("0", "1"):  # round 1's, round 2's
+        cli("generate", str(FIXTURE), "--seed", seed)
+        subprocess.run([sys.executable, "-m", "telemetry_gen.proving.worlds", str(FIXTURE), seed], cwd=ROOT,
+                       env=os.environ.copy(), capture_output=True, timeout=HANG_S, check=True)
     port = free_port()
     roster = json.loads(cli("gameday", "roster", str(plan), "--url", f"http://127.0.0.1:{port}", "--json"))
     links = {p["player"]: p["link"] for p in roster["players"]}
@@ -345,7 +464,7 @@ def test_a_whole_game_day_in_the_browser_and_a_terminal(facilitator: Path, tmp_p
         room_page.click("#terminal")
         room_page.wait_for_function(FOCUSED_JS, timeout=HANG_S * 1000)
         room_page.keyboard.press("s")
-        day.until(lambda: room.shows("Round 1 of 1") and room.shows("0/3 handed in"), "round 1 started")
+        day.until(lambda: room.shows("Round 1 of 2") and room.shows("0/3 handed in"), "round 1 started")
         round_started = time.monotonic()
 
         # ---- the players join: two browsers, one terminal
@@ -442,6 +561,15 @@ def test_a_whole_game_day_in_the_browser_and_a_terminal(facilitator: Path, tmp_p
             (tmp_path / f"{name}.screen.txt").write_text("\n".join(lines), encoding="utf-8")
         played = time.monotonic() - round_started
 
+        # ---- round 2, played by teams: ana and ben, team blue, in one shared game (chen, alone in team red,
+        # stays on his round-1 debrief and plays no part in it)
+        team_started = time.monotonic()
+        team_final, team_standings = play_the_team_round(day, browser, links, tabs)
+        for member, lines in team_final.items():
+            (tmp_path / f"{member}-round-2.screen.txt").write_text("\n".join(lines), encoding="utf-8")
+        processes.update(descendants(server.pid))
+        team_played = time.monotonic() - team_started
+
     # ---- the journals: the server's (signed), one hand-in each, the board as each player left it (chen's handed
     # in by TIME UP as it stood on his screen: he never saved it)
     rankings = {}
@@ -475,14 +603,16 @@ def test_a_whole_game_day_in_the_browser_and_a_terminal(facilitator: Path, tmp_p
     assert [float(last) for _, _, last in shown_standings] == sorted(scores.values(), reverse=True)
     collect = json.loads(cli("gameday", "collect", str(plan), "--json"))  # again, as a script would
     assert collect["journals"] == "signed"
-    [first] = collect["rounds"]
+    [first, second] = collect["rounds"]
     assert first["handed_in"] == ["ana", "ben", "chen"] and first["waiting"] == [] and first["refused"] == []
+    assert second["handed_in"] == ["blue"] and second["waiting"] == ["red"] and second["refused"] == []
     html = tmp_path / "review.html"
     review = json.loads(cli("gameday", "review", str(plan), "--html", str(html), "--json"))
     assert review["verified"] is True and review["skipped"] == []
-    assert sorted(row["player"] for row in review["rows"]) == ["ana", "ben", "chen"]
-    assert all(row["submitted"] and row["queries"] == 1 for row in review["rows"])
-    assert {row["player"]: row["score"] for row in review["rows"]} == pytest.approx(scores)
+    solo = [row for row in review["rows"] if row["round"] == 1]
+    assert sorted(row["player"] for row in solo) == ["ana", "ben", "chen"]
+    assert all(row["submitted"] and row["queries"] == 1 for row in solo)
+    assert {row["player"]: row["score"] for row in solo} == pytest.approx(scores)
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
@@ -493,5 +623,32 @@ def test_a_whole_game_day_in_the_browser_and_a_terminal(facilitator: Path, tmp_p
             browser.close()
     for player in links:
         assert re.search(rf"\b{player}\b", shown), f"the review does not name {player}"
-    print(f"scores {scores}; prepared in {prepared:.1f} s; the browser players handed in {handed_in_by:.1f} s into "
-          f"the round; played {played:.1f} s; whole test {time.monotonic() - started_at:.1f} s")
+    assert "blue (ana, ben)" in shown
+
+    # ---- the team round: one shared, signed journal naming its members, every event naming the member who acted
+    # (ben's hand-in the only one); one result for the team, verified, whose score both members' debriefs and the
+    # room showed; the review's row for round 2 is the team's
+    team = day.journal("blue")
+    assert team is not None
+    lines = [json.loads(line) for line in team.read_text(encoding="utf-8").splitlines()]
+    assert lines[0]["player"] == "blue" and lines[0]["members"] == ["ana", "ben"]
+    assert all(isinstance(line.get("mac"), str) for line in lines)
+    acted = [(e["kind"], e["data"]["by"]) for e in lines[1:] if e["kind"] != "debrief_viewed"]
+    assert acted == [("start", "ana"), ("query", "ana"), ("pin", "ana"), ("submit", "ben")]
+    assert [e["kind"] for e in lines[1:]].count("debrief_viewed") == 1  # the team's game debriefed once
+    assert lines[3]["data"]["hypothesis"] == "throttle" and lines[3]["data"]["stance"] == "supports"
+    [result] = results.glob("round-02-*/*.json")
+    assert result.name == "blue.team.json"
+    doc = json.loads(result.read_text())
+    assert doc["gameday"]["verified"] is True and doc["gameday"]["members"] == ["ana", "ben"]
+    team_score = doc["gameday"]["score"]
+    for member in ("ana", "ben"):
+        assert any(line.strip().startswith(f"Score {team_score:.1f} / 100") for line in team_final[member]), member
+    assert team_standings == [(1, BLUE, f"{team_score:.1f}")]
+    [team_row] = [row for row in review["rows"] if row["round"] == 2]
+    assert (team_row["player"], team_row["team"], team_row["submitted"], team_row["queries"]) == (
+        "blue (ana, ben)", "blue", True, 1)
+    assert team_row["score"] == pytest.approx(team_score) and team_row["verified"] is True
+    print(f"scores {scores}, team blue {team_score}; prepared in {prepared:.1f} s; the browser players handed in "
+          f"{handed_in_by:.1f} s into round 1; played {played:.1f} s; the team round {team_played:.1f} s; whole test "
+          f"{time.monotonic() - started_at:.1f} s")

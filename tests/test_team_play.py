@@ -243,6 +243,33 @@ def test_two_members_play_one_game_and_hand_in_once(data: Path, day: Path, gatew
     assert path.player == "blue (ana, ben)" and path.team == "blue" and path.verified
 
 
+def test_every_members_debrief_opens_when_the_round_ends(data: Path, day: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the facilitator ends the round, every member's held debrief opens by itself, so the members' processes
+    mark the team's game debriefed at about the same time: the first does, and a member whose process had not
+    read that yet gets it back instead of "cannot view the debrief: the session is over" (found through real
+    `serve` processes, tests/test_gameday_browser.py)."""
+    gd = load_gameday(day)
+    write_state(gd, {1: (1.0, None)})
+    as_member(monkeypatch, day, "ana")
+    ana = api.new_session(api.load_variant(MINI, 0), "blue")
+    api.start(ana, None)
+    assert ana.path is not None
+    as_member(monkeypatch, day, "ben")
+    ben = api.resume_session(ana.path)
+    try:
+        api.submit(ben, [(h.id, 100.0 if i == 0 else 0.0) for i, h in enumerate(ben.board)])
+        assert [e.kind for e in api.team_news(ana)] == ["submit"] and ana.state == "submitted"
+        viewed = ben.view_debrief()  # ben's debrief opened first; ana's process has not read it
+        assert ana.state == "submitted"
+        assert ana.view_debrief() == viewed and ana.state == "debriefed"
+        assert [(e["kind"], e["data"]["by"]) for e in journal_lines(ana.path)[1:]] == [
+            ("start", "ana"), ("submit", "ben"), ("debrief_viewed", "ben")]
+    finally:
+        ana.close()
+        ben.close()
+
+
 @pytest.mark.slow
 def test_impersonation_and_edits_are_refused_for_a_team(data: Path, day: Path, gateway: Gateway,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:

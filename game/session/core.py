@@ -59,6 +59,9 @@ from game.session.rules import Rules, query_event_data, ranking_rows
 from game.session.transcripts import transcript_doc, write_transcript
 from incidents.spec import Incident, Inject
 
+_ONCE = (START, DEBRIEF_VIEWED)
+"""What a team's shared game records once, whichever member's process comes first (`Session._record`)."""
+
 
 class _Runs(Protocol):
     def run(self, sql: str) -> QueryResult: ...
@@ -455,6 +458,8 @@ class Session:
         return self._record(ACT, {"actions": list(actions), "decision_s": decision_s})
 
     def view_debrief(self) -> Event:
+        """Mark the submitted session debriefed. In a team's shared game every member's debrief opens as the round
+        ends; a member whose debrief opens after another's gets that member's event back."""
         return self._record(DEBRIEF_VIEWED, {})
 
     def replay(self, event: Event) -> Event:
@@ -622,9 +627,11 @@ class Session:
                 self._catch_up(cut_torn=True)
                 if kind == SUBMIT and (refused := self._second_hand_in()) is not None:
                     raise refused
-                started = next((e for e in self._rules.events if e.kind == START), None)
-                if kind == START and started is not None:
-                    return started  # two members left the briefing together: the team's game started once
+                done = next((e for e in self._rules.events if e.kind == kind), None) if kind in _ONCE else None
+                if done is not None:
+                    # two members left the briefing together, or their debriefs opened together as the round
+                    # ended: the team's game started (was debriefed) once, and each gets that event back
+                    return done
                 if kind not in (INJECT, MESSAGE) and "gm" not in data:  # the member's own act, from their seat
                     data = {**data, "by": self.member}
                 event = self._write(kind, data)

@@ -258,12 +258,10 @@ class Tab:
         self.page.on("websocket", lambda ws: ws.on("framereceived", self.screen.feed))
         self.focused = False
         # one tab per player: right after the player closed their tab of the round before, the server may not have
-        # let go of it yet, and the page says so (409); opened again until it serves the game (the state)
-        deadline = time.monotonic() + HANG_S
-        while (response := self.page.goto(link, timeout=HANG_S * 1000)) is not None and response.status == 409 \
-                and "already open in another tab" in self.page.content():
-            assert time.monotonic() < deadline, self.page.content()
-            self.page.wait_for_timeout(50)
+        # let go of it yet; it waits for the old tab to end (tui.serve.TAB_HANDOVER_S), so the link opens the game
+        # at once, as a reload does, and never says "already open in another tab"
+        response = self.page.goto(link, timeout=HANG_S * 1000)
+        assert response is not None and response.status == 200, self.page.content()
 
     def press(self, *keys: str) -> None:
         if not self.focused:  # keys reach the app only through xterm.js's input element

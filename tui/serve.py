@@ -25,6 +25,7 @@ unless told otherwise (`check_host`). On top of textual-serve it:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -44,6 +45,11 @@ DEFAULT_PORT = 8000
 DEFAULT_MAX_SESSIONS = 32
 """App processes (browser tabs) alive at once; more websockets are refused with HTTP 503."""
 DEFAULT_WARM = 4
+TAB_HANDOVER_S = 3.0
+"""A game day's one tab per player: how long, besides the app's `quit_grace_s`, a page or websocket for a player
+whose tab is still open waits for it to end before being refused. A reload (or a new tab right after closing the
+old one) arrives before the server has seen the old socket close and stopped its app; it should continue the game,
+not meet 'already open in another tab'. A second tab really open elsewhere is refused after this wait."""
 """Warm app processes kept ready for the next tabs (tui.serve_warm); 0: every tab's app starts cold."""
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
@@ -257,6 +263,7 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                 from game.api import RoundRefused
                 from tui.serve_gameday import refusal_page
 
+                await self._handover(request.query.get("token"))
                 try:
                     gate.check_page(request.query.get("token"))
                 except RoundRefused as refused:
@@ -287,6 +294,7 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
             if gate is not None:
                 from game.api import RoundRefused
 
+                await self._handover(request.match_info.get("token"))
                 try:
                     player, command = gate.admit(request.match_info.get("token"))
                 except RoundRefused as refused:
@@ -299,6 +307,16 @@ def make_server(command: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                 self.active -= 1
                 if player is not None:
                     gate.release(player)
+
+        async def _handover(self, token: str | None) -> None:
+            """Wait (at most `quit_grace_s` + TAB_HANDOVER_S) while the player of `token` still has a tab open: a
+            reload's old tab is closing, and the gate then admits the new one instead of refusing it."""
+            if gate is None or not token or (player := gate.roster.player_of(token)) is None:
+                return
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.limits.quit_grace_s + TAB_HANDOVER_S
+            while player in gate.open_tabs and loop.time() < deadline:
+                await asyncio.sleep(0.05)
 
         def _room_gate(self, request: web.Request) -> Any:
             """The gate, once the request may open the facilitator's room; HTTP errors otherwise (404 without a

@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
 from game import api
+from tui import breakpoints
 from tui.actions import bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.formatting import clock_text
@@ -98,6 +99,7 @@ class BriefingScreen(Screen[None]):
         return self.served.play
 
     def compose(self) -> ComposeResult:
+        breakpoints.preset(self)  # before the widgets are styled, not after (tui.breakpoints)
         with VerticalScroll(id="briefing"):
             yield Static(alert_card(self.entry, self.hints), id="alert-card")
         with Vertical(id="briefing-bottom"):

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Input, Static
 
 from game import api
 from game.api import SOLVED_SCORE
+from tui import breakpoints
 from tui.actions import bindings
 from tui.app_api import GameApp, game_app
 from tui.formatting import one_line
@@ -93,6 +94,7 @@ class PickerScreen(Screen[None]):
         return game_app(self.app)
 
     def compose(self) -> ComposeResult:
+        breakpoints.preset(self)  # before the widgets are styled, not after (tui.breakpoints)
         with Vertical(id="picker"):
             yield Static("[b]servedrill[/b] · pick an incident to investigate", id="picker-title")
             yield Input(placeholder="Filter by title, id or tag…", id="picker-filter", compact=True)

@@ -34,7 +34,7 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
 
 from game import api
-from tui import breakpoints
+from tui import screen_start
 from tui.actions import PANE_SCOPES, bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.board import Board, evidence_by_hypothesis, latest_notes
@@ -141,13 +141,16 @@ class WorkspaceScreen(Screen[None]):
 
     # ------------------------------------------------------------ layout
 
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        screen_start.first_resume(self, event)
+
     def compose(self) -> ComposeResult:
         # the layout's classes before anything is styled: set in on_mount, each would restyle the whole
         # screen once more (84 of the 522 style applications from the picker to the workspace); Textual's
-        # breakpoint classes too (tui.breakpoints)
+        # breakpoint classes too (tui.screen_start)
         width, height = self.app.size
         self.compact = _is_compact(width, height)
-        breakpoints.preset(self, {"-compact": self.compact, f"-pane-{self.pane}": True})
+        screen_start.preset(self, {"-compact": self.compact, f"-pane-{self.pane}": True})
         # Widgets get their starting state in their constructors and apply it in their own on_mount:
         # a screen's on_mount can run before grandchildren composed by a child's compose() exist.
         session = self.session

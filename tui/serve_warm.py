@@ -53,6 +53,9 @@ PRELOAD = ("tui.cli", "tui.app", "textual.drivers.web_driver", "game.session", "
 """What the template imports before it forks: what a tab's app imports on its way from the picker to the
 workspace (measured: about 440 modules, pandas among them), besides every module of `tui` itself
 (`preload`)."""
+PRIME = ("tui.widgets.sql_editor",)
+"""Modules whose `prime()` the template calls once it has imported everything: work every tab's app would
+otherwise repeat on its way to the workspace, done once before the fork (each says what it prepares)."""
 NOT_PRELOADED = ("tui.serve", "tui.bench")
 """Modules of `tui` the template leaves alone: the server's side (aiohttp) and the benchmark."""
 ORPHAN_EXIT = 70
@@ -129,7 +132,8 @@ def _send(control: socket.socket, message: dict[str, Any]) -> None:
 
 
 def preload() -> list[str]:
-    """Import PRELOAD and every module of `tui` but NOT_PRELOADED; returns the names imported."""
+    """Import PRELOAD and every module of `tui` but NOT_PRELOADED, then prime what PRIME names; returns the
+    names imported."""
     import importlib
     import pkgutil
 
@@ -139,6 +143,8 @@ def preload() -> list[str]:
                              if not info.name.startswith(NOT_PRELOADED)]
     for name in names:
         importlib.import_module(name)
+    for name in PRIME:
+        importlib.import_module(name).prime()
     return names
 
 

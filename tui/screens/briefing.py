@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
 from game import api
+from tui import screen_start
 from tui.actions import bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.formatting import clock_text
@@ -97,7 +98,11 @@ class BriefingScreen(Screen[None]):
         assert self.served.play is not None
         return self.served.play
 
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        screen_start.first_resume(self, event)
+
     def compose(self) -> ComposeResult:
+        screen_start.preset(self)  # before the widgets are styled, not after (tui.screen_start)
         with VerticalScroll(id="briefing"):
             yield Static(alert_card(self.entry, self.hints), id="alert-card")
         with Vertical(id="briefing-bottom"):

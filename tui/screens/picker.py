@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Input, Static
 
 from game import api
 from game.api import SOLVED_SCORE
+from tui import screen_start
 from tui.actions import bindings
 from tui.app_api import GameApp, game_app
 from tui.formatting import one_line
@@ -93,6 +94,7 @@ class PickerScreen(Screen[None]):
         return game_app(self.app)
 
     def compose(self) -> ComposeResult:
+        screen_start.preset(self)  # before the widgets are styled, not after (tui.screen_start)
         with Vertical(id="picker"):
             yield Static("[b]servedrill[/b] · pick an incident to investigate", id="picker-title")
             yield Input(placeholder="Filter by title, id or tag…", id="picker-filter", compact=True)
@@ -253,7 +255,8 @@ class PickerScreen(Screen[None]):
         if entry is not None:
             self.served.open_briefing(entry)
 
-    def on_screen_resume(self) -> None:
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        screen_start.first_resume(self, event)
         # Also on first show; coming back from a game, sessions and scores may have changed. The scan
         # imports the game modules, so it waits until the player has looked at the list for a moment
         # rather than competing (for the GIL) with painting the next screen.

@@ -34,6 +34,7 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, Tab, Tabs
 
 from game import api
+from tui import screen_start
 from tui.actions import PANE_SCOPES, bindings
 from tui.app_api import GameApp, Play, game_app
 from tui.board import Board, evidence_by_hypothesis, latest_notes
@@ -79,6 +80,11 @@ MARKERS_SQL = (
     "SELECT ts, kind, replica, component FROM events "
     f"WHERE kind IN ({', '.join(repr(k) for k in MARKER_KINDS)}) ORDER BY ts"
 )
+
+
+def _is_compact(width: int, height: int) -> bool:
+    """The compact layout (one pane under the editor) for a screen this size."""
+    return width < WIDE_AT[0] or height < WIDE_AT[1]
 
 
 def markers_from_rows(rows: list[tuple[Any, ...]]) -> list[Marker]:
@@ -135,11 +141,16 @@ class WorkspaceScreen(Screen[None]):
 
     # ------------------------------------------------------------ layout
 
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        screen_start.first_resume(self, event)
+
     def compose(self) -> ComposeResult:
         # the layout's classes before anything is styled: set in on_mount, each would restyle the whole
-        # screen once more (84 of the 522 style applications from the picker to the workspace)
-        self._layout(self.app.size.width, self.app.size.height)
-        self.add_class(f"-pane-{self.pane}")
+        # screen once more (84 of the 522 style applications from the picker to the workspace); Textual's
+        # breakpoint classes too (tui.screen_start)
+        width, height = self.app.size
+        self.compact = _is_compact(width, height)
+        screen_start.preset(self, {"-compact": self.compact, f"-pane-{self.pane}": True})
         # Widgets get their starting state in their constructors and apply it in their own on_mount:
         # a screen's on_mount can run before grandchildren composed by a child's compose() exist.
         session = self.session
@@ -223,9 +234,8 @@ class WorkspaceScreen(Screen[None]):
         self._layout(event.size.width, event.size.height)
 
     def _layout(self, width: int, height: int) -> None:
-        compact = width < WIDE_AT[0] or height < WIDE_AT[1]
-        self.compact = compact
-        self.set_class(compact, "-compact")
+        self.compact = _is_compact(width, height)
+        self.set_class(self.compact, "-compact")
 
     def _set_pane(self, pane: str) -> None:
         """Show `pane` (a key of PANES): under the editor when compact; when wide the sidebar's page or the

@@ -70,6 +70,8 @@ class HypothesisBoard(DataTable[Any]):
         self._flash_timer: Any = None
         self._widths: tuple[int, int, int, int] | None = None
         self._height = -1
+        self._drawn: tuple[Any, ...] | None = None
+        """What the table shows (HypothesisBoard._drawing), to leave it be when a redraw would not change it."""
 
     def on_mount(self) -> None:
         self.redraw()
@@ -92,7 +94,11 @@ class HypothesisBoard(DataTable[Any]):
 
     def _fit(self) -> tuple[int, int, int, int]:
         """(title, evidence, note, bar) widths that fill the board's width without scrolling."""
-        width = self.scrollable_content_region.width or self.size.width or 80
+        # before its first layout (on_mount) the board has no size: it spans the screen's width in every
+        # layout (servedrill.tcss), so fitting to that draws at once what the layout will keep (a first
+        # drawing for another width was redrawn on the first Resize, and resized every pane around it)
+        width = (self.scrollable_content_region.width or self.size.width
+                 or self.app.size.width - self.styles.gutter.width or 80)
         bar = FIXED_WIDTHS["bar"] if width >= NARROW_BAR_BELOW else FIXED_WIDTHS["bar"] // 2
         evidence = max([8] + [len(self._marks(i.id)) for i in self.board.items])
         spare = width - sum(FIXED_WIDTHS.values()) - (bar - FIXED_WIDTHS["bar"]) - evidence \
@@ -164,29 +170,44 @@ class HypothesisBoard(DataTable[Any]):
         return max(0, min(self.cursor_row, len(self.board.items) - 1))
 
     def redraw(self, cursor: int | None = None) -> None:
+        """Fill the table from the board (keeping the cursor's row, or moving it to `cursor`). A drawing
+        identical to the one showing is kept as it is: refilling it would only make the table render every
+        row again (its auto height settling makes the layout resize it once more, to the same columns)."""
         keep = self.cursor_row if cursor is None else cursor
-        title_w, evidence_w, note_w, bar_w = self._widths = self._fit()
+        self._widths = self._fit()
+        columns, rows = drawing = self._drawing(self._widths)
+        if drawing != self._drawn:
+            self._drawn = drawing
+            self.clear(columns=True)
+            for label, key, width in columns:
+                self.add_column(label, key=key, width=width)
+            for key, height, cells in rows:
+                self.add_row(*cells, key=key, height=height)
+        elif cursor is None:
+            return  # the same rows under the same cursor
+        if self.board.items:
+            self.move_cursor(row=max(0, min(keep, len(self.board.items) - 1)))
+
+    def _drawing(self, widths: tuple[int, int, int, int]) -> tuple[tuple[tuple[str, str, int], ...],
+                                                                  tuple[tuple[str, int, tuple[Any, ...]], ...]]:
+        """The table for `widths`: its columns (label, key, width) and rows (key, height, cells)."""
+        title_w, evidence_w, note_w, bar_w = widths
         step = 100 // bar_w  # percent per full block
-        self.clear(columns=True)
-        self.add_column("#", key="rank", width=FIXED_WIDTHS["rank"])
-        self.add_column("", key="label", width=FIXED_WIDTHS["label"])
-        self.add_column("Conf", key="conf", width=FIXED_WIDTHS["conf"])
-        self.add_column("", key="bar", width=bar_w)
-        self.add_column("Hypothesis", key="title", width=title_w)
-        self.add_column("Evidence", key="evidence", width=evidence_w)
-        self.add_column("Note", key="note", width=note_w)
+        columns = (("#", "rank", FIXED_WIDTHS["rank"]), ("", "label", FIXED_WIDTHS["label"]),
+                   ("Conf", "conf", FIXED_WIDTHS["conf"]), ("", "bar", bar_w), ("Hypothesis", "title", title_w),
+                   ("Evidence", "evidence", evidence_w), ("Note", "note", note_w))
         titles = self._title_lines(title_w)
+        rows = []
         for rank, item in enumerate(self.board.items, start=1):
             bar = "█" * (item.confidence // step) + ("▌" if item.confidence % step >= step // 2 else "")
             note = self.notes.get(item.id, "")
             lines = titles[rank - 1]
-            # Text, never str: a DataTable reads str cells as markup
-            self.add_row(str(rank), literal(item.label, 4, style="bold"), f"{item.confidence:>3}%", bar,
-                         literal("\n".join(lines), multiline=True, lines=MAX_TITLE_LINES),
-                         self._marks(item.id), literal(one_line(note, note_w)), key=item.id,
-                         height=len(lines))
-        if self.board.items:
-            self.move_cursor(row=max(0, min(keep, len(self.board.items) - 1)))
+            # Text, never str: a DataTable reads str cells as markup (Texts compare by text and spans)
+            cells = (str(rank), literal(item.label, 4, style="bold"), f"{item.confidence:>3}%", bar,
+                     literal("\n".join(lines), multiline=True, lines=MAX_TITLE_LINES),
+                     self._marks(item.id), literal(one_line(note, note_w)))
+            rows.append((item.id, len(lines), cells))
+        return columns, tuple(rows)
 
     def _move(self, delta: int) -> None:
         if not self.board.items:

@@ -15,10 +15,13 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 from textual.widgets.text_area import LanguageDoesNotExist
 
+from tui import highlight_cache
 from tui.actions import bindings
 from tui.completion import Completion, complete
 from tui.text import editable, one_line
 from tui.widgets.safe_text import SafeTextArea
+
+highlight_cache.install()  # every editor of the process shares one compiled highlight query
 
 
 class CompletionMenu(OptionList):
@@ -234,3 +237,9 @@ class SqlEditor(SafeTextArea):
             event.prevent_default()
             return
         await super()._on_key(event)
+
+
+def prime() -> None:
+    """Compile the editor's highlight query now, as an editor does (tui.highlight_cache): the warm template
+    calls this before it forks, so no tab's app compiles it again."""
+    SqlEditor("")

@@ -80,16 +80,21 @@ def _key() -> bytes | None:
         raise SessionError(str(exc)) from None
 
 
-def open_locked(path: Path) -> BinaryIO:
-    """An existing journal opened for reading and appending, locked; SessionError when another servedrill
-    process holds it or it cannot be opened."""
+def _open_existing(path: Path) -> BinaryIO:
+    """An existing journal opened for reading and appending; SessionError when it cannot be."""
     try:
         # regular files only (a FIFO or /dev/zero would hang or fill memory), at most the journal cap
-        fh = open_regular(path, max_bytes=MAX_JOURNAL_BYTES, what="session journal", writable=True)
+        return open_regular(path, max_bytes=MAX_JOURNAL_BYTES, what="session journal", writable=True)
     except ReadRefused as exc:
         raise SessionError(str(exc)) from None
     except OSError as exc:
         raise SessionError(f"cannot open session {path}: {exc.strerror or exc}") from None
+
+
+def open_locked(path: Path) -> BinaryIO:
+    """An existing journal opened for reading and appending, locked; SessionError when another servedrill
+    process holds it or it cannot be opened."""
+    fh = _open_existing(path)
     if fcntl is not None:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -110,12 +115,7 @@ def open_locked(path: Path) -> BinaryIO:
 def open_shared(path: Path) -> BinaryIO:
     """An existing journal opened for reading and appending, locked (blocking: the other members hold it only
     for one action) until `unlock`: a team's shared game, read and repaired under the lock, then shared."""
-    try:
-        fh = open_regular(path, max_bytes=MAX_JOURNAL_BYTES, what="session journal", writable=True)
-    except ReadRefused as exc:
-        raise SessionError(str(exc)) from None
-    except OSError as exc:
-        raise SessionError(f"cannot open session {path}: {exc.strerror or exc}") from None
+    fh = _open_existing(path)
     if fcntl is not None:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
     return fh

@@ -198,29 +198,16 @@ def verify_chain(key: bytes, header: Mapping[str, Any], events: Sequence[Any],
     head = mac
     expected_seq = None
     for i, event in enumerate(events):
-        number = numbers[i] if numbers is not None else i + 2
-        if not isinstance(event, Mapping) or not isinstance(event.get(MAC), str):
-            raise ChainBroken(number, "a line without the server's signature (added or changed by hand)")
-        try:
-            content = canonical(event)
-        except ValueError as exc:
-            raise ChainBroken(number, f"the line cannot be read ({exc})") from None
-        if not hmac.compare_digest(str(event[MAC]), _mac(key, head, content)):
-            seq = event.get("seq")
-            if isinstance(seq, int) and expected_seq is not None and seq != expected_seq:
-                raise ChainBroken(number, f"event {expected_seq} is missing (deleted) or the lines were "
-                                  "reordered")
-            raise ChainBroken(number, f"event {seq} was changed after the server wrote it (its content, "
-                              "its time or a line before it)")
-        head = str(event[MAC])
+        head = verify_next(key, head, event, numbers[i] if numbers is not None else i + 2, expected_seq)
         seq = event.get("seq")
         expected_seq = seq + 1 if isinstance(seq, int) else None
     return head
 
 
-def verify_next(key: bytes, head: str, event: Any, number: int) -> str:
-    """The MAC of `event` when it follows the line whose MAC is `head` (a chain read a line at a time: a team's
-    shared journal that another member's process appended to); ChainBroken (line `number`) otherwise."""
+def verify_next(key: bytes, head: str, event: Any, number: int, expected_seq: int | None = None) -> str:
+    """The MAC of `event` when it follows the line whose MAC is `head` (a whole chain, or one read a line at a
+    time: a team's shared journal that another member's process appended to); ChainBroken (line `number`)
+    otherwise. `expected_seq`, the seq the line should carry, tells a deleted or moved line from a changed one."""
     if not isinstance(event, Mapping) or not isinstance(event.get(MAC), str):
         raise ChainBroken(number, "a line without the server's signature (added or changed by hand)")
     try:
@@ -228,8 +215,11 @@ def verify_next(key: bytes, head: str, event: Any, number: int) -> str:
     except ValueError as exc:
         raise ChainBroken(number, f"the line cannot be read ({exc})") from None
     if not hmac.compare_digest(str(event[MAC]), _mac(key, head, content)):
-        raise ChainBroken(number, f"event {event.get('seq')} was changed after the server wrote it (its content, "
-                          "its time or a line before it)")
+        seq = event.get("seq")
+        if isinstance(seq, int) and expected_seq is not None and seq != expected_seq:
+            raise ChainBroken(number, f"event {expected_seq} is missing (deleted) or the lines were reordered")
+        raise ChainBroken(number, f"event {seq} was changed after the server wrote it (its content, its time or "
+                          "a line before it)")
     return str(event[MAC])
 
 

@@ -261,7 +261,8 @@ def test_every_members_debrief_opens_when_the_round_ends(data: Path, day: Path,
         api.submit(ben, [(h.id, 100.0 if i == 0 else 0.0) for i, h in enumerate(ben.board)])
         assert [e.kind for e in api.team_news(ana)] == ["submit"] and ana.state == "submitted"
         hold = api.debrief_hold(ana, time.time())  # ana's waiting screen names who handed the board in
-        assert hold is not None and hold.text.startswith("ben handed in team blue's board. The debrief opens")
+        assert hold is not None and hold.text.startswith("Handed in. The debrief opens when the round ends")
+        assert hold.text.endswith("still play. ben handed in team blue's board.")
         viewed = ben.view_debrief()  # ben's debrief opened first; ana's process has not read it
         assert ana.state == "submitted"
         assert ana.view_debrief() == viewed and ana.state == "debriefed"

@@ -144,7 +144,7 @@ def test_line_mode_prints_the_teams_work_at_the_next_prompt_and_follows_its_hand
     pinned = text.index("[team] ana pinned Q1 as refutes ")
     assert pinned < text.index("servedrill>", text.index("servedrill>") + 1)
     assert "[team] ana handed in the team's board" in text and "cannot run a query" not in text
-    assert "ana handed in team blue's board. The debrief opens when the round ends" in text
+    assert "Handed in. The debrief opens when the round ends" in text and "ana handed in team blue's board." in text
     assert "Traceback" not in text
     # ben's query after the hand-in was refused and recorded nothing: the journal's last event is ana's submit
     last = json.loads(path.read_text().splitlines()[-1])

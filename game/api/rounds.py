@@ -253,15 +253,15 @@ def debrief_hold(session: Session, now: float) -> DebriefHold | None:
     assert seat is not None  # only a seat holds a debrief
     c = player_clock(session, now)
     ends = c.ends_at if c.ends_at is not None and c.ends_at > now else None
-    handed = "Handed in."
+    who = ""
     submission = session.submission
     if session.team and submission is not None:  # a team's game: which member handed the board in (from their seat)
         by = submission.data.get("by")
         if isinstance(by, str) and by:
-            handed = f"{by} handed in team {session.header.player}'s board."
-    return DebriefHold(seat.round, ends, handed + " The debrief opens when the round ends"
+            who = f" {by} handed in team {session.header.player}'s board."  # last: the sentence above keeps its lines
+    return DebriefHold(seat.round, ends, "Handed in. The debrief opens when the round ends"
                        + (f" at {_hhmm(ends)}" if ends is not None else " (when the facilitator ends it)")
-                       + ", so nobody learns the answer while others still play.")
+                       + ", so nobody learns the answer while others still play." + who)
 
 
 def _hhmm(epoch: float) -> str:

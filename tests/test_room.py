@@ -206,16 +206,19 @@ def test_the_console_sees_a_round_the_room_started_and_ends_it(tmp_path: Path) -
     assert api.round_times(gd)[1] == (START, START + 60)
 
 
+HANG_S = 120.0
+"""A bound on a wait that ends on a state (a hand-in arriving): a guard against a hang, never a time a test expects."""
+
+
 @pytest.mark.slow  # collection scores the hand-ins on the fixture's worlds (built once per run)
 def test_ending_a_round_early_collects_the_boards_its_time_up_hands_in(tmp_path: Path, tui_env: Path) -> None:
     """ana is still investigating when the facilitator ends the round: the end is TIME UP in her game, which
-    hands her board in; end_round waits for that and collects it with ben's. dara's game was left open in a
-    closed tab and never hands in: the wait ends at its bound and she is not collected."""
+    hands her board in; end_round waits for that (a state: its bound here only guards against a hang) and
+    collects it with ben's."""
     gd = make_day(tmp_path)
     data = tmp_path / "data"
     games(data)
     sessions = data / "sessions"
-    journal(sessions / "dara.jsonl", investigating_events(), session_id="dara-1", player="dara")
     api.start_round(gd, None, T0)
 
     def anas_game() -> None:  # her game at TIME UP: the board as it stands, handed in
@@ -228,10 +231,24 @@ def test_ending_a_round_early_collects_the_boards_its_time_up_hands_in(tmp_path:
 
     game = threading.Thread(target=anas_game, daemon=True)
     game.start()
-    ended, got = api.end_round(gd, [data], START + 300, settle_s=5.0)
-    game.join(timeout=60)
+    ended, got = api.end_round(gd, [data], START + 300, settle_s=HANG_S)
+    game.join(timeout=HANG_S)
     assert ended.number == 1 and sorted(got.files) == ["ana", "ben"]
     state = api.room_state(gd, [data], START + 310)
     assert state.scores_shown and {s.player for s in state.standings if s.score is not None} == {"ana", "ben"}
+
+
+@pytest.mark.slow  # collection scores ben's hand-in on the fixture's worlds (built once per run)
+def test_ending_a_round_early_stops_waiting_for_games_that_never_hand_in(tmp_path: Path, tui_env: Path) -> None:
+    """dara's game was left open in a closed tab (and ana's too: nothing plays either): neither hands in at TIME
+    UP, so end_round's wait ends at its bound, ben's hand-in is collected and neither of theirs."""
+    gd = make_day(tmp_path)
+    data = tmp_path / "data"
+    games(data)
+    journal(data / "sessions" / "dara.jsonl", investigating_events(), session_id="dara-1", player="dara")
+    api.start_round(gd, None, T0)
+    ended, got = api.end_round(gd, [data], START + 300, settle_s=0.2)
+    assert ended.number == 1 and sorted(got.files) == ["ben"]
+    state = api.room_state(gd, [data], START + 310)
     # dara reads "timed out" as anyone past the end does, but nothing of hers was handed in or collected
-    assert by_player(state)["dara"] == ("timed out", 1) and "dara" not in got.files
+    assert by_player(state)["dara"] == ("timed out", 1) and by_player(state)["ana"] == ("timed out", 1)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.register_assert_rewrite("gameday_support")  # a helper module, not a test_*.py file: rewrite its asserts too
+
 INCIDENT_DATA = Path(__file__).parent / "data" / "incidents"
 """The incident files the tests use (small fleets, short windows; tui-mini is the smallest)."""
 

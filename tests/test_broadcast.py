@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_gameday import MINI, Script, data, day, play_session  # noqa: F401  (fixtures)
+from test_gameday import MINI, Script, day, play_session  # noqa: F401  (fixtures)
 
 from game import api
 from game.cli.gameday_commands import COMMANDS
@@ -18,6 +18,8 @@ from game.frontends.gameday_console import Console
 from game.gameday.plan import load_gameday
 from game.session import Session
 from game.session.gm_key import key_id, load_key, trust_path
+
+pytest_plugins = ("gameday_support",)  # the fixture data (day is test_gameday's)
 
 
 def _playing(folder: Path, player: str) -> Session:

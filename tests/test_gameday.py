@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from gameday_support import write_plan
 
 import game.session as session_module
 import game.session.core as session_clock  # the one module of game.session that reads the clock
@@ -26,6 +26,8 @@ from game.rules.assess import score_session
 from game.session import Session
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database
+
+pytest_plugins = ("gameday_support",)  # the shared fixture: data
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "incidents"
@@ -55,22 +57,9 @@ def group() -> click.Group:
     return g
 
 
-def write(folder: Path, text: str, name: str = "gameday.yaml") -> Path:
-    path = folder / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def data(in_library_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "servedrill-data"
-    monkeypatch.setenv("SERVEDRILL_DATA", str(folder))
-    yield folder
-
-
 @pytest.fixture
 def day(tmp_path: Path) -> Path:
-    return write(tmp_path, GOOD.format(mini=MINI, drill=DRILL))
+    return write_plan(tmp_path, GOOD.format(mini=MINI, drill=DRILL))
 
 
 def play_session(data: Path, incident: Path, player: str, strategy: str = "expert", *, seed: int = 0,
@@ -119,9 +108,9 @@ def test_a_good_file_loads(day: Path) -> None:
 def test_library_ids_relative_paths_and_a_shared_data_folder(tmp_path: Path) -> None:
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "mini.yaml").write_bytes(MINI.read_bytes())
-    path = write(tmp_path, "event: e\nresults: /srv/results\ndata: /srv/shared data\nrounds:\n"
-                           "  - {incident: one-slow-replica, seed: 4}\n  - {incident: inc/mini.yaml}\n"
-                           "teams:\n  - {name: a, players: [x]}\n")
+    path = write_plan(tmp_path, "event: e\nresults: /srv/results\ndata: /srv/shared data\nrounds:\n"
+                                "  - {incident: one-slow-replica, seed: 4}\n  - {incident: inc/mini.yaml}\n"
+                                "teams:\n  - {name: a, players: [x]}\n")
     gd = load_gameday(path)
     assert gd.rounds[1].path == (tmp_path / "inc" / "mini.yaml").resolve()
     assert gd.join_command(gd.rounds[0], "x") == \
@@ -156,7 +145,7 @@ BROKEN = [
 @pytest.mark.parametrize(("text", "line", "column", "words"), BROKEN)
 def test_a_broken_file_gets_file_line_errors(tmp_path: Path, text: str, line: int, column: int,
                                              words: list[str]) -> None:
-    path = write(tmp_path, text.replace("{mini}", str(MINI)))
+    path = write_plan(tmp_path, text.replace("{mini}", str(MINI)))
     found = check_gameday(path)
     assert found, "expected a diagnostic"
     hit = [d for d in found if all(w in str(d) for w in words)]
@@ -166,8 +155,8 @@ def test_a_broken_file_gets_file_line_errors(tmp_path: Path, text: str, line: in
 
 
 def test_the_check_command_reports_every_problem_on_its_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "event: e\nresults: r\nrounds:\n  - incident: nope\n    sed: 3\n"
-                           "teams:\n  - name: a\n    players: [x, x]\n")
+    path = write_plan(tmp_path, "event: e\nresults: r\nrounds:\n  - incident: nope\n    sed: 3\n"
+                                "teams:\n  - name: a\n    players: [x, x]\n")
     run = CliRunner().invoke(group(), ["gameday", "check", str(path)])
     assert run.exit_code == 1 and "Traceback" not in run.output
     lines = run.stderr.strip().splitlines()
@@ -222,7 +211,7 @@ def test_collect_takes_submitted_sessions_of_the_roster(data: Path, day: Path) -
 def test_collect_rescores_from_the_journal_or_does_not_collect(data: Path, tmp_path: Path) -> None:
     incident = tmp_path / "mini.yaml"
     incident.write_bytes(MINI.read_bytes())
-    day = write(tmp_path, GOOD.format(mini=incident, drill=DRILL))
+    day = write_plan(tmp_path, GOOD.format(mini=incident, drill=DRILL))
     ana = play_session(data, incident, "ana")
     ben = play_session(data, incident, "ben")
     # ben's journal claims a score in its header: collection writes what his queries earn

@@ -10,15 +10,14 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from gameday_support import MINI, cli, roster_for, seat_env, write_plan
 
 from game import api
-from game.cli.gameday_commands import COMMANDS
 from game.frontends.autoplay import plan, play
 from game.gameday.collect import write_state
 from game.gameday.plan import load_gameday
@@ -30,8 +29,7 @@ from game.session import seat as seat_module
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database
 
-ROOT = Path(__file__).resolve().parents[1]
-MINI = ROOT / "tests" / "data" / "incidents" / "tui-mini.yaml"
+pytest_plugins = ("gameday_support",)  # the shared fixture: data
 
 PLAN = """\
 event: Trust day
@@ -51,38 +49,9 @@ teams:
 """
 
 
-def cli(*args: str) -> tuple[int, str, str]:
-    import click
-
-    run = CliRunner().invoke(click.Group(commands=COMMANDS), list(args))
-    assert "Traceback" not in run.output
-    return run.exit_code, run.stdout, run.stderr
-
-
 @pytest.fixture
 def day(tmp_path: Path) -> Path:
-    folder = tmp_path / "facilitator"
-    folder.mkdir()
-    path = folder / "gameday.yaml"
-    path.write_text(PLAN.format(mini=MINI), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def data(in_library_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "servedrill-data"
-    monkeypatch.setenv("SERVEDRILL_DATA", str(folder))
-    yield folder
-
-
-def seat_env(monkeypatch: pytest.MonkeyPatch, day: Path, player: str, round_no: int = 1) -> None:
-    """What the server gives the app of `player`'s tab: the seat and the journal key."""
-    from game.gameday.gate import RoundGate
-
-    gd = load_gameday(day)
-    gate = RoundGate.load(gd, round_no)
-    monkeypatch.setenv(seat_module.SEAT_ENV, gate.seat(player, gd.rounds[round_no - 1]).to_env())
-    monkeypatch.setenv(signing.KEY_ENV, str(gate.roster.key_file))
+    return write_plan(tmp_path / "facilitator", PLAN.format(mini=MINI))
 
 
 def served_game(data: Path, player: str, strategy: str = "expert", *, seed: int = 0) -> Session:
@@ -165,7 +134,7 @@ def test_impersonation_is_refused(day: Path) -> None:
 def test_serve_gameday_refuses_typed_names_and_other_deals(day: Path) -> None:
     from tui.cli import main
 
-    make_roster(load_gameday(day))
+    roster_for(day)
     for extra in (["--player", "ben"], ["--random"], ["one-slow-replica"]):
         run = CliRunner().invoke(main, ["serve", "--gameday", str(day), *extra])
         assert run.exit_code == 1 and "does not combine with it" in run.stderr, run.output

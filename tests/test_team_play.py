@@ -19,15 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from gameday_support import MINI, cli, roster_for, seat_env, write_plan
 
 from game import api
-from game.cli.gameday_commands import COMMANDS
 from game.frontends.autoplay import plan
 from game.gameday.collect import write_state
 from game.gameday.gate import RoundGate
 from game.gameday.plan import check_gameday, load_gameday
-from game.gameday.roster import make_roster
 from game.query.gateway import Gateway
 from game.reports.leaderboard import read_results
 from game.session import Session, SessionError, signing
@@ -35,8 +33,7 @@ from game.session import seat as seat_module
 from incidents.loader import load_incident
 from telemetry_gen.cache import ensure_database
 
-ROOT = Path(__file__).resolve().parents[1]
-MINI = ROOT / "tests" / "data" / "incidents" / "tui-mini.yaml"
+pytest_plugins = ("gameday_support",)  # the shared fixture: data
 
 PLAN = """\
 event: Team day
@@ -56,37 +53,11 @@ teams:
 """
 
 
-def cli(*args: str) -> tuple[int, str, str]:
-    import click
-
-    run = CliRunner().invoke(click.Group(commands=COMMANDS), list(args))
-    assert "Traceback" not in run.output
-    return run.exit_code, run.stdout, run.stderr
-
-
 @pytest.fixture
 def day(tmp_path: Path) -> Path:
-    folder = tmp_path / "facilitator"
-    folder.mkdir()
-    path = folder / "gameday.yaml"
-    path.write_text(PLAN.format(mini=MINI), encoding="utf-8")
-    make_roster(load_gameday(path))
+    path = write_plan(tmp_path / "facilitator", PLAN.format(mini=MINI))
+    roster_for(path)
     return path
-
-
-@pytest.fixture
-def data(in_library_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "servedrill-data"
-    monkeypatch.setenv("SERVEDRILL_DATA", str(folder))
-    yield folder
-
-
-def as_member(monkeypatch: pytest.MonkeyPatch, day: Path, player: str, round_no: int = 1) -> None:
-    """What the server gives the app process of `player`'s tab: their seat (from their token) and the key."""
-    gd = load_gameday(day)
-    gate = RoundGate.load(gd, round_no)
-    monkeypatch.setenv(seat_module.SEAT_ENV, gate.seat(player, gd.rounds[round_no - 1]).to_env())
-    monkeypatch.setenv(signing.KEY_ENV, str(gate.roster.key_file))
 
 
 @pytest.fixture
@@ -150,7 +121,7 @@ def test_two_members_play_one_game_and_hand_in_once(data: Path, day: Path, gatew
     the_plan = plan(inc, "expert", np.random.default_rng(1))
 
     # ana's tab starts the team's game
-    as_member(monkeypatch, day, "ana")
+    seat_env(monkeypatch, day, "ana")
     ana = api.new_session(api.load_variant(MINI, 0), "blue")
     assert ana.header.player == "blue" and ana.team == ("ana", "ben") and ana.member == "ana"
     api.start(ana, None)
@@ -161,7 +132,7 @@ def test_two_members_play_one_game_and_hand_in_once(data: Path, day: Path, gatew
     gate = RoundGate.load(gd)
     assert f"resume {ana.session_id}" in gate.command("ben", gd.rounds[0])
     assert f"resume {ana.session_id}" in gate.command("ana", gd.rounds[0])
-    as_member(monkeypatch, day, "ben")
+    seat_env(monkeypatch, day, "ben")
     ben = api.resume_session(ana.path or "")
     assert ben.session_id == ana.session_id and ben.member == "ben"
     assert [q.data["sql"] for q in ben.queries] == [the_plan.queries[1].sql]  # ana's query, read by ben
@@ -251,11 +222,11 @@ def test_every_members_debrief_opens_when_the_round_ends(data: Path, day: Path,
     `serve` processes, tests/test_gameday_browser.py)."""
     gd = load_gameday(day)
     write_state(gd, {1: (1.0, None)})
-    as_member(monkeypatch, day, "ana")
+    seat_env(monkeypatch, day, "ana")
     ana = api.new_session(api.load_variant(MINI, 0), "blue")
     api.start(ana, None)
     assert ana.path is not None
-    as_member(monkeypatch, day, "ben")
+    seat_env(monkeypatch, day, "ben")
     ben = api.resume_session(ana.path)
     try:
         api.submit(ben, [(h.id, 100.0 if i == 0 else 0.0) for i, h in enumerate(ben.board)])
@@ -278,26 +249,26 @@ def test_impersonation_and_edits_are_refused_for_a_team(data: Path, day: Path, g
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     gd = load_gameday(day)
     write_state(gd, {1: (1.0, None)})
-    as_member(monkeypatch, day, "ana")
+    seat_env(monkeypatch, day, "ana")
     ana = api.new_session(api.load_variant(MINI, 0), "blue")
     api.start(ana, None)
     api.run_query(ana, gateway, "SELECT 1 AS one")
     assert ana.path is not None
 
     # dara (team red) cannot open blue's game, nor start a game under blue's name
-    as_member(monkeypatch, day, "dara")
+    seat_env(monkeypatch, day, "dara")
     with pytest.raises(SessionError, match="this session is blue's; you play round 1 in team red"):
         api.resume_session(ana.path)
     with pytest.raises(SessionError, match="in team red, not as 'blue'"):
         Session.create(MINI, 0, "blue", root=data)
     # nor can a member play it in a round each player plays alone
-    as_member(monkeypatch, day, "ben", round_no=2)
+    seat_env(monkeypatch, day, "ben", round_no=2)
     with pytest.raises(SessionError, match="this session is blue's; you play round 2 as ben"):
         api.resume_session(ana.path)
 
     # ben joins; then a line is edited behind the server's back (a query's SQL): ben's next refresh refuses it,
     # and so does collection
-    as_member(monkeypatch, day, "ben")
+    seat_env(monkeypatch, day, "ben")
     ben = api.resume_session(ana.path)
     api.run_query(ana, gateway, "SELECT 2 AS two")
     lines = ana.path.read_text().splitlines()
@@ -323,7 +294,7 @@ def test_impersonation_and_edits_are_refused_for_a_team(data: Path, day: Path, g
 def test_a_solo_round_is_unchanged(data: Path, day: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gd = load_gameday(day)
     write_state(gd, {2: (1.0, None)})
-    as_member(monkeypatch, day, "ana", round_no=2)
+    seat_env(monkeypatch, day, "ana", round_no=2)
     ana = api.new_session(api.load_variant(MINI, 1), "ana")
     assert ana.member is None and ana.team == ()
     api.start(ana, None)
@@ -334,7 +305,7 @@ def test_a_solo_round_is_unchanged(data: Path, day: Path, monkeypatch: pytest.Mo
     with pytest.raises(SessionError, match="one game per player per round"):
         Session.create(MINI, 1, "ana", root=data)
     assert ana.path is not None
-    as_member(monkeypatch, day, "ben", round_no=2)
+    seat_env(monkeypatch, day, "ben", round_no=2)
     with pytest.raises(SessionError, match="open in another servedrill process"):
         api.resume_session(ana.path)  # a player's game stays locked by its one process, as before
     ana.close()

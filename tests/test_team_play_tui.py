@@ -14,6 +14,7 @@ from test_rounds import write_round_state
 from test_tui_support import FIXTURE, START, investigating_events, make_app, run_async, until
 
 from game import api
+from game.session import Session
 from game.session import seat as seat_module
 
 pytestmark = pytest.mark.slow  # drives the app
@@ -36,19 +37,36 @@ def team_journal(path: Path) -> Path:
     return path
 
 
-def seat_of(player: str, tmp_path: Path, state: Path) -> str:
-    return seat_module.Seat(player, 1, "tui-mini", 0, str(tmp_path / "registry"), str(state), "held", 600.0,
-                            "blue", ("ana", "ben")).to_env()
+class TeamRound:
+    """Round 1 of a game day, running since START with its debrief held, and team blue's shared game in it
+    (`team_journal`); `seat` and `join` give this process a member's seat, as the server gives that member's app."""
+
+    def __init__(self, tui_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        results = tmp_path / "results"
+        results.mkdir()
+        self.state = results / "gameday.json"
+        write_round_state(self.state, START, None)
+        self.path = team_journal(tui_env / "sessions" / "tui-mini-team.jsonl")
+        self.registry = tmp_path / "registry"
+        self.monkeypatch = monkeypatch
+
+    def seat(self, player: str) -> None:
+        """From here on, this process is `player`'s app: their seat on team blue is in the environment."""
+        seat = seat_module.Seat(player, 1, "tui-mini", 0, str(self.registry), str(self.state), "held", 600.0,
+                                "blue", ("ana", "ben"))
+        self.monkeypatch.setenv(seat_module.SEAT_ENV, seat.to_env())
+
+    def join(self, player: str) -> Session:
+        """`player`'s app opening the team's game (and this process left in their seat)."""
+        self.seat(player)
+        return api.resume_session(self.path)
 
 
 def test_a_members_screen_shows_the_teams_work_and_follows_its_hand_in(
         tui_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    results = tmp_path / "results"
-    results.mkdir()
-    state = results / "gameday.json"
-    write_round_state(state, START, None)
-    path = team_journal(tui_env / "sessions" / "tui-mini-team.jsonl")
-    monkeypatch.setenv(seat_module.SEAT_ENV, seat_of("ben", tmp_path, state))
+    team = TeamRound(tui_env, tmp_path, monkeypatch)
+    path = team.path
+    team.seat("ben")
     now = [START + 120.0]
 
     async def go() -> None:
@@ -61,9 +79,8 @@ def test_a_members_screen_shows_the_teams_work_and_follows_its_hand_in(
             assert app.play.session.member == "ben" and log.option_count == 1
 
             # ana, in her own tab (her own seat): a query, a pin against a rival, a new ranking
-            monkeypatch.setenv(seat_module.SEAT_ENV, seat_of("ana", tmp_path, state))
-            ana = api.resume_session(path)
-            monkeypatch.setenv(seat_module.SEAT_ENV, seat_of("ben", tmp_path, state))
+            ana = team.join("ana")
+            team.seat("ben")  # back in ben's process
             telemetry = api.open_telemetry(api.variant_of(ana))
             try:
                 ran = api.run_query(ana, telemetry, "SELECT count(*) AS n FROM requests")
@@ -120,15 +137,10 @@ def test_line_mode_prints_the_teams_work_at_the_next_prompt_and_follows_its_hand
 
     from game.frontends.line_mode import PlainGame
 
-    results = tmp_path / "results"
-    results.mkdir()
-    state = results / "gameday.json"
-    write_round_state(state, START, None)
-    path = team_journal(tui_env / "sessions" / "tui-mini-team.jsonl")
-    monkeypatch.setenv(seat_module.SEAT_ENV, seat_of("ana", tmp_path, state))
-    ana = api.resume_session(path)
-    monkeypatch.setenv(seat_module.SEAT_ENV, seat_of("ben", tmp_path, state))
-    ben = api.resume_session(path)
+    team = TeamRound(tui_env, tmp_path, monkeypatch)
+    path = team.path
+    ana = team.join("ana")
+    ben = team.join("ben")
     out = io.StringIO()
     steps = [(lambda: api.pin(ana, 1, "overload", "refutes"), "hypotheses"),
              (lambda: api.submit(ana), "SELECT 1"),

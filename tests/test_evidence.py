@@ -14,6 +14,7 @@ from telemetry_gen.proving.evidence import (
     TOP,
     Feature,
     Shown,
+    cite,
     describe_reading,
     ruling,
     shown,
@@ -186,6 +187,43 @@ def test_which_group_stands_out_counts_only_when_it_stands_clear() -> None:
     assert Feature(TOP, (), "p90_prefill_s") not in close.features
     clear = by_replica({"a": 1.0, "b": 1.05, "c": 2.0})
     assert clear.features[Feature(TOP, (), "p90_prefill_s")] == "c"
+
+
+def evals(gsm8k_bf16: float, columns: tuple[str, str] = ("score", "ci_low")) -> Shown:
+    """An eval table: two versions x four tasks, each score with the lower end of its interval (0.025
+    below). Only bf16's gsm8k score moves with the argument."""
+    scores = {("bf16", "gsm8k"): gsm8k_bf16, ("fp8", "gsm8k"): 0.83, ("bf16", "mmlu"): 0.84,
+              ("fp8", "mmlu"): 0.85, ("bf16", "chat"): 0.81, ("fp8", "chat"): 0.82}
+    rows = []
+    for (version, task), score in scores.items():
+        values = {"score": score, "ci_low": score - 0.025}
+        rows.append((version, task, values[columns[0]], values[columns[1]]))
+    return shown(["model_version", "task", *columns], rows)
+
+
+def test_the_debrief_cites_the_column_the_query_put_first() -> None:
+    # the truth: bf16's gsm8k stands above its peers; the rival's worlds: every row alike. ci_low's ratios
+    # run larger than score's only because its values are smaller, so its margin is the larger one
+    seen, draws = evals(0.945), [evals(0.944)]
+    rival = [evals(0.83), evals(0.835)]
+    readings = ruling(seen, draws, rival)
+    best = readings[0].feature.column.partition("|")[0]
+    assert best == "ci_low"
+    cited = cite(readings, seen)
+    assert cited.feature.column.startswith("score")
+    assert describe_reading(cited).startswith("score for bf16, gsm8k is")
+    # the player who put ci_low first asked to read it first
+    flipped = evals(0.945, ("ci_low", "score"))
+    readings = ruling(flipped, [evals(0.944, ("ci_low", "score"))],
+                      [evals(0.83, ("ci_low", "score")), evals(0.835, ("ci_low", "score"))])
+    assert cite(readings, flipped).feature.column.startswith("ci_low")
+    # a text present or missing is cited before any number, whatever its column
+    with_change = shown(["model_version", "task", "score"], [("bf16", "gsm8k", 0.945), ("bf16", "mmlu", 0.84),
+                                                            ("bf16", "chat", 0.81)])
+    rival_kv = [shown(["model_version", "task", "score"], [("kv8", "gsm8k", 0.83), ("kv8", "mmlu", 0.84),
+                                                           ("kv8", "chat", 0.81)])] * 2
+    readings = ruling(with_change, [with_change], rival_kv)
+    assert cite(readings, with_change).feature.kind == PRESENT
 
 
 def test_shown_round_trips_through_json() -> None:

@@ -33,7 +33,7 @@ from game.rules.observe import is_schema_exploration
 from game.rules.scoring import QueryEvidence, ScoreReport, score
 from incidents.spec import Incident
 from telemetry_gen.cache import cache_dir
-from telemetry_gen.proving.evidence import FAILED, Shown, describe_reading, ruling, shown_of
+from telemetry_gen.proving.evidence import FAILED, Shown, cite, describe_reading, ruling, shown_of
 from telemetry_gen.proving.worlds import (
     RIVAL_MEMBERS,
     TRUTH,
@@ -130,7 +130,7 @@ class Assessor:
                               draws=RIVAL_MEMBERS)
             if readings:
                 ruled.append(rival)
-                why[rival] = describe_reading(readings[0], self._origin)
+                why[rival] = describe_reading(cite(readings, seen), self._origin)
                 margins[rival] = round(readings[0].margin, 3)
         return QueryEvidence(0, sql, True, truth.row_count, False, tuple(ruled), why, margins=margins)
 

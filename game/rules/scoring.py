@@ -53,8 +53,9 @@ TRUTH_OUTCOME = "<truth>"
 @dataclass(frozen=True)
 class QueryEvidence:
     """What one query showed: `ruled_out` are the rivals whose world gives a materially different
-    result; `why` says, per ruled-out rival, in a reader's words, the reading with the largest margin and
-    `margins` that margin (how many times the required distance). `ok` is whether the query ran on the
+    result; `why` says, per ruled-out rival, in a reader's words, the reading a reader would cite
+    (telemetry_gen.proving.evidence.cite) and `margins` the largest margin of any reading (how many times
+    the required distance). `ok` is whether the query ran on the
     truth world; `rows` how many rows it returned there; `assessed` False when scoring's time budget ran
     out before the query was re-run (it then rules out nothing)."""
 

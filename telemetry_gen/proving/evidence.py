@@ -137,6 +137,8 @@ class Shown:
     """(column, text) of every text cell the result shows, as its template (numbers as ``#``)."""
     truncated: bool = False
     """The result stopped at the row cap: a text missing from it may be in the rows not shown."""
+    columns: tuple[str, ...] = ()
+    """The result's column names in the order the query put them (which reading is cited, `cite`)."""
 
     @property
     def empty(self) -> bool:
@@ -144,7 +146,8 @@ class Shown:
 
     def to_json(self) -> dict[str, Any]:
         return {"rows": self.rows, "truncated": self.truncated, "cells": sorted(list(c) for c in self.cells),
-                "features": [[f.kind, list(f.key), f.column, v] for f, v in sorted(self.features.items())]}
+                "features": [[f.kind, list(f.key), f.column, v] for f, v in sorted(self.features.items())],
+                "columns": list(self.columns)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Shown:
@@ -153,7 +156,8 @@ class Shown:
             feats[Feature(str(kind), tuple(str(k) for k in key), str(column))] = (
                 value if isinstance(value, str) else float(value))
         cells = frozenset((str(c[0]), str(c[1])) for c in data.get("cells", []) if len(c) == 2)
-        return cls(feats, int(data.get("rows", 0)), cells, bool(data.get("truncated", False)))
+        columns = tuple(str(c) for c in data.get("columns", []))  # absent in results cached before it was kept
+        return cls(feats, int(data.get("rows", 0)), cells, bool(data.get("truncated", False)), columns)
 
 
 FAILED = Shown({}, -1)
@@ -241,9 +245,9 @@ def shown(columns: Sequence[str], rows: Sequence[Sequence[Any]], origin: datetim
     """The features of a result table (see the module docstring). Time stamps count as seconds from
     `origin` (naive UTC; the incident's t=0). `truncated`: the rows stopped at the row cap."""
     origin = _EPOCH if origin is None else origin.replace(tzinfo=None)
-    if not rows:
-        return Shown({}, 0)
     names = [str(c) for c in columns]
+    if not rows:
+        return Shown({}, 0, columns=tuple(names))
     kinds = _kinds(names, rows)
     axis = next((j for j, k in enumerate(kinds) if k == "time"), None)
     # a number read out of a text cell belongs to that cell's template: its siblings share the template
@@ -328,7 +332,7 @@ def shown(columns: Sequence[str], rows: Sequence[Sequence[Any]], origin: datetim
                 features[Feature(TOP, (), col)] = _label(ordered[-1][0])
             if _clear(ordered[1][1], ordered[0][1]):
                 features[Feature(BOTTOM, (), col)] = _label(ordered[0][0])
-    return Shown(features, len(rows), frozenset(cells), truncated)
+    return Shown(features, len(rows), frozenset(cells), truncated, tuple(names))
 
 
 def _peers(col: str, per_group: Mapping[tuple[str, ...], float], fixed: int | None = None) -> dict[Feature, Value]:
@@ -588,6 +592,26 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
             out.append(Reading(feature, x, members, reading))
     out.sort(key=lambda r: (-r.margin, r.feature))
     return out
+
+
+def cite(readings: Sequence[Reading], seen: Shown) -> Reading:
+    """The reading of `readings` (non-empty; each rules the same rival out) a reader would cite: a text
+    present or missing, or which group stands out, before any number; then the number in the column the
+    query put first, because that is what the player asked to read (`score` before the `ci_low` beside
+    it, whose ratios run larger only because its values are smaller); then the largest margin. Which
+    reading is cited never changes whether the rival is ruled out."""
+    position = {name: i for i, name in enumerate(seen.columns)}
+
+    def rank(r: Reading) -> tuple[int, int, float, Feature]:
+        f = r.feature
+        if f.kind == PRESENT or f.kind in _CATEGORIES:
+            return (0, 0, -r.margin, f)
+        # a peer's column carries which key cell varies (`score|1`), a number read out of text its place
+        # in the text (`message#2`)
+        base = f.column.partition("|")[0].partition("#")[0]
+        return (1, position.get(base, len(position)), -r.margin, f)
+
+    return min(readings, key=rank)
 
 
 # ---------------------------------------------------------------- in a reader's words

@@ -51,7 +51,7 @@ from incidents.claims import evaluate_expectation, evaluate_symptom, symptom_sql
 from incidents.snippets import snippets
 from incidents.spec import Incident, Signal
 from telemetry_gen.cache import ensure_database
-from telemetry_gen.proving.evidence import FAILED, ROW_CAP, Shown, describe_reading, ruling, shown
+from telemetry_gen.proving.evidence import FAILED, ROW_CAP, Shown, cite, describe_reading, ruling, shown
 from telemetry_gen.proving.mitigation import check_mitigation
 from telemetry_gen.proving.report import (
     MIN_LIKELIHOOD_RATIO,
@@ -277,7 +277,7 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
             readings = ruling(truth_seen[i], [d[i] for d in draw_seen], [m[i] for m in family], span_s=span,
                               draws=RIVAL_MEMBERS)
             if readings:
-                first[kinds[i]] = (label, describe_reading(readings[0], t0))
+                first[kinds[i]] = (label, describe_reading(cite(readings, truth_seen[i]), t0))
         separated_by, difference = first.get("reference", (None, None))
         if separated_by is None and note is None:
             with contextlib.closing(_open(Path(build_world(incident, seed, name).path))) as con:

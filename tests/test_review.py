@@ -12,15 +12,12 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import click
 import duckdb
 import pytest
-from click.testing import CliRunner
+from gameday_support import MINI, cli, seat_env
 
 from game import api
-from game.cli.gameday_commands import COMMANDS
 from game.gameday.collect import write_state
-from game.gameday.gate import RoundGate
 from game.gameday.plan import load_gameday
 from game.gameday.roster import make_roster
 from game.query.gateway import Gateway
@@ -33,7 +30,6 @@ from telemetry_gen.cache import ensure_database
 SLOW = pytest.mark.slow  # plays, collects and scores games (the game day in a module fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
-MINI = ROOT / "tests" / "data" / "incidents" / "tui-mini.yaml"
 
 PLAN = """\
 event: Review day
@@ -57,12 +53,6 @@ COUNT = "SELECT count(*) FROM requests"
 """A size: rules out nothing."""
 NAMES = "SELECT DISTINCT name FROM metrics"
 XSS = "<img src=x onerror=alert(1)>"
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    run = CliRunner().invoke(click.Group(commands=COMMANDS), list(args))
-    assert "Traceback" not in run.output
-    return run.exit_code, run.stdout, run.stderr
 
 
 def _play(data: Path, player: str, moves: list[tuple[str, object]]) -> Session:
@@ -115,9 +105,7 @@ def day(library_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         make_roster(gd)
         write_state(gd, {1: (1.0, None)})
         for player, moves in GAMES.items():
-            gate = RoundGate.load(gd, 1)
-            mp.setenv(seat_module.SEAT_ENV, gate.seat(player, gd.rounds[0]).to_env())
-            mp.setenv(signing.KEY_ENV, str(gate.roster.key_file))
+            seat_env(mp, plan_file, player)
             _play(data, player, moves)
         mp.delenv(seat_module.SEAT_ENV)
         mp.delenv(signing.KEY_ENV)

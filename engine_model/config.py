@@ -35,6 +35,8 @@ def v1_batch_defaults(gpu_name: str, device_gib: float) -> tuple[int, int]:
         return LARGE_GPU_LIMITS
     return SMALL_GPU_LIMITS
 KV_DTYPES = ("auto", "fp8")
+SCHEDULING_POLICIES = ("fcfs", "priority")
+"""vLLM's --scheduling-policy: arrival order, or each request's `priority` (lower first, ties by arrival)."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class EngineConfig:
     # determinism: batch-invariant kernels make output independent of batch shape
     batch_invariant: bool = False
     seed_pinned: bool = True
-    scheduling_policy: str = "fcfs"  # fcfs | priority
+    scheduling_policy: str = "fcfs"  # one of SCHEDULING_POLICIES
     # 0 = no cap; >0 caps the new prefill tokens one request may take per step
     long_prefill_token_threshold: int = 0
     # LoRA (vLLM --enable-lora): GPU adapter slots (--max-loras; 0 = LoRA off, vLLM's default when enabled
@@ -103,9 +105,15 @@ class EngineConfig:
             raise ValueError("max_loras and max_cpu_loras must be >= 0 and max_lora_rank >= 1")
         if self.kv_cache_dtype not in KV_DTYPES:
             raise ValueError(f"kv_cache_dtype must be one of {KV_DTYPES}")
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
+            raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES}, not {self.scheduling_policy!r}")
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
             # vLLM raises the budget to max_model_len when chunking is off; we require it explicitly
             pass
 
 
 ENGINE_KNOBS: tuple[str, ...] = tuple(f.name for f in fields(EngineConfig))
+KNOB_CHOICES: dict[str, tuple[str, ...]] = {
+    "weight_dtype": WEIGHT_DTYPES, "kv_cache_dtype": KV_DTYPES, "scheduling_policy": SCHEDULING_POLICIES,
+}
+"""The text knobs that take one of a few words (validate refuses any other)."""

@@ -390,6 +390,12 @@ def surge_requests(spec: WorkloadSpec, seed: int, faults: list[FaultSpec], first
         curve = replace(rate, base_rps=base_rps, bursts=(*rate.bursts, *off))
         extra_spec = WorkloadSpec(duration_s=spec.duration_s, rate=curve, apps=apps)
         reqs = generate_requests(extra_spec, _derived_seed(seed, fault.kind, k), max_model_len)
+        # A batch app's job carries a period's worth of requests, sized by the rate over the period ahead:
+        # a job begun before the surge would bring surge requests early. The surge is its window's. (The
+        # other shapes' extra rate is zero outside the window already.)
+        batch = {a.name for a in apps if a.rate_shape == "batch"}
+        if batch:
+            reqs = [r for r in reqs if r.app not in batch or start <= r.arrival_s < end]
         # the surge's adapters are numbered within its own apps: renumber them as in the whole workload
         ids = {i + 1: j + 1 for i, j in enumerate(map(adapter_names(spec).index, adapter_names(extra_spec)))}
         for r in reqs:

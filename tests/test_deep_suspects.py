@@ -128,3 +128,24 @@ def test_a_strawman_member_points_at_its_members_entry(tmp_path: Path) -> None:
     assert "on gateway-regression~2" in lines[fail]
     assert lines[fail + 1].startswith(f"         likely at fault: {path}:{member_line}:9: members[0] "
                                       "(gateway-regression~2) does not reproduce the page")
+
+
+def test_a_page_that_fails_on_another_draw_is_mended_the_way_its_claim_points() -> None:
+    """A floor missed on another traffic draw wants a stronger fault; a ceiling broken there (nothing
+    failed, yet a rollout left no replica serving) wants a gentler one: the hint and the blamed entry say
+    which, and the summary line names the check, not an empty hypothesis."""
+    from game.cli.validate_commands import check_text
+    from telemetry_gen.proving.report import draw_fix
+
+    incident = load_incident_text(SOURCE, "one-slow-replica.yaml", 0)
+    floor = "p90 of requests.ttft_s: 0.3 (window 0-900 s); required >= 0.5"
+    ceiling = "count of requests.request_id: 4 (window 0-1800 s); required <= 0"
+    assert draw_fix(floor) == "make the fault stronger or the claim's threshold looser"
+    assert "gentler" in draw_fix(ceiling) and "stronger" not in draw_fix(ceiling)
+    for message, fix in ((floor, "make it stronger"), (ceiling, "make it gentler")):
+        [blamed] = suspects(Failure("world", ("faults",), f"... ({message}): the page holds by luck"), incident)
+        assert blamed.subject == ("faults", 0) and blamed.why.endswith(
+            fix + ("" if fix == "make it stronger" else " where it pushes the measure over the claim's ceiling"))
+    assert check_text("world", ["faults"]) == "the truth on other traffic draws"
+    assert check_text("world", ["difficulty"]) == "starter snippets"
+    assert check_text("world", ["hypotheses", "kv-shrink", "world"]) == "hypothesis kv-shrink world"

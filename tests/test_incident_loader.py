@@ -276,6 +276,14 @@ MUTATIONS = [
         "«max_num_seq: 128",
     ),
     (
+        "fleet-knob-word",  # a text knob takes one of its words: a misspelt policy never runs as the default
+        "max_num_seqs: 128",
+        "max_num_seqs: 128\n    scheduling_policy: prio",
+        "fleet.engine.scheduling_policy: engine knob 'scheduling_policy' is one of fcfs, priority, not 'prio'",
+        "did you mean 'priority'?",
+        "scheduling_policy: «prio",
+    ),
+    (
         "fault-knob",
         "    params: {long_prefill_token_threshold: 2048}\nnoise:",  # the fault's, not the world's copy
         "    params: {long_prefill_token_treshold: 2048}\nnoise:",

@@ -119,3 +119,10 @@ def test_a_restart_that_only_cuts_the_token_budget_starts_with_fewer_sequences()
     assert (both.config.max_num_seqs, both.config.max_num_batched_tokens) == (64, 4096)
     raised = kind.deploy(base, Fault("config_change", 0.0, None, None, 1.0, {"max_num_batched_tokens": 16384}))
     assert raised.config.max_num_seqs == 1024  # a larger budget leaves the sequences alone
+
+
+def test_a_scheduling_policy_vllm_lacks_is_refused() -> None:
+    """vLLM's --scheduling-policy takes fcfs or priority; any other word must never run as the default."""
+    EngineConfig(scheduling_policy="priority").validate()
+    with pytest.raises(ValueError, match="scheduling_policy must be one of"):
+        EngineConfig(scheduling_policy="lifo").validate()

@@ -340,3 +340,17 @@ def test_the_library_spans_every_difficulty() -> None:
     assert all(counts[d] >= 2 for d in range(1, 5)) and counts[5] >= 1, counts
     hardest = [load_incident(Path(inc["path"])) for inc in incidents if inc["difficulty"] == 5]
     assert any(len(inc.faults) >= 2 for inc in hardest)
+
+
+def test_a_deep_proof_logged_to_a_file_says_it_is_alive(capsys: pytest.CaptureFixture[str]) -> None:
+    """Off a terminal (CI, `| tee`) the proof counter prints whole lines, the first proof done and then at
+    most one per LOG_EVERY_S, and always the last, instead of nothing until the end."""
+    from game.cli.validate_commands import _Counter
+
+    counter = _Counter()
+    counter.tty = False
+    for done in range(1, 6):
+        counter(done, 5, f"x seed {done - 1}")
+    lines = capsys.readouterr().err.splitlines()
+    assert [ln.split(" done")[0] for ln in lines] == ["proving 1/5: x seed 0", "proving 5/5: x seed 4"]
+    assert all(ln.endswith(" s in") for ln in lines)

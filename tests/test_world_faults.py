@@ -220,6 +220,17 @@ def test_traffic_surge_adds_requests_and_keeps_the_base_ones(truth) -> None:
     assert after(b, AT, 700).queue_s.mean() > after(a, AT, 700).queue_s.mean()
 
 
+def test_a_surge_of_a_batch_app_brings_nothing_before_it_starts() -> None:
+    """A batch job is sized by the rate over the period it starts: a job begun before the surge's at_s must
+    not bring surge requests early (nor one that runs past until_s late)."""
+    data = copy.deepcopy(BASE)
+    data["workload"]["apps"][0] |= {"rate_shape": "batch", "batch_period_s": 300, "batch_duration_s": 120}
+    data["faults"] = [world("surge", at_s=450.0, until_s=650.0)]
+    inc = Incident.model_validate(data, context={"skip_cross_checks": True})
+    (reqs,) = runner.surge_requests(runner.workload_spec(inc), SEED, list(inc.faults))
+    assert reqs and min(q.arrival_s for q in reqs) >= 450.0 and max(q.arrival_s for q in reqs) < 650.0
+
+
 def test_traffic_surge_intensity() -> None:
     inc = incident(world("surge", intensity=0.0))
     assert runner.surge_requests(runner.workload_spec(inc), SEED, list(inc.faults)) == []

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine_model.config import ENGINE_KNOBS, EngineConfig
+from engine_model.config import ENGINE_KNOBS, KNOB_CHOICES, EngineConfig
 from engine_model.fault_kinds.base import Loc, Param, ParamIssue, Redeploy, register
 
 if TYPE_CHECKING:
@@ -60,6 +60,10 @@ def check_knobs(knobs: Mapping[str, Any], loc: Loc = (), *, extra: tuple[str, ..
             issues.append(ParamIssue((*loc, knob), f"unknown engine knob '{knob}'", hint, on_key=True))
         elif not knob_type_ok(knob, value):
             issues.append(ParamIssue((*loc, knob), f"engine knob '{knob}' takes a {KNOB_TYPES[knob]}, got {value!r}"))
+        elif knob in KNOB_CHOICES and value not in KNOB_CHOICES[knob]:
+            choices = list(KNOB_CHOICES[knob])
+            message = f"engine knob '{knob}' is one of {', '.join(choices)}, not {value!r}"
+            issues.append(ParamIssue((*loc, knob), message, _did_you_mean(str(value), choices)))
         else:
             good[knob] = value
     if not issues:

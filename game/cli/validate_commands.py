@@ -5,6 +5,7 @@ problem with one file becomes a diagnostic naming that file, never a traceback.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -163,16 +164,27 @@ def check_file(path: str, seeds: tuple[int, ...] = (), *, allow_large: bool = Fa
 
 
 class _Counter:
-    """`proving 37/1062: oom-at-peak seed 6` on stderr, only when stderr is a terminal."""
+    """`proving 37/1062: oom-at-peak seed 6` on stderr: rewritten in place on a terminal; elsewhere (a log, a
+    pipe, CI) one line per proof done, at most every LOG_EVERY_S seconds and always the last, with the
+    time so far, so that a long proof shows it is alive."""
+
+    LOG_EVERY_S = 10.0
 
     def __init__(self) -> None:
         self.tty = sys.stderr.isatty()
+        self.started = time.monotonic()
+        self.logged = -math.inf
 
     def __call__(self, done: int, total: int, what: str) -> None:
-        if not self.tty:
-            return
-        end = "\n" if done >= total else ""
-        sys.stderr.write(f"\rproving {done}/{total}: {what:<48.48}{end}")
+        if self.tty:
+            end = "\n" if done >= total else ""
+            sys.stderr.write(f"\rproving {done}/{total}: {what:<48.48}{end}")
+        else:
+            now = time.monotonic()
+            if done < total and now - self.logged < self.LOG_EVERY_S:
+                return
+            self.logged = now
+            sys.stderr.write(f"proving {done}/{total}: {what} done, {now - self.started:.0f} s in\n")
         sys.stderr.flush()
 
 
@@ -224,6 +236,10 @@ def seed_text(seeds: list[int] | tuple[int, ...]) -> str:
 def check_text(check: str, subject: list[Any]) -> str:
     """What failed, in words: 'symptom ttft-up', 'signal clock-drop expectation', 'hypothesis h world'."""
     ident = str(subject[1]) if len(subject) > 1 else ""
+    if check == "world" and subject[:1] == ["faults"]:
+        return "the truth on other traffic draws"  # a WorldCheck of kind draw: the page on every draw
+    if check == "world" and subject[:1] == ["difficulty"]:
+        return "starter snippets"  # a WorldCheck of kind snippets: they must not settle it alone
     return {
         "claim": f"symptom {ident}",
         "expectation": f"signal {ident} expectation",

@@ -673,7 +673,9 @@ def describe_reading(reading: Reading, origin: datetime | None = None) -> str:
         return (f"{col}{_where(f.key)} is {x:.2f}x the other rows' "
                 f"(the rival's worlds: {_range(reading.rival, lambda v: f'{v:.2f}x')})")
     if f.kind == TREND:
-        return (f"{col}{_where(f.key)} ends at {x:.2f}x where it started "
+        # the trend is the mean of the last third of the rows over the mean of the first third (`_shape`):
+        # said so, because a dip inside the first third moves it while both end rows read alike
+        return (f"{col}{_where(f.key)} over its last third of rows averages {x:.2f}x its first third "
                 f"(the rival's worlds: {_range(reading.rival, lambda v: f'{v:.2f}x')})")
     what = {COUNT: f"{_fmt(x)} rows{_where(f.key)}", LEVEL: f"{col}{_where(f.key)} is {_fmt(x)}",
             PEAK_LEVEL: f"the largest {col}{_where(f.key)} is {_fmt(x)}"}.get(f.kind, f"{col} {_fmt(x)}")

@@ -22,6 +22,18 @@ _RATIO_SLACK = 1e-9  # 0.3 / 0.1 is 2.9999999999999996 in floating point
 _SIGNAL_PREFIX = re.compile(r"^signal (\S+?):? ")
 
 
+def draw_fix(message: str) -> str:
+    """How to make a briefed symptom that failed on another traffic draw hold on every draw, read from the
+    claim's message (incidents.claims: '...; required OP VALUE'): a ceiling ('required <= 0', nothing
+    failed) broken on that draw was pushed over by the fault or the traffic, so a stronger fault cannot
+    mend it."""
+    if "required <" in message:
+        return ("the draw went over the claim's ceiling: make the fault gentler where it pushes this measure up "
+                "(a rollout that leaves no replica serving fails requests: give stagger_s more than a drain and "
+                "restart_s), or the ceiling looser")
+    return "make the fault stronger or the claim's threshold looser"
+
+
 def claim_margin(result: ClaimResult, compare: str) -> float | None:
     """How far the observed quantity is on the passing side of the threshold (negative: short by that much).
 
@@ -278,8 +290,8 @@ class WorldCheck:
             if self.error:
                 return [(where, f"the truth on traffic draw {self.hypothesis_id} failed to build: {self.error}")]
             return [(where, f"the truth on another traffic draw ({self.hypothesis_id}) does not show briefed symptom "
-                     f"{sid} ({message}): the page holds by luck of this seed's traffic (hint: make the fault "
-                     "stronger or the claim's threshold looser)") for sid, message in self.missing]
+                     f"{sid} ({message}): the page holds by luck of this seed's traffic (hint: "
+                     f"{draw_fix(message)})") for sid, message in self.missing]
         world: Loc = ("hypotheses", self.hypothesis_id, "world")
         if self.error:
             return [(world, f"hypothesis {self.hypothesis_id}: its world failed to build: {self.error}")]

@@ -104,7 +104,9 @@ def suspects(failure: Failure, incident: Incident) -> list[Suspect]:
     if failure.check == "discrimination" and "same result with and without" in failure.problem:
         return _fault_suspects(incident, None, "changes nothing this query reads")
     if failure.check == "world" and subject[:1] == ("faults",):
-        return _fault_suspects(incident, None, "shows the page on this seed's traffic only: make it stronger")
+        fix = "make it gentler where it pushes the measure over the claim's ceiling" \
+            if "required <" in failure.problem else "make it stronger"
+        return _fault_suspects(incident, None, f"shows the page on this seed's traffic only: {fix}")
     if failure.check == "world" and len(subject) > 1 and subject[0] == "hypotheses":
         hid = str(subject[1])
         if subject[-1:] == ("world",):

@@ -22,12 +22,16 @@ _RATIO_SLACK = 1e-9  # 0.3 / 0.1 is 2.9999999999999996 in floating point
 _SIGNAL_PREFIX = re.compile(r"^signal (\S+?):? ")
 
 
+def is_ceiling(message: str) -> bool:
+    """Whether a failed claim's message (incidents.claims: '...; required OP VALUE') is of an upper bound
+    ('required <= 0': nothing failed), which a stronger fault cannot mend."""
+    return "required <" in message
+
+
 def draw_fix(message: str) -> str:
-    """How to make a briefed symptom that failed on another traffic draw hold on every draw, read from the
-    claim's message (incidents.claims: '...; required OP VALUE'): a ceiling ('required <= 0', nothing
-    failed) broken on that draw was pushed over by the fault or the traffic, so a stronger fault cannot
-    mend it."""
-    if "required <" in message:
+    """How to make a briefed symptom that failed on another traffic draw hold on every draw: a ceiling
+    broken on that draw was pushed over by the fault or the traffic."""
+    if is_ceiling(message):
         return ("the draw went over the claim's ceiling: make the fault gentler where it pushes this measure up "
                 "(a rollout that leaves no replica serving fails requests: give stagger_s more than a drain and "
                 "restart_s), or the ceiling looser")

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from incidents.spec import Incident
-from telemetry_gen.proving.report import Failure, Loc
+from telemetry_gen.proving.report import Failure, Loc, is_ceiling
 from telemetry_gen.proving.worlds import RIVAL_MEMBERS, split_member
 
 
@@ -105,7 +105,7 @@ def suspects(failure: Failure, incident: Incident) -> list[Suspect]:
         return _fault_suspects(incident, None, "changes nothing this query reads")
     if failure.check == "world" and subject[:1] == ("faults",):
         fix = "make it gentler where it pushes the measure over the claim's ceiling" \
-            if "required <" in failure.problem else "make it stronger"
+            if is_ceiling(failure.problem) else "make it stronger"
         return _fault_suspects(incident, None, f"shows the page on this seed's traffic only: {fix}")
     if failure.check == "world" and len(subject) > 1 and subject[0] == "hypotheses":
         hid = str(subject[1])

@@ -190,7 +190,7 @@ def test_which_group_stands_out_counts_only_when_it_stands_clear() -> None:
 
 
 def evals(gsm8k_bf16: float, columns: tuple[str, str] = ("score", "ci_low")) -> Shown:
-    """An eval table: two versions x four tasks, each score with the lower end of its interval (0.025
+    """An eval table: two versions x three tasks, each score with the lower end of its interval (0.025
     below). Only bf16's gsm8k score moves with the argument."""
     scores = {("bf16", "gsm8k"): gsm8k_bf16, ("fp8", "gsm8k"): 0.83, ("bf16", "mmlu"): 0.84,
               ("fp8", "mmlu"): 0.85, ("bf16", "chat"): 0.81, ("fp8", "chat"): 0.82}

@@ -37,6 +37,10 @@ def v1_batch_defaults(gpu_name: str, device_gib: float) -> tuple[int, int]:
 KV_DTYPES = ("auto", "fp8")
 SCHEDULING_POLICIES = ("fcfs", "priority")
 """vLLM's --scheduling-policy: arrival order, or each request's `priority` (lower first, ties by arrival)."""
+KNOB_CHOICES: dict[str, tuple[str, ...]] = {
+    "weight_dtype": WEIGHT_DTYPES, "kv_cache_dtype": KV_DTYPES, "scheduling_policy": SCHEDULING_POLICIES,
+}
+"""The text knobs that take one of a few words (validate refuses any other)."""
 
 
 @dataclass(frozen=True)
@@ -99,21 +103,12 @@ class EngineConfig:
             raise ValueError("block_size must be one of 1, 8, 16, 32, 64, 128")
         if not 0.05 <= self.gpu_memory_utilization <= 1.0:
             raise ValueError("gpu_memory_utilization must be within 0.05..1.0")
-        if self.weight_dtype not in WEIGHT_DTYPES:
-            raise ValueError(f"weight_dtype must be one of {WEIGHT_DTYPES}")
         if self.max_loras < 0 or self.max_cpu_loras < 0 or self.max_lora_rank < 1:
             raise ValueError("max_loras and max_cpu_loras must be >= 0 and max_lora_rank >= 1")
-        if self.kv_cache_dtype not in KV_DTYPES:
-            raise ValueError(f"kv_cache_dtype must be one of {KV_DTYPES}")
-        if self.scheduling_policy not in SCHEDULING_POLICIES:
-            raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES}, not {self.scheduling_policy!r}")
-        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
-            # vLLM raises the budget to max_model_len when chunking is off; we require it explicitly
-            pass
+        for knob, choices in KNOB_CHOICES.items():
+            value = getattr(self, knob)
+            if value not in choices:
+                raise ValueError(f"{knob} must be one of {choices}, not {value!r}")
 
 
 ENGINE_KNOBS: tuple[str, ...] = tuple(f.name for f in fields(EngineConfig))
-KNOB_CHOICES: dict[str, tuple[str, ...]] = {
-    "weight_dtype": WEIGHT_DTYPES, "kv_cache_dtype": KV_DTYPES, "scheduling_policy": SCHEDULING_POLICIES,
-}
-"""The text knobs that take one of a few words (validate refuses any other)."""

@@ -45,12 +45,12 @@ DEFAULT_PORT = 8000
 DEFAULT_MAX_SESSIONS = 32
 """App processes (browser tabs) alive at once; more websockets are refused with HTTP 503."""
 DEFAULT_WARM = 4
+"""Warm app processes kept ready for the next tabs (tui.serve_warm); 0: every tab's app starts cold."""
 TAB_HANDOVER_S = 3.0
 """A game day's one tab per player: how long, besides the app's `quit_grace_s`, a page or websocket for a player
 whose tab is still open waits for it to end before being refused. A reload (or a new tab right after closing the
 old one) arrives before the server has seen the old socket close and stopped its app; it should continue the game,
 not meet 'already open in another tab'. A second tab really open elsewhere is refused after this wait."""
-"""Warm app processes kept ready for the next tabs (tui.serve_warm); 0: every tab's app starts cold."""
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 

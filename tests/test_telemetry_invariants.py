@@ -21,7 +21,14 @@ import pytest
 
 from engine_model.memory import largest_step_activation_bytes
 from engine_model.profiles import GPUProfile, get_gpu
-from game.rules.debrief import FLAT_WITHIN, change_phrase, latency_lines, latency_shifts, truth_database
+from game.rules.debrief import (
+    FLAT_WITHIN,
+    MIN_APP_REQUESTS,
+    change_phrase,
+    latency_lines,
+    latency_shifts,
+    truth_database,
+)
 from incidents.loader import find_incident, iter_library, load_incident, load_variant
 from incidents.spec import Incident, ReplicaScope, replica_index
 from telemetry_gen import gpu_state as G
@@ -323,7 +330,7 @@ def test_the_debrief_does_not_call_a_40_percent_slower_decode_flat() -> None:
     finally:
         con.close()
     assert replicas == []  # a fleet-wide fault
-    by = {s.column: s for s in shifts}
+    by = {s.column: s for s in shifts if not s.app}
     assert by["tpot_s"].after / by["tpot_s"].before > 1.25
     assert by["tpot_s"].phrase.startswith("rose")
     assert by["prefill_s"].phrase.startswith("rose") and by["prefill_s"].phrase.endswith("x")
@@ -344,3 +351,55 @@ def test_the_debrief_measures_the_database_the_session_played() -> None:
     tpot = next(line for line in lines if "tpot_s" in line)
     assert "| rose " in tpot and "flat" not in tpot
     assert any("flat only" in line and f"{FLAT_WITHIN:.0%}" in line for line in lines)  # the threshold is stated
+
+
+def test_the_debrief_shows_each_app_where_a_pooled_percentile_hides_one() -> None:
+    """tuned-assistant-starts-slowly: only the assistant's requests wait (its adapter), the chat app's do not;
+    the pooled p90 TTFT mixes the two. The debrief gives each app its own rows, and they say so."""
+    b = built("tuned-assistant-starts-slowly")
+    con = duckdb.connect(str(b.db), read_only=True)
+    try:
+        replicas, shifts = latency_shifts(con, b.incident)
+    finally:
+        con.close()
+    ttft = {s.app: s for s in shifts if s.column == "ttft_s"}
+    assert set(ttft) == {"", "assistant", "chat"}
+    assert ttft["chat"].phrase.startswith("flat")
+    assert ttft["assistant"].after / ttft["assistant"].before > 2 * ttft[""].after / ttft[""].before
+    lines = latency_lines(b.incident, replicas, shifts)
+    assert "| Measure | App | Before | After | Change |" in lines
+    chat = [line for line in lines if line.startswith("| | chat |")]
+    assert len(chat) == 5 and "flat" in chat[-1]  # the measures in order, TTFT last
+
+
+def _requests_db(counts: dict[str, tuple[int, int]], at: float, start: object) -> duckdb.DuckDBPyConnection:
+    """An in-memory requests table: per app, (before, after) finished requests, the after ones twice as slow."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE requests (ts TIMESTAMP, replica VARCHAR, app VARCHAR, status VARCHAR, "
+                "api_server_s DOUBLE, queue_s DOUBLE, prefill_s DOUBLE, tpot_s DOUBLE, ttft_s DOUBLE)")
+    rows = []
+    for app, (n_before, n_after) in counts.items():
+        for i in range(n_before + n_after):
+            after = i >= n_before
+            t = at + 1 + i if after else at - 1 - i
+            v = 2.0 if after else 1.0
+            rows.append((pd.Timestamp(start) + pd.Timedelta(seconds=t), "vllm-0", app, "ok", v, v, v, v, v))
+    con.executemany("INSERT INTO requests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    return con
+
+
+def test_an_app_gets_rows_only_with_enough_requests_on_both_sides() -> None:
+    incident, _ = load_variant(find_incident("ttft-tripled-after-deploy"), 0)
+    at = min(f.at_s for f in incident.faults)
+    start = incident.window.start.replace(tzinfo=None)
+    n = MIN_APP_REQUESTS
+    con = _requests_db({"a": (n, n), "b": (n, n), "few": (n - 1, 5 * n)}, at, start)
+    apps = {s.app for s in latency_shifts(con, incident)[1]}
+    assert apps == {"", "a", "b"}
+    # one app with enough requests: its rows would repeat the pooled ones, so there are none
+    con = _requests_db({"a": (n, n), "few": (n, n - 1)}, at, start)
+    shifts = latency_shifts(con, incident)[1]
+    assert {s.app for s in shifts} == {""} and len(shifts) == 5
+    assert all(s.phrase == "rose 2.0x" for s in shifts)
+    lines = latency_lines(incident, [], shifts)
+    assert "| Measure | Before | After | Change |" in lines

@@ -99,15 +99,22 @@ def change_phrase(before: float, after: float, flat_within: float = FLAT_WITHIN)
     return f"rose {pct[1:]}" if ratio > 1.0 else f"fell {pct[1:]}"
 
 
+MIN_APP_REQUESTS = 50
+"""An app gets rows of its own only with at least this many finished requests on each side of the fault: a
+median or p90 of fewer swings by more than FLAT_WITHIN from one traffic draw to the next."""
+
+
 @dataclass(frozen=True)
 class LatencyShift:
-    """One latency component's quantile (seconds) before and after the first fault."""
+    """One latency component's quantile (seconds) before and after the first fault, over one app's
+    requests (`app`) or over every app's ("")."""
 
     label: str
     column: str
     quantile: float
     before: float
     after: float
+    app: str = ""
 
     @property
     def phrase(self) -> str:
@@ -126,8 +133,11 @@ def _fault_replicas(incident: Incident) -> list[str]:
 
 def latency_shifts(con: duckdb.DuckDBPyConnection, incident: Incident) -> tuple[list[str], list[LatencyShift]]:
     """Each measure of LATENCY_MEASURES over the requests that finished before vs after the first fault,
-    on the replicas the faults were scoped to (all of them for a fleet-wide fault). Returns the replicas
-    ([] for the whole fleet) and the shifts; none without faults or without requests on both sides."""
+    on the replicas the faults were scoped to (all of them for a fleet-wide fault): over every app's
+    requests (app ""), and, when two or more apps have MIN_APP_REQUESTS on each side, over each such app's,
+    because a change in the mix of apps moves a pooled percentile with no request getting slower, and one
+    app's slowdown can hide in a pooled one. Returns the replicas ([] for the whole fleet) and the shifts,
+    pooled first, then app by app in name order; none without faults or without requests on both sides."""
     if not incident.faults:
         return [], []
     at = min(f.at_s for f in incident.faults)
@@ -139,19 +149,26 @@ def latency_shifts(con: duckdb.DuckDBPyConnection, incident: Incident) -> tuple[
         where += " AND replica IN (" + ", ".join("?" for _ in replicas) + ")"
         params += replicas
     cols = ", ".join(f"quantile_cont({c}, {q}) AS q{i}" for i, (_, c, q) in enumerate(LATENCY_MEASURES))
-    sql = (f"SELECT epoch(ts) - epoch(CAST(? AS TIMESTAMP)) >= ? AS after, count(*) AS n, {cols} "
-           f"FROM requests WHERE {where} GROUP BY 1")
+    # GROUPING SETS: the pooled rows (app NULL) and each app's, in one scan
+    sql = (f"SELECT app, epoch(ts) - epoch(CAST(? AS TIMESTAMP)) >= ? AS after, count(*) AS n, {cols} "
+           f"FROM requests WHERE {where} GROUP BY GROUPING SETS ((after), (app, after))")
     try:
-        rows = {bool(r[0]): r for r in con.execute(sql, params).fetchall()}
+        fetched = con.execute(sql, params).fetchall()
     except duckdb.Error:
         return replicas, []
-    if not (rows.get(False) and rows.get(True)):
+    rows: dict[tuple[str | None, bool], tuple[Any, ...]] = {(r[0], bool(r[1])): r for r in fetched}
+    if not (rows.get((None, False)) and rows.get((None, True))):
         return replicas, []
+    apps = sorted(str(app) for app, after in rows if app is not None and not after
+                  and rows[(app, False)][2] >= MIN_APP_REQUESTS
+                  and (app, True) in rows and rows[(app, True)][2] >= MIN_APP_REQUESTS)
+    groups: list[str | None] = [None, *apps] if len(apps) > 1 else [None]
     out = []
-    for i, (label, column, q) in enumerate(LATENCY_MEASURES):
-        b, a = rows[False][2 + i], rows[True][2 + i]
-        if b is not None and a is not None:
-            out.append(LatencyShift(label, column, q, float(b), float(a)))
+    for app in groups:
+        for i, (label, column, q) in enumerate(LATENCY_MEASURES):
+            b, a = rows[(app, False)][3 + i], rows[(app, True)][3 + i]
+            if b is not None and a is not None:
+                out.append(LatencyShift(label, column, q, float(b), float(a), app or ""))
     return replicas, out
 
 
@@ -181,18 +198,32 @@ def truth_database(incident: Incident, events: Iterable[Any]) -> Path | None:
 
 
 def latency_lines(incident: Incident, replicas: Sequence[str], shifts: Sequence[LatencyShift]) -> list[str]:
-    """The debrief's latency section (Markdown lines; [] without shifts)."""
+    """The debrief's latency section (Markdown lines; [] without shifts): one row per measure over every
+    app's requests, followed, when the shifts hold them, by that measure for each app."""
     if not shifts:
         return []
     at = min(f.at_s for f in incident.faults)
     where = f"on {', '.join(replicas)}" if replicas else "across the fleet"
+    per_app = any(s.app for s in shifts)
     out = ["## What the latency did", "",
            f"Requests {where} that arrived before vs after {_clock(incident, at)} and finished. A change counts "
-           f"as flat only within ±{FLAT_WITHIN:.0%}; a larger one is given with its size.", "",
-           "| Measure | Before | After | Change |", "|---|---|---|---|"]
-    for s in shifts:
+           f"as flat only within ±{FLAT_WITHIN:.0%}; a larger one is given with its size."]
+    if per_app:
+        out.append(f"Each measure over all apps, then app by app (apps with at least {MIN_APP_REQUESTS} such "
+                   "requests on each side): a pooled percentile also moves when the mix of apps changes.")
+        out += ["", "| Measure | App | Before | After | Change |", "|---|---|---|---|---|"]
+    else:
+        out += ["", "| Measure | Before | After | Change |", "|---|---|---|---|"]
+    order = {app: i for i, app in enumerate(dict.fromkeys(s.app for s in shifts))}
+    for s in sorted(shifts, key=lambda s: ([c for _, c, _ in LATENCY_MEASURES].index(s.column), order[s.app])):
         name = f"{s.label} (p{round(100 * s.quantile)} {s.column})"
-        out.append(f"| {name} | {s.before:.4g} s | {s.after:.4g} s | {s.phrase} |")
+        values = f"{s.before:.4g} s | {s.after:.4g} s | {s.phrase}"
+        if not per_app:
+            out.append(f"| {name} | {values} |")
+        elif s.app:
+            out.append(f"| | {_cell(s.app)} | {values} |")
+        else:
+            out.append(f"| {name} | all | {values} |")
     return [*out, ""]
 
 

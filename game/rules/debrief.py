@@ -100,8 +100,9 @@ def change_phrase(before: float, after: float, flat_within: float = FLAT_WITHIN)
 
 
 MIN_APP_REQUESTS = 50
-"""An app gets rows of its own only with at least this many finished requests on each side of the fault: a
-median or p90 of fewer swings by more than FLAT_WITHIN from one traffic draw to the next."""
+"""An app gets rows of its own only with at least this many finished requests on each side of the fault, so
+that its p90 rests on five requests or more rather than on one or two (an app whose requests are NULL is
+never one: requests always name their app)."""
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from game.query.gateway import CATALOG, QueryResult, TableRead, json_safe
 from game.query.gateway import LocalGateway as Gateway
-from game.query.gateway import QueryResult, TableRead, json_safe
 from game.query.plan_analysis import filters_on, split_filter
 
 N_METRICS = 200_000
@@ -189,6 +189,10 @@ def test_no_temp_directory_is_reachable(gw: Gateway) -> None:
 
 @pytest.mark.parametrize("sql", [
     "SELECT * FROM duckdb_databases()",
+    "FROM duckdb_databases",
+    "SELECT path FROM main.duckdb_databases",
+    "SELECT * FROM pragma_database_list",
+    "SELECT name, setting FROM pg_catalog.pg_settings WHERE name = 'allowed_paths'",
     "SELECT name, value FROM duckdb_settings()",
     "SELECT * FROM pragma_database_size()",
     "SELECT current_setting('allowed_paths')",
@@ -215,10 +219,29 @@ def test_second_gateway_on_same_file_shares_the_lockdown(db: Path, gw: Gateway) 
     assert gw.run("SELECT 1").ok
 
 
-def test_second_gateway_with_other_limits_is_refused(db: Path, gw: Gateway) -> None:
-    # The first gateway's locked instance would silently apply its own memory limit instead.
-    with pytest.raises(RuntimeError, match="memory_limit"):
-        Gateway(db, memory_limit="64MB")
+def test_each_gateway_has_its_own_limits(db: Path, gw: Gateway) -> None:
+    # every gateway attaches the file to an instance of its own, so another's limits never apply to it
+    with Gateway(db, memory_limit="64MB") as other:
+        assert other.run("SELECT current_setting('memory_limit')").rows == [(_canonical("memory_limit", "'64MB'"),)]
+    assert gw.run("SELECT current_setting('memory_limit')").rows == [(_canonical("memory_limit", "'512MB'"),)]
+
+
+def test_every_database_reads_as_one_name_whatever_its_file_is_called(db: Path, tmp_path: Path) -> None:
+    """A world's file name is not telemetry: two copies of one database under other names answer every
+    question about names the same, so no query tells worlds apart by their files."""
+    names = ("SELECT current_database(), current_catalog(), "
+             "(SELECT string_agg(DISTINCT table_catalog, ',') FROM information_schema.tables), "
+             "(SELECT string_agg(DISTINCT database_name, ',') FROM duckdb_tables())")
+    seen = []
+    for stem in ("world-a-0123abcd", "truth~2"):
+        copy = tmp_path / f"{stem}.duckdb"
+        copy.write_bytes(db.read_bytes())
+        with Gateway(copy) as gateway:
+            result = gateway.run(names)
+            assert result.ok, result.error
+            seen.append(result.rows)
+            assert stem not in repr(result.rows)
+    assert seen[0] == seen[1] == [(CATALOG, CATALOG, CATALOG, CATALOG)]
 
 
 def test_constructor_rejects_bad_arguments(tmp_path: Path, db: Path) -> None:
@@ -425,6 +448,13 @@ def _hostile(files: dict[str, Path], db: Path) -> list[tuple[str, str, str]]:
         ("EXPLAIN (ANALYZE) INSERT INTO requests (request_id) VALUES (-1)", "refused", "got INSERT"),
         ("EXPLAIN ANALYZE SELECT getvariable('x')", "refused", NOT_ALLOWED),
         ("PIVOT requests ON replica USING count(*)", "refused", "explicit value list"),
+        # digests and random numbers turn any difference between worlds into coin flips (policy.py)
+        ("SELECT CAST(hash(current_database() || 'k') % 2 AS INTEGER) AS c", "refused", NOT_ALLOWED),
+        ("SELECT md5(CAST(sum(ttft_s) AS VARCHAR)) FROM requests", "refused", NOT_ALLOWED),
+        ("SELECT md5_number(string_agg(replica, '')) FROM requests", "refused", NOT_ALLOWED),
+        ("SELECT sha256(CAST(avg(ttft_s) AS VARCHAR)) FROM requests", "refused", NOT_ALLOWED),
+        ("SELECT replica FROM requests WHERE random() < 0.5", "refused", NOT_ALLOWED),
+        ("SELECT uuid() AS u", "refused", NOT_ALLOWED),
     ]
     return out
 
@@ -460,7 +490,7 @@ def test_hostile_battery_leaves_no_macros_or_objects_behind(
 @pytest.mark.parametrize(
     "sql",
     [
-        "SELECT count(*) FROM metrics m, requests r WHERE hash(m.value + r.ttft_s) % 7 = 3",
+        "SELECT count(*) FROM metrics m, requests r WHERE CAST((m.value + r.ttft_s) * 1000003 AS BIGINT) % 7 = 3",
         "SELECT * FROM metrics m, requests r ORDER BY m.value * r.ttft_s, m.name || r.replica",
     ],
 )
@@ -482,7 +512,7 @@ def test_file_contents_never_reach_the_player(gw: Gateway, files: dict[str, Path
 
 # -- limits -------------------------------------------------------------------------------------
 
-SLOW = "SELECT count(*) FROM metrics m, requests r WHERE hash(m.value + r.ttft_s) % 7 = 3"
+SLOW = "SELECT count(*) FROM metrics m, requests r WHERE CAST((m.value + r.ttft_s) * 1000003 AS BIGINT) % 7 = 3"
 
 
 def test_time_limit_interrupts_and_gateway_recovers(db: Path, gw: Gateway) -> None:

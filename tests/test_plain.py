@@ -79,6 +79,7 @@ def test_a_full_line_mode_game(data: Path) -> None:
         f"pin Q3 {a} supports",  # the failed statement got no Qn: there is no Q3
         f"note {d} queues are flat",
         "hypotheses",
+        "hint foo",  # a slip: refused, spends no hint
         "hint",
         "submit Q2",  # the query word is still read (older scripts); the score reads pins
         "SELECT 1",  # never read: the game ended at submit
@@ -100,7 +101,8 @@ def test_a_full_line_mode_game(data: Path) -> None:
     assert f"ranked: {a} 80%, {d} 10%, {c} 10%" in out
     assert f"pinned Q2 as supports {a}" in out
     assert "error: no query Q3" in out
-    assert "hint (5 points)" in out
+    assert "error: hint takes nothing after it (got 'foo')" in out
+    assert out.count("hint (5 points)") == 1  # one hint taken, not two
     assert "# Debrief: One of two replicas answers slowly" in out and "## Mitigation" in out
     assert "## What each query ruled out" in out and "## Score" in out
     assert out.count("## Score") == 1 and out.count("What each query ruled out") == 1  # printed once

@@ -45,6 +45,9 @@ MORE_HINT = "type more to see them"
 COMMANDS = ("schema", "hypotheses", "rank", "pin", "unpin", "note", "queries", "more", "hint", "briefing", "updates",
             "time", "submit", "help", "quit", "exit", "snippets", "snippet", "save", "saved", "forget", "history",
             "debrief", "\\x")
+TAKES_NOTHING = frozenset({"hint"})
+"""Commands that cost something and take no argument: a word after one is refused rather than ignored, so a
+slip ('hint foo') spends nothing."""
 
 SQL_STARTS = ("select", "with", "from", "describe", "desc", "show", "summarize", "explain", "values", "table",
               "pivot", "unpivot")
@@ -388,6 +391,11 @@ class PlainGame:
         if command in ("quit", "exit"):
             self._leave()
             return False
+        if command in TAKES_NOTHING and rest.strip():
+            # a word after `hint` is a slip, and taking a hint costs points: do nothing, say so
+            self.say(f"error: {command} takes nothing after it (got {rest.strip()[:40]!r}); type {command} "
+                     "alone. (Nothing was done.)")
+            return True
         handlers[command](rest.strip())
         return True
 

@@ -3,8 +3,9 @@ killable worker process running this module's `LocalGateway`).
 
 Defence in depth, outermost first:
 
-1. the incident database is opened ``read_only`` and DuckDB itself is locked down (no file or network
-   access, no extension loading, bounded memory, no spilling to disk, configuration locked);
+1. the incident database is attached ``READ_ONLY`` under one fixed name (`CATALOG`) to a fresh in-memory
+   instance of its own, and DuckDB itself is locked down (no file or network access, no extension
+   loading, bounded memory, no spilling to disk, configuration locked);
 2. each input is parsed by DuckDB (``extract_statements``): exactly one statement, and only SELECT
    (which covers WITH, DESCRIBE, SHOW, SUMMARIZE, VALUES, FROM-first) or EXPLAIN of such a SELECT;
 3. DuckDB's parse tree of that SELECT (``json_serialize_sql``) is walked so that only table functions
@@ -43,6 +44,9 @@ import duckdb
 from game.query.limits import MAX_RESULT_BYTES, MEMORY_LIMIT, ROW_CAP, TIMEOUT_S
 from game.query.plan_analysis import TableRead, plan_reads
 from game.query.policy import Checked, Refused, check_statement, files_refused, one_line
+
+CATALOG = "telemetry"
+"""The name every incident database is attached under, whichever world's file it is."""
 
 
 @dataclass
@@ -196,8 +200,13 @@ class LocalGateway:
         self._active: object | None = None
         self._stop_reason: str | None = None
         self._closed = False
-        self._con = duckdb.connect(str(self.db_path), read_only=True)
+        # Attached under one name rather than opened by its path: DuckDB names a database after its file,
+        # and every world's file has its own name, so current_database(), information_schema and
+        # duckdb_tables() would tell the worlds apart by something no reader of the telemetry reads.
+        self._con = duckdb.connect(":memory:")
         try:
+            self._con.execute(f"ATTACH {_quote(str(self.db_path))} AS {CATALOG} (READ_ONLY)")
+            self._con.execute(f"USE {CATALOG}")
             self._lock_down()
         except Exception:
             self._con.close()
@@ -218,33 +227,8 @@ class LocalGateway:
             ("max_temp_directory_size", "'0KB'"),
             ("lock_configuration", "true"),
         ]
-        # DuckDB shares one database instance between connections to the same file in a process, so a
-        # second Gateway finds the first one's locked configuration: it can only check it, not set it.
-        if self._setting("lock_configuration") is True:
-            self._check_inherited(settings)
-            return
         for name, value in settings:
             self._con.execute(f"SET {name} = {value}")
-
-    def _setting(self, name: str) -> Any:
-        row = self._con.execute("SELECT current_setting(?)", [name]).fetchone()
-        return None if row is None else row[0]
-
-    def _check_inherited(self, settings: list[tuple[str, str]]) -> None:
-        # A scratch in-memory database turns our values into DuckDB's canonical spelling ("488.2 MiB").
-        scratch = duckdb.connect(":memory:")
-        try:
-            for name, value in settings:
-                scratch.execute(f"SET {name} = {value}")
-                expected = scratch.execute("SELECT current_setting(?)", [name]).fetchone()
-                actual = self._setting(name)
-                if expected is None or actual != expected[0]:
-                    raise RuntimeError(
-                        f"{self.db_path} is already open in this process with {name}={actual!r} locked; "
-                        f"this Gateway asked for {value}"
-                    )
-        finally:
-            scratch.close()
 
     # -- public API --------------------------------------------------------------------------
 

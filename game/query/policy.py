@@ -71,9 +71,22 @@ SERVER_PATH_TABLE_FUNCTIONS: frozenset[str] = frozenset(
     {"duckdb_databases", "duckdb_settings", "duckdb_temporary_files", "pragma_database_size"}
 )
 
+SERVER_PATH_VIEWS: frozenset[str] = frozenset(
+    {"duckdb_databases", "pragma_database_list", "pg_settings", "duckdb_logs"}
+)
+"""System views over those functions (``FROM duckdb_databases`` without parentheses is a view)."""
+
 REFUSED_SCALAR_FUNCTIONS: frozenset[str] = frozenset(
     {"getvariable", "nextval", "currval", "setval", "setseed", "write_log"}
 )
+
+SCRAMBLING_FUNCTIONS: frozenset[str] = frozenset(
+    {"hash", "md5", "md5_number", "md5_number_lower", "md5_number_upper", "sha1", "sha256",
+     "random", "uuid", "uuidv4", "uuidv7", "gen_random_uuid"}
+)
+"""Digests and random numbers: a digest of a figure turns any difference between two worlds into coin
+flips (its sign, its parity), and a query of hundreds of them finds one that tells the truth from a rival
+by luck; that is not something a reader of the telemetry reads, so they do not run (docs/scoring.md)."""
 
 _FILE_READER_PREFIXES = ("read_", "parquet_", "iceberg_", "delta_", "sniff_")
 _FILE_READER_NAMES = frozenset({"glob", "arrow_scan", "pandas_scan", "parquet_scan", "sqlite_scan"})
@@ -221,14 +234,19 @@ def _function_problems(node: Any) -> Iterator[str]:
             if key != "function":
                 yield from _function_problems(value)
         return
-    if node.get("type") == "BASE_TABLE" and not node.get("schema_name") and not node.get("catalog_name"):
+    if node.get("type") == "BASE_TABLE":
         name = str(node.get("table_name", ""))
-        if any(ch in name for ch in "/\\:."):
+        if name.lower() in SERVER_PATH_VIEWS:
+            yield f"{name} is not available here (it shows the server's files); current_setting('name') works"
+        elif not node.get("schema_name") and not node.get("catalog_name") and any(ch in name for ch in "/\\:."):
             yield files_refused(repr(name))
     if node.get("class") == "FUNCTION":
         name = str(node.get("function_name", "")).lower()
         if name in REFUSED_SCALAR_FUNCTIONS:
             yield f"function {name}() is not allowed here (variables, sequences and logs are off limits)"
+        elif name in SCRAMBLING_FUNCTIONS:
+            yield (f"function {name}() is not allowed here: a digest or a random number tells worlds apart by "
+                   "luck, not by anything the telemetry shows; compare the values themselves")
         elif name == "current_setting":
             args = node.get("arguments") or node.get("children") or []
             literal = None

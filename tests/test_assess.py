@@ -15,6 +15,7 @@ import pytest
 from game.frontends.line_mode import PlainGame
 from game.query.gateway import Gateway
 from game.rules.assess import Assessor, queries_of, score_session, start_world_build
+from game.rules.debrief import debrief_markdown
 from game.session import Session, file_digest, load_transcript
 from incidents.loader import load_incident
 from incidents.spec import Incident
@@ -83,16 +84,28 @@ def test_a_query_rules_out_only_what_it_shows(assessor: Assessor) -> None:
 
 
 @pytest.mark.parametrize("sql", [
-    "SELECT random() AS r",
     "SELECT replica, prefill_s FROM requests USING SAMPLE 5",
-    "SELECT replica, avg(prefill_s) FROM requests WHERE random() < 0.5 GROUP BY replica",
-    "SELECT gen_random_uuid() AS u, random() AS r FROM range(20)",
+    "SELECT replica, avg(prefill_s) FROM requests TABLESAMPLE 50% GROUP BY replica",
 ])
 def test_a_result_that_changes_between_runs_rules_out_nothing(assessor: Assessor, sql: str) -> None:
     """Otherwise a player could rule rivals out by luck, re-running a random query until it differs."""
     for i in range(3):
         evidence = assessor.assess(i, f"{sql} -- try {i}")
         assert evidence.ok and evidence.ruled_out == ()
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT random() AS r",
+    "SELECT replica, avg(prefill_s) FROM requests WHERE random() < 0.5 GROUP BY replica",
+    "SELECT gen_random_uuid() AS u, random() AS r FROM range(20)",
+    "SELECT " + ", ".join(f"CAST(hash(sum(prefill_s) + {k}) % 2 AS INTEGER) * 2 - 1 AS c{k}" for k in range(50))
+    + " FROM requests",
+])
+def test_digests_and_random_numbers_do_not_run(assessor: Assessor, sql: str) -> None:
+    """A digest of a figure is a coin flip per world; fifty of them find one that parts the truth from a
+    rival by luck. They are refused on every world, so they rule nothing out."""
+    evidence = assessor.assess(1, sql)
+    assert not evidence.ok and evidence.ruled_out == ()
 
 
 def test_file_reads_are_refused_on_every_world(assessor: Assessor) -> None:
@@ -229,3 +242,26 @@ def test_scoring_has_a_time_budget_and_reuses_what_it_ran(mini: Incident, cache:
         second._run = counted  # type: ignore[method-assign]
         assert second.assess(1, sql).ruled_out == ruled
     assert ran == [TRUTH, TRUTH]
+
+
+def test_a_threshold_of_the_players_own_reads_as_nothing(assessor: Assessor) -> None:
+    """The clock reading rules three rivals out as a group against its siblings; the same figure cut at a
+    number the player picked ('throttled' below 1500 MHz) is a size made into a word, and reads as nothing,
+    with the reason in the debrief's words."""
+    assert assessor.assess(1, CLOCK_SQL).ruled_out
+    cut = assessor.assess(2, "SELECT replica, CASE WHEN min(value) < 1500 THEN 'throttled' ELSE 'fine' END AS state "
+                             "FROM metrics WHERE name = 'DCGM_FI_DEV_SM_CLOCK' GROUP BY replica")
+    assert cut.ok and cut.rows > 0 and cut.ruled_out == ()
+    assert "threshold" in cut.note
+
+
+def test_the_debrief_says_why_a_threshold_read_as_nothing(mini: Incident) -> None:
+    cut = ("SELECT replica, CASE WHEN min(value) < 1500 THEN 'throttled' ELSE 'fine' END AS state FROM metrics "
+           "WHERE name = 'DCGM_FI_DEV_SM_CLOCK' GROUP BY replica")
+    session = _session_with(mini, [cut], [("throttle", 95.0), ("overload", 5.0)])
+    report = score_session(mini, 0, session.events)
+    assert report.ruled_out == {}
+    [row] = report.per_query
+    assert "threshold" in row["note"]
+    text = debrief_markdown(mini, session.events, report)
+    assert "| Q1 | nothing | read as nothing: it compares an aggregated figure with a number you chose" in text

@@ -10,6 +10,10 @@ score of such a game may not pass 35 (90%) or 20 (even). The kinds:
   rival's world shows the page, so its measure tells none of them apart;
 - a mean divided by the value the player saw (a constant of the player's choosing makes any magnitude
   look like 1, so a size is read only where the incident says what sizes a cause can have);
+- a mean compared with, or offset by, the value the player saw, or set beside it as rows of typed
+  numbers (a threshold of the player's own turns a size into a word or a sign);
+- coin flips: sixty parities and sines of a sum, each a pseudo-random sign per world, one of which
+  would part the truth from a rival by luck;
 - whole-table dumps of the big tables (requests, metrics, logs), cut at the row cap (what is missing
   from a cut result may be in the rows not shown; identifiers are not evidence), and the distinct log
   messages (hundreds of lines: a missing line is found by asking for it, and digits are values);
@@ -100,6 +104,18 @@ def hostile_queries(path: Path, seed: int) -> dict[str, list[str]]:
         "page symptoms": [symptom_sql(s, t0) for s in briefed],
         "page symptoms per 5 minutes": [symptom_series_sql(s, t0) for s in briefed],
         "divided by what was seen": [f"SELECT avg(ttft_s) / {mean!r} AS ratio FROM requests"],
+        "compared with what was seen": [
+            f"SELECT CASE WHEN avg(ttft_s) BETWEEN 0.85 * {mean!r} AND 1.15 * {mean!r} THEN 'as seen' "
+            "ELSE 'different' END AS verdict FROM requests",
+            f"SELECT sign(avg(ttft_s) - 1.15 * {mean!r}) AS above FROM requests",
+            f"SELECT 1.15 * {mean!r} - avg(ttft_s) AS headroom FROM requests",
+            f"SELECT 'what I saw' AS k, {mean!r} AS v UNION ALL SELECT 'now', avg(ttft_s) FROM requests "
+            f"UNION ALL SELECT 'also seen', {mean!r}"],
+        "coin flips": [
+            "SELECT " + ", ".join(f"CAST(floor(sum(e2e_s) * {1000003 + 7919 * k}) AS BIGINT) % 2 * 2 - 1 AS c{k}"
+                                  for k in range(60)) + " FROM requests",
+            "SELECT " + ", ".join(f"sign(sin(sum(prefill_s) * {1000 + 37 * k})) AS s{k}" for k in range(60))
+            + " FROM requests"],
         "big-table dumps": ["SELECT * FROM requests", "SELECT * FROM metrics", "SELECT * FROM logs"],
         "distinct log messages": ["SELECT DISTINCT message FROM logs"],
         "starter snippets": [s.sql for s in snippets(t0, incident.window.duration_s)],
@@ -108,7 +124,8 @@ def hostile_queries(path: Path, seed: int) -> dict[str, list[str]]:
 
 
 KINDS = ["cast to text", "page symptoms", "page symptoms per 5 minutes", "divided by what was seen",
-         "big-table dumps", "distinct log messages", "starter snippets", "nothing shown"]
+         "compared with what was seen", "coin flips", "big-table dumps", "distinct log messages",
+         "starter snippets", "nothing shown"]
 
 
 @pytest.mark.parametrize(("path", "seed"), CASES, ids=lambda c: c.stem if isinstance(c, Path) else f"seed{c}")

@@ -34,6 +34,7 @@ from game.rules.scoring import QueryEvidence, ScoreReport, score
 from incidents.spec import Incident
 from telemetry_gen.cache import cache_dir
 from telemetry_gen.proving.evidence import FAILED, Shown, cite, describe_reading, ruling, shown_of
+from telemetry_gen.proving.thresholds import threshold_reason
 from telemetry_gen.proving.worlds import (
     RIVAL_MEMBERS,
     TRUTH,
@@ -104,7 +105,7 @@ class Assessor:
                 hit = self._compute(sql)
                 self._cache[sql] = hit
         return QueryEvidence(index, sql, hit.ok, hit.rows, hit.ok and is_schema_exploration(sql, []),
-                             hit.ruled_out, dict(hit.why), margins=dict(hit.margins))
+                             hit.ruled_out, dict(hit.why), margins=dict(hit.margins), note=hit.note)
 
     def _compute(self, sql: str) -> QueryEvidence:
         truth = self._run(TRUTH, sql)
@@ -120,6 +121,10 @@ class Assessor:
             # nothing shown on the truth: a rival can differ only by showing rows the truth lacks, and
             # the player saw none of them
             return QueryEvidence(0, sql, True, 0)
+        made = threshold_reason(sql)
+        if made is not None:
+            # a threshold, offset or remainder of the player's own makes the figure: nothing to read
+            return QueryEvidence(0, sql, True, truth.row_count, note=made)
         others = [self._shown(name, sql) for name in family_names(self.incident, TRUTH)[1:]]
         ruled: list[str] = []
         why: dict[str, str] = {}

@@ -296,7 +296,9 @@ def debrief_markdown(incident: Incident, events: Iterable[Event | dict[str, Any]
                 continue
             if not q["ruled_out"]:
                 why = ("not re-run: scoring's time budget was spent before it" if q.get("assessed") is False
-                       else "returned no rows" if q["rows"] == 0 else "looks the same on every world still open")
+                       else "returned no rows" if q["rows"] == 0
+                       else f"read as nothing: {q['note']}" if q.get("note")
+                       else "looks the same on every world still open")
                 out.append(f"| Q{q['index']} | nothing | {why} |")
                 continue
             # a row per rival: what differed is said beside the rival it ruled out

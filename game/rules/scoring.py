@@ -68,6 +68,9 @@ class QueryEvidence:
     why: dict[str, str] = field(default_factory=dict)
     assessed: bool = True
     margins: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+    """Why the query could rule nothing out whatever it showed (a threshold of the player's own,
+    telemetry_gen.proving.thresholds); empty otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -207,7 +210,7 @@ def score(incident: Incident, events: Iterable[Event | dict[str, Any]],
             idle += 1
         per_query.append({"index": index, "ok": bool(ev and ev.ok), "rows": ev.rows if ev else 0,
                           "ruled_out": ruled, "new": new, "why": dict(ev.why) if ev else {},
-                          "assessed": bool(ev.assessed) if ev else False})
+                          "assessed": bool(ev.assessed) if ev else False, "note": ev.note if ev else ""})
     consistent = [h for h in hyps if h in truth_set or h not in ruled_out]
     open_rivals = [r for r in rivals if r not in ruled_out]
     belief = {TRUTH_OUTCOME: 1.0 / (1 + len(open_rivals)), **{r: 1.0 / (1 + len(open_rivals)) for r in open_rivals}}

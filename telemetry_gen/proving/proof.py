@@ -63,6 +63,7 @@ from telemetry_gen.proving.report import (
     claim_margin,
 )
 from telemetry_gen.proving.result_diff import MATERIAL_CHANGE, likelihood_separation, result_difference
+from telemetry_gen.proving.thresholds import threshold_reason
 from telemetry_gen.proving.worlds import RIVAL_MEMBERS, TRUTH, build_world, family_names, rivals
 from telemetry_gen.runner import Progress
 
@@ -221,6 +222,8 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
     starter = [(f"snippet {sn.key}", sn.sql) for sn in snippets(t0, incident.window.duration_s)]
     queries = reference + page + starter
     kinds = ["reference"] * len(reference) + ["page"] * len(page) + ["snippet"] * len(starter)
+    # a query whose figure the author's own constants make is read as nothing, as a player's is
+    made = [threshold_reason(sql) is not None for _, sql in queries]
     span = float(incident.window.duration_s)
     draws = family_names(incident, TRUTH)[1:]
     total = len(draws) + sum(len(family_names(incident, n)) for n in names)
@@ -272,7 +275,7 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
             continue
         first: dict[str, tuple[str, str]] = {}  # per kind of query: the first that rules the family out
         for i, (label, _) in enumerate(queries):
-            if kinds[i] in first:
+            if kinds[i] in first or made[i]:
                 continue
             readings = ruling(truth_seen[i], [d[i] for d in draw_seen], [m[i] for m in family], span_s=span,
                               draws=RIVAL_MEMBERS)
@@ -343,6 +346,9 @@ def prove(
         started = time.perf_counter()
         report.worlds = check_worlds(incident, seed, Path(fault.path),
                                      progress=lambda f, s: say(0.55 + 0.45 * f, s))
+        report.notes = [f"{label}: its query reads as nothing to a player ({reason}), so it rules no world out"
+                        for label, sql in reference_queries(incident)
+                        if (reason := threshold_reason(sql)) is not None]
         report.worlds_wall_s = time.perf_counter() - started
         if incident.mitigation is not None:
             stage = "simulating the mitigation's action lists"

@@ -34,7 +34,7 @@ from typing import Any
 from incidents.variants import PROOF_SEEDS, WORLD_PROOF_SEEDS, proof_seeds
 
 RECORD_FORMAT = 1
-WORLD_RULES = 4
+WORLD_RULES = 5
 """The version of the world checks (telemetry_gen.proving.proof, checks 4-8) a record's worlds were proven
 under; bump it when a check is added or tightened, or when what a reading rules out changes
 (telemetry_gen.proving.evidence: a signal must still rule its rival out), and run `make prove`: the claims
@@ -45,7 +45,9 @@ stand on their digests and only the first WORLD_PROOF_SEEDS seeds are proven aga
 2. the starter snippets must not settle an incident of difficulty 2 or more;
 3. a number inside text is read only in a group of at most ABSENCE_ROWS lines (evidence);
 4. another direction rules a rival out only when every draw of the truth, not only the one seen, lies more
-   than FLAT from every member of the rival's family (evidence._magnitude)."""
+   than FLAT from every member of the rival's family (evidence._magnitude);
+5. a query whose figure a constant of its own makes (a threshold, an offset, a remainder after aggregating;
+   telemetry_gen.proving.thresholds) rules nothing out."""
 RECORD_FOLDER = "proofs"
 PROVE_HINT = ("run `make prove` (servedrill validate --deep --claims-only --record, then the worlds of the first "
               f"{WORLD_PROOF_SEEDS} seeds: --seeds {WORLD_PROOF_SEEDS} --record) and commit the records")

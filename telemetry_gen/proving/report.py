@@ -356,6 +356,9 @@ class ProofReport:
     ablation_digest: str | None = None
     # the mitigation section's action lists, checked with the worlds (telemetry_gen.proving.mitigation)
     mitigation: list[MitigationCheck] = field(default_factory=list)
+    # what the author should know and nothing fails on: a reference query that reads as nothing to a
+    # player (telemetry_gen.proving.thresholds), say
+    notes: list[str] = field(default_factory=list)
 
     def _checks(self) -> list[ClaimCheck | ExpectationCheck | DiscriminationCheck | WorldCheck | MitigationCheck]:
         return [*self.claims, *self.expectations, *self.discrimination, *self.worlds, *self.mitigation]
@@ -445,6 +448,7 @@ class ProofReport:
                     out += fail(subject, problem)
         for m in self.mitigation:
             out += [f"  ok   {m.line()}"] if m.ok else fail(m.subject, m.problem)
+        out += [f"  note {n}" for n in self.notes]
         if not self.worlds_checked and self.error is None:
             out.append("  --   hypothesis worlds not checked (claims only)")
         if self.inspected and not self.inspection:
@@ -476,6 +480,7 @@ class ProofReport:
             "digests": {"faults": self.fault_digest, "ablation": self.ablation_digest},
             "inspection": list(self.inspection),
             "mitigation": [m.to_dict() for m in self.mitigation],
+            "notes": list(self.notes),
             "failures": [{"check": f.check, "subject": list(f.subject), "problem": f.problem}
                          for f in self.failures()],
         }

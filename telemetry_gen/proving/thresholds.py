@@ -1,0 +1,332 @@
+"""Whether what a query shows is a figure the player's own constants made, read from DuckDB's parse tree.
+
+A reader tells causes apart by what the telemetry shows: which rows are there, which group stands out,
+which way a series moves. A constant the player picks and applies *after* aggregating turns a size (which
+nobody knows for an alternative cause) into something that looks like one of those readings:
+
+- a threshold: ``avg(ttft_s) > 0.15``, ``CASE WHEN avg(ttft_s) BETWEEN 0.11 AND 0.15 THEN 'as seen' ...``,
+  ``greatest(avg(x), 0.2)``: the figure becomes a yes/no of the player's choosing;
+- an offset: ``0.147 - avg(ttft_s)``, ``avg(x) / 0.1276 - 1``: the figure becomes a sign of the player's
+  choosing;
+- a remainder or a rounding inside a larger expression (``%``, ``floor(x * 1e6) - 2 * floor(...)``, sines):
+  the figure becomes a coin flip per world, and a query of hundreds of them finds one that parts the
+  truth from a rival by luck;
+- rows of literals set beside the data (``SELECT 'seen', 0.1276 UNION ALL SELECT 'now', avg(ttft_s) ...``):
+  the data's row is then compared with the player's number.
+
+Such a query still runs and shows what it shows; nothing is read from it, neither when a player's query
+is scored (`game.rules.assess`) nor when an incident's reference queries are proven (`proof`).
+Constants applied per row, before aggregating (``avg(CASE WHEN ttft_s > 1 THEN 1 ELSE 0 END)``,
+``count(*) FILTER (WHERE ...)``, a WHERE clause, a time bucket) measure the data the same way on every
+world and are not this; neither are zero (``avg(a) - avg(b) > 0`` is the sign of a difference of two
+figures), a unit factor (``avg(x) * 1000``) nor a lower bound on a group's rows (``HAVING count(*) >= 10``).
+The select list, ORDER BY, HAVING and QUALIFY are examined.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+import duckdb
+
+_ADDITIVE = frozenset({"+", "-"})
+_CLAMPS = frozenset({"greatest", "least"})
+_SCRAMBLING = frozenset({
+    "%", "mod", "fmod", "xor", "&", "|", "<<", ">>", "~", "bit_count", "sin", "cos", "tan", "cot", "asin",
+    "acos", "atan", "atan2", "gcd", "lcm", "factorial", "gamma", "lgamma"})
+"""Functions whose value jumps about as their argument moves a little: applied to an aggregate, each
+makes a coin flip per world."""
+_ROUNDING = frozenset({"floor", "ceil", "ceiling", "trunc", "round", "round_even", "even", "//"})
+"""Fine as the last step of a column (``round(avg(x), 3)``); inside a larger expression, a rounding and a
+subtraction make a remainder."""
+_WRAPPERS = frozenset({"CAST"})
+
+
+_PARSER_LOCK = threading.Lock()
+
+
+@cache
+def _parser() -> duckdb.DuckDBPyConnection:
+    """One in-memory connection that only parses (opening one costs about 0.1 s); used under _PARSER_LOCK."""
+    return duckdb.connect()
+
+
+@cache
+def _aggregate_names() -> frozenset[str]:
+    with _PARSER_LOCK:
+        rows = _parser().execute("SELECT DISTINCT function_name FROM duckdb_functions() "
+                                 "WHERE function_type = 'aggregate'").fetchall()
+    return frozenset(str(r[0]).lower() for r in rows)
+
+
+NESTED_TOO_DEEP = "it is nested too deeply to read what it computes"
+
+
+def threshold_reason(sql: str) -> str | None:
+    """Why what `sql` shows is made by the player's own constants (see the module docstring), in a
+    sentence for the debrief; None when it is not, or when DuckDB cannot parse it (then it did not run).
+    A query nested too deeply to walk is not read either (NESTED_TOO_DEEP): what it hides is unknown."""
+    try:
+        with _PARSER_LOCK:
+            row = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+        tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
+        if tree.get("error"):
+            return None
+        return _reason(tree)
+    except duckdb.Error:
+        return None
+    except RecursionError:
+        return NESTED_TOO_DEEP
+
+
+def _reason(tree: dict[str, Any]) -> str | None:
+    nodes = list(_query_nodes(tree))
+    aggregated, constant = _aliases(nodes)
+    constant_tables = _constant_tables(tree)
+    for node in nodes:
+        if node.get("type") == "SET_OPERATION_NODE":
+            children = [c for c in node.get("children") or [node.get("left"), node.get("right")] if c]
+            reads = [_reads_data(c, constant_tables) for c in children]
+            if any(reads) and not all(reads):
+                return ("it sets rows of numbers you typed beside the data's, so it compares the data with your "
+                        "own figures")
+        for item in _examined(node):
+            if not _post_aggregate(item, aggregated):
+                continue
+            found = next(_made(item, constant, top=True), None)
+            if found is not None:
+                return found
+    return None
+
+
+def _examined(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """What a query node shows and what decides which of its rows are shown: its select list, its ORDER BY
+    (with a LIMIT, ``ORDER BY abs(avg(x) - 0.5)`` picks the group nearest a number of the player's), and
+    its HAVING and QUALIFY filters (``HAVING avg(x) BETWEEN 0.1 AND 0.15`` keeps the groups of a size of the
+    player's), except a lower bound on a count: ``HAVING count(*) >= 10`` asks for enough rows."""
+    yield from (i for i in node.get("select_list") or [] if isinstance(i, dict))
+    for modifier in node.get("modifiers") or []:
+        for order in (modifier or {}).get("orders") or []:
+            if isinstance(order.get("expression"), dict):
+                yield order["expression"]
+    for clause in (node.get("having"), node.get("qualify")):
+        yield from (c for c in _conjuncts(clause) if not _count_floor(c))
+
+
+def _conjuncts(expr: Any) -> Iterator[dict[str, Any]]:
+    if not isinstance(expr, dict):
+        return
+    if expr.get("type") == "CONJUNCTION_AND":
+        for child in expr.get("children") or []:
+            yield from _conjuncts(child)
+    else:
+        yield expr
+
+
+def _count_floor(expr: dict[str, Any]) -> bool:
+    """``count(...) > n`` or ``count(...) >= n`` (or ``n < count(...)``): a lower bound on a group's rows."""
+    kind = str(expr.get("type", ""))
+    left, right = expr.get("left"), expr.get("right")
+    if expr.get("class") != "COMPARISON" or not isinstance(left, dict) or not isinstance(right, dict):
+        return False
+
+    def is_count(e: dict[str, Any]) -> bool:
+        return e.get("class") == "FUNCTION" and str(e.get("function_name", "")).lower() in ("count", "count_star")
+
+    if kind in ("COMPARE_GREATERTHAN", "COMPARE_GREATERTHANOREQUALTO"):
+        return is_count(left) and _number(right) is not None
+    if kind in ("COMPARE_LESSTHAN", "COMPARE_LESSTHANOREQUALTO"):
+        return is_count(right) and _number(left) is not None
+    return False
+
+
+def _query_nodes(tree: Any) -> Iterator[dict[str, Any]]:
+    """Every query node (SELECT, set operation) anywhere in the tree: CTEs, subqueries, branches."""
+    if isinstance(tree, list):
+        for item in tree:
+            yield from _query_nodes(item)
+    elif isinstance(tree, dict):
+        if tree.get("type") in ("SELECT_NODE", "SET_OPERATION_NODE"):
+            yield tree
+        for value in tree.values():
+            yield from _query_nodes(value)
+
+
+def _aliases(nodes: list[dict[str, Any]]) -> tuple[set[str], set[str]]:
+    """Column names (lower case) that some query node computes from an aggregate, and names given to
+    constants: a select-list alias of literals (``WITH c AS (SELECT 0.15 AS k)``), the columns of a
+    table of literals (``(VALUES (0.15)) v(k)``), and every column of a CTE that reads no table."""
+    aggregated: set[str] = set()
+    constant: set[str] = set()
+    for node in nodes:
+        for item in node.get("select_list") or []:
+            alias = str(item.get("alias") or "").lower()
+            if not alias:
+                continue
+            if _has_aggregate(item):
+                aggregated.add(alias)
+            elif _is_constant(item, set()):
+                constant.add(alias)
+    for ref in _find(nodes, lambda d: d.get("type") == "SUBQUERY" and d.get("column_name_alias")):
+        if not _reads_data(ref.get("subquery") or {}, set()):
+            constant.update(str(n).lower() for n in ref["column_name_alias"])
+    return aggregated, constant
+
+
+def _constant_tables(tree: Any) -> set[str]:
+    """Names of CTEs that read no table: literals under a name."""
+    names: set[str] = set()
+    ctes = [(str(e.get("key", "")).lower(), (e.get("value") or {}).get("query_node") or {})
+            for m in _find(tree, lambda d: "map" in d and isinstance(d.get("map"), list)) for e in m["map"]
+            if isinstance(e, dict)]
+    changed = True
+    while changed:
+        changed = False
+        for name, node in ctes:
+            if name and name not in names and not _reads_data(node, names):
+                names.add(name)
+                changed = True
+    return names
+
+
+def _find(tree: Any, want: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(tree, list):
+        for item in tree:
+            yield from _find(item, want)
+    elif isinstance(tree, dict):
+        if want(tree):
+            yield tree
+        for value in tree.values():
+            yield from _find(value, want)
+
+
+def _reads_data(node: dict[str, Any], constant_tables: set[str]) -> bool:
+    """Whether a query node reads a table or a table function, not only literals (or CTEs of literals)."""
+    return any(_find(node, lambda d: d.get("type") == "TABLE_FUNCTION" or (
+        d.get("type") == "BASE_TABLE" and str(d.get("table_name", "")).lower() not in constant_tables)))
+
+
+def _is_aggregate_call(expr: dict[str, Any]) -> bool:
+    return (expr.get("class") == "WINDOW"
+            or (expr.get("class") == "FUNCTION" and str(expr.get("function_name", "")).lower() in _aggregate_names()))
+
+
+def _has_aggregate(expr: Any) -> bool:
+    return any(_find(expr, lambda d: _is_aggregate_call(d) or d.get("class") == "SUBQUERY"))
+
+
+def _post_aggregate(item: dict[str, Any], aggregated: set[str]) -> bool:
+    """Whether a select-list item computes on aggregated figures (its own aggregate, a subquery's, or a
+    column some other query node aggregated)."""
+    if _has_aggregate(item):
+        return True
+    return any(".".join(map(str, ref.get("column_names") or [])).split(".")[-1].lower() in aggregated
+               for ref in _find(item, lambda d: d.get("class") == "COLUMN_REF"))
+
+
+def _arguments(expr: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for arg in expr.get("arguments") or expr.get("children") or []:
+        out.append(arg.get("expression", arg) if isinstance(arg, dict) and "expression" in arg else arg)
+    return [a for a in out if isinstance(a, dict)]
+
+
+def _number(expr: dict[str, Any]) -> float | None:
+    """The value of a numeric literal (through casts and a sign), else None."""
+    cls = expr.get("class")
+    if cls in _WRAPPERS:
+        child = expr.get("child")
+        return _number(child) if isinstance(child, dict) else None
+    if cls == "FUNCTION" and expr.get("function_name") == "-" and len(_arguments(expr)) == 1:
+        inner = _number(_arguments(expr)[0])
+        return None if inner is None else -inner
+    if cls == "CONSTANT":
+        literal = expr.get("literal") or {}
+        if literal.get("kind") in ("NUMERIC", "INTEGER", "DECIMAL", "DOUBLE", "FLOAT", "BIGINT", "HUGEINT"):
+            try:
+                return float(str(literal.get("text")))
+            except ValueError:
+                return None
+        value = expr.get("value") or {}
+        if isinstance(value.get("value"), (int, float)) and not isinstance(value.get("value"), bool):
+            return float(value["value"])
+    return None
+
+
+def _is_constant(expr: Any, constant: set[str]) -> bool:
+    """Whether an expression is made of literals only (and names given to literals)."""
+    if not isinstance(expr, dict):
+        return True
+    if expr.get("class") == "COLUMN_REF":
+        return str((expr.get("column_names") or [""])[-1]).lower() in constant
+    if expr.get("class") == "SUBQUERY":  # (SELECT k FROM c): a scalar subquery of constants
+        node = (expr.get("subquery") or {}).get("node") or {}
+        items = node.get("select_list") or []
+        return bool(items) and all(_is_constant(i, constant) for i in items)
+    if expr.get("class") == "WINDOW" or _is_aggregate_call(expr):
+        return False
+    return all(_is_constant(v, constant) for v in _children(expr))
+
+
+def _children(expr: dict[str, Any]) -> Iterator[Any]:
+    for key, value in expr.items():
+        if key in ("filter", "order_bys", "qualified_name", "literal", "value"):
+            continue
+        if isinstance(value, dict):
+            yield value
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, dict):
+                    yield item.get("expression", item) if "expression" in item and len(item) <= 2 else item
+
+
+def _typed(expr: dict[str, Any], constant: set[str]) -> bool:
+    """A number the player typed: an expression of numeric literals (``1.15 * 0.1276``) or of names given
+    to them, other than zero. Texts and time stamps are not numbers here."""
+    if not _is_constant(expr, constant):
+        return False
+    if any(_find(expr, lambda d: d.get("class") == "CONSTANT" and (d.get("literal") or {}).get("kind") == "STRING")):
+        return False
+    return _number(expr) != 0
+
+
+def _made(expr: Any, constant: set[str], *, top: bool = False) -> Iterator[str]:
+    """Why `expr` (outside aggregate arguments) applies the player's constant to a figure."""
+    if not isinstance(expr, dict):
+        return
+    cls = expr.get("class")
+    if _is_aggregate_call(expr) or cls == "SUBQUERY":
+        return  # per-row arithmetic inside an aggregate measures every world alike; subqueries are nodes
+    if cls in _WRAPPERS:
+        yield from _made(expr.get("child"), constant, top=top)
+        return
+    if cls in ("COMPARISON", "BETWEEN") or (cls == "OPERATOR" and "IN" in str(expr.get("type", ""))):
+        sides = [v for v in _children(expr) if isinstance(v, dict)]
+        if any(_typed(s, constant) for s in sides) and not all(_is_constant(s, constant) for s in sides):
+            yield "it compares an aggregated figure with a number you chose, so what it shows is your threshold"
+            return
+    if cls == "FUNCTION":
+        name = str(expr.get("function_name", "")).lower()
+        args = _arguments(expr)
+        if name in _ADDITIVE and len(args) == 2 and any(_typed(a, constant) for a in args) \
+                and not all(_is_constant(a, constant) for a in args):
+            yield "it adds a number you chose to an aggregated figure, so its sign is yours, not the data's"
+            return
+        if name in _CLAMPS and any(_typed(a, constant) for a in args):
+            yield "it clamps an aggregated figure at a number you chose, so what it shows is your threshold"
+            return
+        if name in _SCRAMBLING:
+            yield (f"it applies {name} to an aggregated figure, which makes a coin flip of it: worlds differ "
+                   "by luck, not by anything the telemetry shows")
+            return
+        if name in _ROUNDING and not top:
+            yield (f"it uses {name} of an aggregated figure inside a larger expression, which can make a "
+                   "remainder of it: worlds differ by luck, not by anything the telemetry shows")
+            return
+        top = top and name in _ROUNDING  # round(round(x)) stays the last step; round(x) + y does not
+    for child in _children(expr):
+        yield from _made(child, constant, top=top if cls in _WRAPPERS else False)

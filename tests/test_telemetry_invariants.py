@@ -24,6 +24,7 @@ from engine_model.profiles import GPUProfile, get_gpu
 from game.rules.debrief import (
     FLAT_WITHIN,
     MIN_APP_REQUESTS,
+    LatencyShift,
     change_phrase,
     latency_lines,
     latency_shifts,
@@ -320,15 +321,20 @@ def test_change_wording_calls_only_small_changes_flat() -> None:
     assert change_phrase(1.0, math.nan) == "not measurable"
 
 
+def _measured(b: Built) -> tuple[list[str], list[LatencyShift]]:
+    """The debrief's latency shifts on a built incident's database (the replicas, the shifts)."""
+    con = duckdb.connect(str(b.db), read_only=True)
+    try:
+        return latency_shifts(con, b.incident)
+    finally:
+        con.close()
+
+
 def test_the_debrief_does_not_call_a_40_percent_slower_decode_flat() -> None:
     """ttft-tripled-after-deploy: prefill grows about fourfold, and time per output token rises by more than
     a third; the measured wording says so."""
     b = built("ttft-tripled-after-deploy")
-    con = duckdb.connect(str(b.db), read_only=True)
-    try:
-        replicas, shifts = latency_shifts(con, b.incident)
-    finally:
-        con.close()
+    replicas, shifts = _measured(b)
     assert replicas == []  # a fleet-wide fault
     by = {s.column: s for s in shifts if not s.app}
     assert by["tpot_s"].after / by["tpot_s"].before > 1.25
@@ -343,11 +349,7 @@ def test_the_debrief_measures_the_database_the_session_played() -> None:
     # (a cache may hold several builds of one telemetry, made by code versions that changed nothing in it)
     assert found is not None and json.loads(found.with_suffix(".json").read_text())["digest"] == digest
     assert truth_database(b.incident, [{"kind": "start", "data": {"telemetry_digest": None}}]) is None
-    con = duckdb.connect(str(b.db), read_only=True)
-    try:
-        lines = latency_lines(b.incident, *latency_shifts(con, b.incident))
-    finally:
-        con.close()
+    lines = latency_lines(b.incident, *_measured(b))
     tpot = next(line for line in lines if "tpot_s" in line)
     assert "| rose " in tpot and "flat" not in tpot
     assert any("flat only" in line and f"{FLAT_WITHIN:.0%}" in line for line in lines)  # the threshold is stated
@@ -357,11 +359,7 @@ def test_the_debrief_shows_each_app_where_a_pooled_percentile_hides_one() -> Non
     """tuned-assistant-starts-slowly: only the assistant's requests wait (its adapter), the chat app's do not;
     the pooled p90 TTFT mixes the two. The debrief gives each app its own rows, and they say so."""
     b = built("tuned-assistant-starts-slowly")
-    con = duckdb.connect(str(b.db), read_only=True)
-    try:
-        replicas, shifts = latency_shifts(con, b.incident)
-    finally:
-        con.close()
+    replicas, shifts = _measured(b)
     ttft = {s.app: s for s in shifts if s.column == "ttft_s"}
     assert set(ttft) == {"", "assistant", "chat"}
     assert ttft["chat"].phrase.startswith("flat")

@@ -26,6 +26,8 @@ MADE = {
     "a constant CTE beside the data": (
         f"WITH c AS (SELECT {SEEN} AS v) SELECT 'seen' AS k, v FROM c "
         "UNION ALL SELECT 'now', avg(ttft_s) FROM requests"),
+    "generated rows beside the data": (
+        f"SELECT 'seen' AS k, {SEEN} AS v FROM range(1) UNION ALL SELECT 'now', avg(ttft_s) FROM requests"),
     "a threshold through a CTE": "WITH a AS (SELECT avg(ttft_s) AS m FROM requests) SELECT m > 0.15 AS slow FROM a",
     "an offset from a VALUES list": "SELECT avg(ttft_s) - v.k AS d FROM requests, (VALUES (0.15)) v(k)",
     "an offset from a scalar subquery of constants": (

@@ -158,8 +158,8 @@ def _query_nodes(tree: Any) -> Iterator[dict[str, Any]]:
 
 def _aliases(nodes: list[dict[str, Any]]) -> tuple[set[str], set[str]]:
     """Column names (lower case) that some query node computes from an aggregate, and names given to
-    constants: a select-list alias of literals (``WITH c AS (SELECT 0.15 AS k)``), the columns of a
-    table of literals (``(VALUES (0.15)) v(k)``), and every column of a CTE that reads no table."""
+    constants: a select-list alias of literals (``WITH c AS (SELECT 0.15 AS k)``) and the columns of a
+    table of literals (``(VALUES (0.15)) v(k)``)."""
     aggregated: set[str] = set()
     constant: set[str] = set()
     for node in nodes:
@@ -205,9 +205,17 @@ def _find(tree: Any, want: Any) -> Iterator[dict[str, Any]]:
 
 
 def _reads_data(node: dict[str, Any], constant_tables: set[str]) -> bool:
-    """Whether a query node reads a table or a table function, not only literals (or CTEs of literals)."""
-    return any(_find(node, lambda d: d.get("type") == "TABLE_FUNCTION" or (
-        d.get("type") == "BASE_TABLE" and str(d.get("table_name", "")).lower() not in constant_tables)))
+    """Whether a query node reads a table (or the catalogue's figures of one: ``duckdb_tables()``), not only
+    literals, CTEs of literals or generated rows (``FROM range(1)``)."""
+    def reads(d: dict[str, Any]) -> bool:
+        if d.get("type") == "BASE_TABLE":
+            return str(d.get("table_name", "")).lower() not in constant_tables
+        if d.get("type") == "TABLE_FUNCTION":
+            name = str((d.get("function") or {}).get("function_name", "")).lower()
+            return name.startswith(("duckdb_", "pragma_"))
+        return False
+
+    return any(_find(node, reads))
 
 
 def _is_aggregate_call(expr: dict[str, Any]) -> bool:

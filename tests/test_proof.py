@@ -303,4 +303,11 @@ def test_the_page_ruling_a_rival_out_or_the_snippets_settling_fail_the_proof() -
     [(where, line)] = settled.parts()
     assert where == ("difficulty",) and "gateway_s flat" in line and "snippet percentiles" in line
     assert WorldCheck("starter snippets", kind="snippets").ok
+    # a passing check is said too, with what the snippets leave open, so an author sees that it ran
+    from telemetry_gen.proving.report import ProofReport
+
+    open_two = WorldCheck("starter snippets", kind="snippets", left_open=("a", "b"))
+    assert open_two.ok and open_two.to_dict()["left_open"] == ["a", "b"]
+    said = ProofReport("x", 0, worlds=[open_two]).lines()
+    assert "  ok   the starter snippets leave 2 distractors open (a, b): a player needs queries of their own" in said
     assert settled.to_dict()["settled_by"] == [list(x) for x in settled.settled_by]

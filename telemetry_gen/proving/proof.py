@@ -291,8 +291,13 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
                                  page_rules_out=f"{page_reading[0]}: {page_reading[1]}" if page_reading else None))
         if "snippet" in first:
             snippet_readings.append((name, f"{first['snippet'][0]}: {first['snippet'][1]}"))
-    if incident.difficulty >= 2 and names and len(snippet_readings) == len(names):
-        checks.append(WorldCheck("starter snippets", kind="snippets", settled_by=tuple(snippet_readings)))
+    if incident.difficulty >= 2 and names:
+        settled = {h for h, _ in snippet_readings}
+        if len(settled) == len(names):
+            checks.append(WorldCheck("starter snippets", kind="snippets", settled_by=tuple(snippet_readings)))
+        else:  # said too, so that an author sees the check ran
+            checks.append(WorldCheck("starter snippets", kind="snippets",
+                                     left_open=tuple(n for n in names if n not in settled)))
     return checks + draw_checks
 
 

@@ -265,6 +265,7 @@ class WorldCheck:
     missing_in: tuple[str, ...] = ()  # world names (telemetry_gen.proving.worlds) of the members that miss the page
     page_rules_out: str | None = None  # a measurement of the page that rules this family out, and how
     settled_by: tuple[tuple[str, str], ...] = ()  # kind "snippets": (distractor, snippet reading) for every one
+    left_open: tuple[str, ...] = ()  # kind "snippets": the distractors the starter snippets leave open
 
     @property
     def ok(self) -> bool:
@@ -323,7 +324,8 @@ class WorldCheck:
                 "missing": [list(m) for m in self.missing],
                 "separated_by": self.separated_by, "difference": self.difference, "error": self.error,
                 "note": self.note, "page_rules_out": self.page_rules_out,
-                "settled_by": [list(x) for x in self.settled_by], "problem": self.problem}
+                "settled_by": [list(x) for x in self.settled_by], "left_open": list(self.left_open),
+                "problem": self.problem}
 
 
 @dataclass
@@ -440,6 +442,10 @@ class ProofReport:
         for w in self.worlds:
             if w.ok and w.kind == "draw":
                 out.append(f"  ok   the truth on traffic draw {w.hypothesis_id} shows the page too")
+            elif w.ok and w.kind == "snippets":
+                out.append(f"  ok   the starter snippets leave {len(w.left_open)} distractor"
+                           f"{'' if len(w.left_open) == 1 else 's'} open ({', '.join(w.left_open)}): a player "
+                           "needs queries of their own")
             elif w.ok:
                 out.append(f"  ok   world of {w.hypothesis_id}: every member shows the page; {w.separated_by} "
                            f"rules it out ({w.difference})")

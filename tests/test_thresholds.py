@@ -100,3 +100,20 @@ def test_a_query_nested_too_deeply_to_walk_is_not_read() -> None:
     assert threshold_reason(deep) == NESTED_TOO_DEEP
     chain = "SELECT " + " + ".join(["avg(ttft_s)"] * 200) + " FROM requests"  # long, but shallow enough
     assert threshold_reason(chain) is None
+
+
+def test_a_forked_process_parses_with_a_connection_of_its_own() -> None:
+    """A DuckDB instance does not survive a fork (its worker threads stay in the parent): a process forked
+    after scoring began (a query worker, a proof job) opens its own parser."""
+    import os
+
+    from telemetry_gen.proving import thresholds
+
+    assert threshold_reason("SELECT avg(ttft_s) > 0.1 FROM requests") is not None
+    parent = thresholds._parser()
+    pid = os.fork()
+    if pid == 0:  # the child: its own parser, and the same answer
+        ok = thresholds._parser() is not parent and threshold_reason("SELECT avg(ttft_s) > 0.1 FROM requests")
+        os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

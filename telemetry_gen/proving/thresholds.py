@@ -26,6 +26,7 @@ The select list, ORDER BY, HAVING and QUALIFY are examined.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from functools import cache
@@ -47,12 +48,17 @@ _WRAPPERS = frozenset({"CAST"})
 
 
 _PARSER_LOCK = threading.Lock()
+_PARSERS: dict[int, duckdb.DuckDBPyConnection] = {}
 
 
-@cache
 def _parser() -> duckdb.DuckDBPyConnection:
-    """One in-memory connection that only parses (opening one costs about 0.1 s); used under _PARSER_LOCK."""
-    return duckdb.connect()
+    """One in-memory connection per process that only parses (opening one costs about 0.1 s); used under
+    _PARSER_LOCK. Per process: a DuckDB instance does not survive a fork (its worker threads stay behind)."""
+    pid = os.getpid()
+    con = _PARSERS.get(pid)
+    if con is None:
+        con = _PARSERS[pid] = duckdb.connect()
+    return con
 
 
 @cache

@@ -224,7 +224,7 @@ def _function_problems(node: Any) -> Iterator[str]:
         name = str(function.get("function_name", "")).lower()
         if name not in ALLOWED_TABLE_FUNCTIONS:
             if name in SERVER_PATH_TABLE_FUNCTIONS:
-                yield f"{name}() is not available here (it shows the server's files); current_setting('name') works"
+                yield _shows_server_files(f"{name}()")
             elif _reads_files(name):
                 yield files_refused(name)
             else:
@@ -237,7 +237,7 @@ def _function_problems(node: Any) -> Iterator[str]:
     if node.get("type") == "BASE_TABLE":
         name = str(node.get("table_name", ""))
         if name.lower() in SERVER_PATH_VIEWS:
-            yield f"{name} is not available here (it shows the server's files); current_setting('name') works"
+            yield _shows_server_files(name)
         elif not node.get("schema_name") and not node.get("catalog_name") and any(ch in name for ch in "/\\:."):
             yield files_refused(repr(name))
     if node.get("class") == "FUNCTION":
@@ -262,6 +262,10 @@ def _function_problems(node: Any) -> Iterator[str]:
             yield files_refused(name)
     for value in node.values():
         yield from _function_problems(value)
+
+
+def _shows_server_files(what: str) -> str:
+    return f"{what} is not available here (it shows the server's files); current_setting('name') works"
 
 
 def _reads_files(name: str) -> bool:

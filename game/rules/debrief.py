@@ -215,8 +215,9 @@ def latency_lines(incident: Incident, replicas: Sequence[str], shifts: Sequence[
         out += ["", "| Measure | App | Before | After | Change |", "|---|---|---|---|---|"]
     else:
         out += ["", "| Measure | Before | After | Change |", "|---|---|---|---|"]
-    order = {app: i for i, app in enumerate(dict.fromkeys(s.app for s in shifts))}
-    for s in sorted(shifts, key=lambda s: ([c for _, c, _ in LATENCY_MEASURES].index(s.column), order[s.app])):
+    measure = {column: i for i, (_, column, _) in enumerate(LATENCY_MEASURES)}
+    # a stable sort by measure keeps each measure's rows in the order latency_shifts gives: pooled, then apps
+    for s in sorted(shifts, key=lambda s: measure[s.column]):
         name = f"{s.label} (p{round(100 * s.quantile)} {s.column})"
         values = f"{s.before:.4g} s | {s.after:.4g} s | {s.phrase}"
         if not per_app:

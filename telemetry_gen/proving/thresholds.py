@@ -90,7 +90,8 @@ def threshold_reason(sql: str) -> str | None:
 
 
 def _reason(tree: dict[str, Any]) -> str | None:
-    nodes = list(_query_nodes(tree))
+    # every query node anywhere in the tree: CTEs, subqueries, set-operation branches
+    nodes = list(_find(tree, lambda d: d.get("type") in ("SELECT_NODE", "SET_OPERATION_NODE")))
     aggregated, constant = _aliases(nodes)
     constant_tables = _constant_tables(tree)
     for node in nodes:
@@ -148,18 +149,6 @@ def _count_floor(expr: dict[str, Any]) -> bool:
     if kind in ("COMPARE_LESSTHAN", "COMPARE_LESSTHANOREQUALTO"):
         return is_count(right) and _number(left) is not None
     return False
-
-
-def _query_nodes(tree: Any) -> Iterator[dict[str, Any]]:
-    """Every query node (SELECT, set operation) anywhere in the tree: CTEs, subqueries, branches."""
-    if isinstance(tree, list):
-        for item in tree:
-            yield from _query_nodes(item)
-    elif isinstance(tree, dict):
-        if tree.get("type") in ("SELECT_NODE", "SET_OPERATION_NODE"):
-            yield tree
-        for value in tree.values():
-            yield from _query_nodes(value)
 
 
 def _aliases(nodes: list[dict[str, Any]]) -> tuple[set[str], set[str]]:

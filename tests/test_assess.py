@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from game.frontends.line_mode import PlainGame
-from game.query.gateway import Gateway
-from game.rules.assess import Assessor, queries_of, score_session, start_world_build
+from game.query.gateway import Gateway, QueryResult
+from game.rules.assess import CHANGED_BETWEEN_RUNS, Assessor, queries_of, score_session, start_world_build
 from game.rules.debrief import debrief_markdown
 from game.session import Session, file_digest, load_transcript
 from incidents.loader import load_incident
@@ -86,12 +86,38 @@ def test_a_query_rules_out_only_what_it_shows(assessor: Assessor) -> None:
 @pytest.mark.parametrize("sql", [
     "SELECT replica, prefill_s FROM requests USING SAMPLE 5",
     "SELECT replica, avg(prefill_s) FROM requests TABLESAMPLE 50% GROUP BY replica",
+    "SELECT replica, avg(prefill_s) FROM requests TABLESAMPLE 30% (bernoulli, 7) GROUP BY replica",
 ])
-def test_a_result_that_changes_between_runs_rules_out_nothing(assessor: Assessor, sql: str) -> None:
-    """Otherwise a player could rule rivals out by luck, re-running a random query until it differs."""
+def test_a_sample_rules_out_nothing(assessor: Assessor, sql: str) -> None:
+    """Otherwise a player could rule rivals out by luck, re-running a sampled query until it differs (on a
+    small table two unseeded samples can draw the same rows, so running it twice is not enough to tell)."""
     for i in range(3):
         evidence = assessor.assess(i, f"{sql} -- try {i}")
         assert evidence.ok and evidence.ruled_out == ()
+        assert "sample" in evidence.note
+
+
+def test_a_result_that_changes_between_runs_rules_out_nothing_and_says_so(
+        assessor: Assessor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the policy cannot name in advance is caught by running the query twice on the truth's world."""
+    sql = "SELECT replica, avg(prefill_s) AS p FROM requests GROUP BY replica ORDER BY replica -- changing"
+    real = assessor._run
+    calls: list[str] = []
+
+    def second_truth_run_differs(name: str, text: str) -> QueryResult:
+        calls.append(name)
+        result = real(name, text)
+        if name == TRUTH and calls.count(TRUTH) == 2:
+            result.rows = [(r[0], r[1] * 1.5) for r in result.rows]
+        return result
+
+    monkeypatch.setattr(assessor, "_run", second_truth_run_differs)
+    evidence = assessor.assess(1, sql)
+    assert evidence.ok and evidence.ruled_out == () and evidence.note == CHANGED_BETWEEN_RUNS
+    assert calls == [TRUTH, TRUTH]  # no world beyond the truth was run for it
+    monkeypatch.undo()
+    steady = assessor.assess(2, sql + " again")
+    assert steady.ok and steady.note == ""
 
 
 @pytest.mark.parametrize("sql", [

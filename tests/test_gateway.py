@@ -455,6 +455,13 @@ def _hostile(files: dict[str, Path], db: Path) -> list[tuple[str, str, str]]:
         ("SELECT sha256(CAST(avg(ttft_s) AS VARCHAR)) FROM requests", "refused", NOT_ALLOWED),
         ("SELECT replica FROM requests WHERE random() < 0.5", "refused", NOT_ALLOWED),
         ("SELECT uuid() AS u", "refused", NOT_ALLOWED),
+        # the server's clock and query counters differ per run and per world (each world its own connection)
+        ("SELECT 1 WHERE epoch_us(now()) % 2 = 0", "refused", NOT_ALLOWED),
+        ("SELECT current_timestamp AS t", "refused", NOT_ALLOWED),
+        ("select Current_Date", "refused", NOT_ALLOWED),
+        ("SELECT replica FROM requests WHERE ts > localtimestamp - INTERVAL 1 HOUR", "refused", NOT_ALLOWED),
+        ("SELECT 1 WHERE current_query_id() // 2 % 2 = 0", "refused", NOT_ALLOWED),
+        ("SELECT txid_current() AS t", "refused", NOT_ALLOWED),
     ]
     return out
 

@@ -43,6 +43,10 @@ MADE = {
     "a threshold per group": (
         "SELECT replica, CASE WHEN min(value) < 1500 THEN 'throttled' ELSE 'fine' END AS state FROM metrics "
         "WHERE name = 'DCGM_FI_DEV_SM_CLOCK' GROUP BY replica"),
+    "a sample of the rows": "SELECT replica, avg(prefill_s) FROM requests TABLESAMPLE 50% GROUP BY replica",
+    "a seeded sample, which another seed redraws": (
+        "SELECT replica, avg(ttft_s) FROM requests TABLESAMPLE 10% (bernoulli, 42) GROUP BY replica"),
+    "a sample inside a CTE": "WITH s AS (SELECT * FROM requests USING SAMPLE 50 ROWS) SELECT avg(ttft_s) FROM s",
 }
 
 READINGS = {
@@ -74,6 +78,7 @@ READINGS = {
         "SELECT t, n, n - lag(n) OVER (ORDER BY t) AS dn FROM m"),
     "a text compared with a text": "SELECT CASE WHEN max(app) = 'chat' THEN 'chat only' END AS apps FROM requests",
     "a whole table": "SELECT * FROM events",
+    "a figure named sample": "SELECT replica, avg(ttft_s) AS sample FROM requests GROUP BY replica",
 }
 
 

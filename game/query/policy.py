@@ -88,6 +88,21 @@ SCRAMBLING_FUNCTIONS: frozenset[str] = frozenset(
 flips (its sign, its parity), and a query of hundreds of them finds one that tells the truth from a rival
 by luck; that is not something a reader of the telemetry reads, so they do not run (docs/scoring.md)."""
 
+SESSION_STATE_FUNCTIONS: frozenset[str] = frozenset(
+    {"now", "get_current_time", "get_current_timestamp", "current_localtime", "current_localtimestamp",
+     "transaction_timestamp", "today", "current_date", "current_time", "current_transaction_id",
+     "txid_current", "current_query_id", "current_connection_id"}
+)
+"""The server's clock and its counters of queries and transactions: not telemetry, and different on every
+run and every world (each world has its own connection), so a parity of the clock or of a query counter
+would tell worlds apart by when and in what order they were queried. The incident's time is its ts columns."""
+
+SESSION_STATE_KEYWORDS: frozenset[str] = frozenset(
+    {"current_timestamp", "current_date", "current_time", "localtimestamp", "localtime"}
+)
+"""The same clock written as SQL keywords without parentheses: they parse as a bare column name, which no
+incident table has."""
+
 _FILE_READER_PREFIXES = ("read_", "parquet_", "iceberg_", "delta_", "sniff_")
 _FILE_READER_NAMES = frozenset({"glob", "arrow_scan", "pandas_scan", "parquet_scan", "sqlite_scan"})
 
@@ -240,9 +255,15 @@ def _function_problems(node: Any) -> Iterator[str]:
             yield _shows_server_files(name)
         elif not node.get("schema_name") and not node.get("catalog_name") and any(ch in name for ch in "/\\:."):
             yield files_refused(repr(name))
+    if node.get("class") == "COLUMN_REF":
+        names = node.get("column_names") or []
+        if len(names) == 1 and str(names[0]).lower() in SESSION_STATE_KEYWORDS:
+            yield _session_state_refused(str(names[0]).lower())
     if node.get("class") == "FUNCTION":
         name = str(node.get("function_name", "")).lower()
-        if name in REFUSED_SCALAR_FUNCTIONS:
+        if name in SESSION_STATE_FUNCTIONS:
+            yield _session_state_refused(f"{name}()")
+        elif name in REFUSED_SCALAR_FUNCTIONS:
             yield f"function {name}() is not allowed here (variables, sequences and logs are off limits)"
         elif name in SCRAMBLING_FUNCTIONS:
             yield (f"function {name}() is not allowed here: a digest or a random number tells worlds apart by "
@@ -262,6 +283,11 @@ def _function_problems(node: Any) -> Iterator[str]:
             yield files_refused(name)
     for value in node.values():
         yield from _function_problems(value)
+
+
+def _session_state_refused(what: str) -> str:
+    return (f"{what} is not allowed here: the server's clock and counters are not the incident's telemetry; "
+            "its time is in the tables' ts columns (e.g. max(ts) - INTERVAL 5 MINUTE)")
 
 
 def _shows_server_files(what: str) -> str:

@@ -52,6 +52,8 @@ ASSESS_BUDGET_S = 180.0
 """Wall seconds one scoring (`assess_all`, or one `assess`) spends running queries not seen before; a
 query left when it is spent is not assessed (it rules out nothing, and the debrief says why). Cached
 results cost nothing. Per call, not per Assessor: a game day's players share one Assessor."""
+CHANGED_BETWEEN_RUNS = "it showed something else when run again on the same world, so what it shows is luck"
+"""The debrief's reason for a query whose result changes between two runs of one world."""
 _TRANSIENT = ("timeout", "cancelled", "memory", "internal")
 _EVIDENCE_SOURCE = Path(__file__).resolve().parents[2] / "telemetry_gen" / "proving" / "evidence.py"
 
@@ -111,20 +113,20 @@ class Assessor:
         truth = self._run(TRUTH, sql)
         if not truth.ok:
             return QueryEvidence(0, sql, False)
+        made = threshold_reason(sql)
+        if made is not None:
+            # a threshold, offset, remainder or sample of the player's own makes the figure: nothing to read
+            return QueryEvidence(0, sql, True, truth.row_count, note=made)
         again = self._run(TRUTH, sql)
         if not again.ok or again.rows != truth.rows or again.columns != truth.columns:
-            # random(), USING SAMPLE, ...: a result that changes between two runs of the same world
-            # would separate worlds by chance, so it is evidence of nothing
-            return QueryEvidence(0, sql, True, truth.row_count)
+            # a result that changes between two runs of the same world would separate worlds by chance,
+            # so it is evidence of nothing (the policy refuses what is known to: random(), the clock)
+            return QueryEvidence(0, sql, True, truth.row_count, note=CHANGED_BETWEEN_RUNS)
         seen = shown_of(truth, self._origin)
         if seen.empty:
             # nothing shown on the truth: a rival can differ only by showing rows the truth lacks, and
             # the player saw none of them
             return QueryEvidence(0, sql, True, 0)
-        made = threshold_reason(sql)
-        if made is not None:
-            # a threshold, offset or remainder of the player's own makes the figure: nothing to read
-            return QueryEvidence(0, sql, True, truth.row_count, note=made)
         others = [self._shown(name, sql) for name in family_names(self.incident, TRUTH)[1:]]
         ruled: list[str] = []
         why: dict[str, str] = {}

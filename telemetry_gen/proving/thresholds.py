@@ -12,7 +12,11 @@ nobody knows for an alternative cause) into something that looks like one of tho
   the figure becomes a coin flip per world, and a query of hundreds of them finds one that parts the
   truth from a rival by luck;
 - rows of literals set beside the data (``SELECT 'seen', 0.1276 UNION ALL SELECT 'now', avg(ttft_s) ...``):
-  the data's row is then compared with the player's number.
+  the data's row is then compared with the player's number;
+- a sample of the rows (``USING SAMPLE``, ``TABLESAMPLE``), even with a seed: which rows it draws is luck,
+  different on every world, and a player re-running it with other seeds fishes for a draw that parts the
+  truth from a rival (an unseeded one may also draw the same rows twice on a small table, so running it
+  twice does not always show that it changes).
 
 Such a query still runs and shows what it shows; nothing is read from it, neither when a player's query
 is scored (`game.rules.assess`) nor when an incident's reference queries are proven (`proof`).
@@ -89,7 +93,13 @@ def threshold_reason(sql: str) -> str | None:
         return NESTED_TOO_DEEP
 
 
+SAMPLED = ("it reads a random sample of the rows, and which rows a sample draws is luck: on another world "
+           "it draws others")
+
+
 def _reason(tree: dict[str, Any]) -> str | None:
+    if next(_find(tree, lambda d: d.get("sample") is not None), None) is not None:
+        return SAMPLED
     # every query node anywhere in the tree: CTEs, subqueries, set-operation branches
     nodes = list(_find(tree, lambda d: d.get("type") in ("SELECT_NODE", "SET_OPERATION_NODE")))
     aggregated, constant = _aliases(nodes)

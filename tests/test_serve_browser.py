@@ -186,9 +186,9 @@ def test_every_incident_with_variants_opens_its_seeds_variant_in_a_browser_tab(
     four or five incidents), opened in a browser tab of `serve --seed S`: the session the tab starts is that
     variant's (incident and seed in its header) on the telemetry `game.api` builds for it (the start event's
     digest), and the tab shows that variant's board (every hypothesis's title). tests/test_one_game.py plays
-    every incident at the same seeds through the API, line mode and the terminal, and debriefs the same truth
-    in each; one seed per incident here keeps this test to 13 tabs, while every seed and every incident
-    still goes through a browser tab."""
+    every incident at seed 0 and at this test's seed (7 or 23 where this one is 0) through the API, line mode
+    and the terminal, and debriefs the same truth in each; one seed per incident here keeps this test to 13
+    tabs, while every seed and every incident still goes through a browser tab."""
     from game import api
     from incidents.loader import has_variables
 

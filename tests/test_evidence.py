@@ -330,3 +330,11 @@ def test_numbers_inside_hundreds_of_log_lines_are_not_read() -> None:
             assert (Feature(PEAK_LEVEL, key, "message#2") in truth.features) is readable
             assert (Feature(LEVEL, key, "message#2") in truth.features) is readable
             assert rules_out(truth, [truth, truth], [rival, rival]) is readable
+
+
+def test_a_boolean_group_is_cited_as_the_grid_prints_it() -> None:
+    """The terminal and the browser print true/false; a reading quoting Python's True would cite a text
+    the player never saw."""
+    seen = shown(["slow", "n"], [(True, 10), (False, 30)])
+    assert {key for (_, key) in seen.cells} == {"true", "false"}
+    assert all(f.key in (("true",), ("false",)) for f in seen.features)

@@ -336,3 +336,5 @@ def test_a_wide_result_is_cut_to_the_terminal_and_says_what_it_left_out() -> Non
     assert "more columns" not in format_table(columns, rows)  # a script (no terminal) reads them all
     multi = format_table(["a"], [("one\ntwo",)])
     assert "one two" in multi  # a newline in a cell does not break the table
+    flags = format_table(["slow", "n"], [(True, 1), (False, 2)])
+    assert "true" in flags and "false" in flags and "True" not in flags  # as the grids print booleans

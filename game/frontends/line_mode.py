@@ -66,6 +66,11 @@ def plain_markdown(text: str) -> str:
     return html.unescape(_MD_ESCAPED.sub(r"\1", text))
 
 
+def _bool_text(value: bool) -> str:
+    """A boolean as SQL and the terminal's and browser's result grids print it."""
+    return "true" if value else "false"
+
+
 def expanded_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], first: int = 1) -> str:
     """Rows one after another, a `column | value` line per cell, every value in full (psql's \\x):
     for results whose cells are too long for a table line. `first` numbers the first row."""
@@ -75,7 +80,8 @@ def expanded_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], first:
     for number, row in enumerate(rows, start=first):
         out.append(f"-[ row {number} ]" + "-" * max(4, pad - 6))
         for name, value in zip(columns, row, strict=False):
-            text = "NULL" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+            text = ("NULL" if value is None else _bool_text(value) if isinstance(value, bool)
+                    else f"{value:.6g}" if isinstance(value, float) else str(value))
             text = visible(text, multiline=True)
             lines = text.split("\n")
             out.append(f"{name:<{pad}} | {lines[0]}")
@@ -158,6 +164,8 @@ def format_table(columns: list[str], rows: list[Any], max_rows: int | None = SHO
         max_rows = len(rows)
 
     def cell(v: Any) -> str:
+        if isinstance(v, bool):
+            return _bool_text(v)
         if isinstance(v, float):
             return f"{v:.4g}"
         return visible(" ".join(("NULL" if v is None else str(v)).split("\n")))

@@ -266,7 +266,9 @@ def shown(columns: Sequence[str], rows: Sequence[Sequence[Any]], origin: datetim
                 # so that two worlds whose columns mix differently still compare the same rows
                 values[names[j]] = whole
             elif kind == "text":
-                text, numbers = template(str(cell))
+                # a boolean as the result grid prints it (true/false), so a reading cites what was shown
+                boolean = isinstance(cell, bool | np.bool_)
+                text, numbers = template(("true" if cell else "false") if boolean else str(cell))
                 key.append(text)
                 cells.add((names[j], text))
                 for i, found in enumerate(numbers):

@@ -134,6 +134,21 @@ def test_digests_and_random_numbers_do_not_run(assessor: Assessor, sql: str) -> 
     assert not evidence.ok and evidence.ruled_out == ()
 
 
+def test_labels_of_a_threshold_on_a_count_rule_out_nothing(assessor: Assessor) -> None:
+    """How many requests came is a size (nobody knows how big a surge would have been); labelling each
+    request by whether its id passes a number just above the count seen turns it into a text that only the
+    surge's worlds show. The same number read as a count rules out nothing, so the labels do not either;
+    the surge's own arrivals climbing, a direction, still do (test_a_query_rules_out_only_what_it_shows)."""
+    seen = assessor._run(TRUTH, "SELECT count(*) FROM requests").rows[0][0]
+    for factor in (1.2, 1.5, 2.0):
+        n = int(seen * factor)
+        for i, sql in enumerate((
+                f"SELECT DISTINCT CASE WHEN request_id > {n} THEN 'many' ELSE 'few' END AS k FROM requests",
+                f"SELECT DISTINCT row_number() OVER () > {n} AS many FROM requests")):
+            evidence = assessor.assess(i, sql)
+            assert evidence.ok and evidence.ruled_out == (), (sql, evidence.why)
+
+
 def test_file_reads_are_refused_on_every_world(assessor: Assessor) -> None:
     evidence = assessor.assess(1, "SELECT * FROM read_csv('/etc/passwd')")
     assert not evidence.ok and evidence.ruled_out == ()

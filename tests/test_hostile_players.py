@@ -12,6 +12,8 @@ score of such a game may not pass 35 (90%) or 20 (even). The kinds:
   look like 1, so a size is read only where the incident says what sizes a cause can have);
 - a mean compared with, or offset by, the value the player saw, or set beside it as rows of typed
   numbers (a threshold of the player's own turns a size into a word or a sign);
+- labels of a threshold on a count or a latency (``CASE WHEN row_number() OVER () > 1.2 * n THEN 'many'``):
+  whether a label shows is a maximum compared with the player's number, so its presence reads as nothing;
 - coin flips: sixty parities and sines of a sum, each a pseudo-random sign per world, one of which
   would part the truth from a rival by luck;
 - whole-table dumps of the big tables (requests, metrics, logs), cut at the row cap (what is missing
@@ -98,6 +100,8 @@ def hostile_queries(path: Path, seed: int) -> dict[str, list[str]]:
     t0 = incident.window.start
     briefed = [s for s in incident.symptoms if s.briefed]
     mean = _mean_seen(path, seed)
+    _, assessor = _assessor(path, seed)
+    count = int(assessor._run(TRUTH, "SELECT count(*) FROM requests").rows[0][0])
     return {
         "cast to text": ["SELECT CAST(avg(ttft_s) AS VARCHAR) AS v FROM requests",
                          "SELECT CAST(quantile_cont(ttft_s, 0.99) AS VARCHAR) AS p99 FROM requests"],
@@ -111,6 +115,11 @@ def hostile_queries(path: Path, seed: int) -> dict[str, list[str]]:
             f"SELECT 1.15 * {mean!r} - avg(ttft_s) AS headroom FROM requests",
             f"SELECT 'what I saw' AS k, {mean!r} AS v UNION ALL SELECT 'now', avg(ttft_s) FROM requests "
             f"UNION ALL SELECT 'also seen', {mean!r}"],
+        "labels of a threshold": [
+            f"SELECT DISTINCT CASE WHEN row_number() OVER () > {int(count * 1.2)} THEN 'many' ELSE 'few' END AS k "
+            "FROM requests",
+            f"SELECT DISTINCT request_id > {int(count * 1.5)} AS many FROM requests",
+            f"SELECT DISTINCT ttft_s > {3 * mean!r} AS slow, app FROM requests"],
         "coin flips": [
             "SELECT " + ", ".join(f"CAST(floor(sum(e2e_s) * {1000003 + 7919 * k}) AS BIGINT) % 2 * 2 - 1 AS c{k}"
                                   for k in range(60)) + " FROM requests",
@@ -124,8 +133,8 @@ def hostile_queries(path: Path, seed: int) -> dict[str, list[str]]:
 
 
 KINDS = ["cast to text", "page symptoms", "page symptoms per 5 minutes", "divided by what was seen",
-         "compared with what was seen", "coin flips", "big-table dumps", "distinct log messages",
-         "starter snippets", "nothing shown"]
+         "compared with what was seen", "labels of a threshold", "coin flips", "big-table dumps",
+         "distinct log messages", "starter snippets", "nothing shown"]
 
 
 @pytest.mark.parametrize(("path", "seed"), CASES, ids=lambda c: c.stem if isinstance(c, Path) else f"seed{c}")

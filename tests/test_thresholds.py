@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from telemetry_gen.proving.thresholds import threshold_reason
+from telemetry_gen.proving.thresholds import threshold_labels, threshold_reason
 
 SEEN = 0.1276  # the fleet's mean TTFT a player saw, then wrote back into the query
 
@@ -122,3 +122,42 @@ def test_a_forked_process_parses_with_a_connection_of_its_own() -> None:
         os._exit(0 if ok else 3)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+LABELS = {
+    "labels of a threshold on a counter": (
+        "SELECT DISTINCT CASE WHEN request_id > 421 THEN 'many' ELSE 'few' END AS k FROM requests", ["k"], {"k"}),
+    "the same, unnamed": (
+        "SELECT DISTINCT CASE WHEN request_id > 421 THEN 'many' ELSE 'few' END FROM requests", ["c"], {"c"}),
+    "a boolean of a threshold": ("SELECT DISTINCT ttft_s > 5 AS slow FROM requests", ["slow"], {"slow"}),
+    "a row number against a number": (
+        "SELECT DISTINCT row_number() OVER () > 400 AS late FROM requests", ["late"], {"late"}),
+    "labels made in a CTE and read outside": (
+        "WITH c AS (SELECT CASE WHEN ttft_s > 5 THEN 'slow' ELSE 'ok' END AS k FROM requests) "
+        "SELECT DISTINCT k FROM c", ["k"], {"k"}),
+    "beside a data column": (
+        "SELECT DISTINCT replica, e2e_s BETWEEN 1 AND 2 AS mid FROM requests", ["replica", "mid"], {"mid"}),
+}
+
+NOT_LABELS = {
+    "zero: whether anything happened": "SELECT replica, num_preemptions > 0 AS preempted FROM requests",
+    "a period split at a time": (
+        "SELECT ts >= TIMESTAMP '2026-11-19 09:11:00' + INTERVAL 8 MINUTE AS after, avg(ttft_s) FROM requests "
+        "GROUP BY 1"),
+    "a category of the data": (
+        "SELECT CASE WHEN status = 'error' THEN 'bad' ELSE 'good' END AS k, count(*) FROM requests GROUP BY 1"),
+    "a threshold inside an aggregate": (
+        "SELECT replica, count(*) FILTER (WHERE ttft_s > 5) AS slow FROM requests GROUP BY 1"),
+    "a WHERE": "SELECT DISTINCT replica FROM requests WHERE ttft_s > 5",
+}
+
+
+@pytest.mark.parametrize(("sql", "columns", "labels"), list(LABELS.values()), ids=list(LABELS))
+def test_labels_of_a_per_row_threshold_are_named(sql: str, columns: list[str], labels: set[str]) -> None:
+    assert threshold_labels(sql, columns) == labels
+
+
+@pytest.mark.parametrize("sql", list(NOT_LABELS.values()), ids=list(NOT_LABELS))
+def test_readings_of_the_data_are_not_labels(sql: str) -> None:
+    assert threshold_labels(sql, ["a", "b", "c"]) == frozenset()
+    assert threshold_labels("SELEC nonsense", ["a"]) == frozenset()

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -520,14 +520,16 @@ def _category(feature: Feature, value: Value, truths: Sequence[Shown], members: 
 
 
 def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Shown], *,
-           span_s: float = 3600.0, sized: bool | None = None, draws: int = 2) -> list[Reading]:
+           span_s: float = 3600.0, sized: bool | None = None, draws: int = 2,
+           labels: Collection[str] = ()) -> list[Reading]:
     """Readings on which `seen` (the player's result on the true world) rules the rival out, largest
     margin first; empty when it does not. `truth_others` are the same query on the truth's other traffic
     draws, `rival_family` on every member of the rival's family: first its written world on `draws`
     traffic draws (their spread is chance), then its declared members (other severities and onsets: they
     widen what the family produces, they are not chance). `sized` defaults to whether there are declared
     members. A member on which the query failed (`rows` -1) is left out; without a truth draw or a rival
-    member left, nothing is ruled out.
+    member left, nothing is ruled out. `labels`: result columns whose texts label the player's own
+    per-row threshold (thresholds.threshold_labels); no presence is read from them.
 
     - presence: a text every member of the rival's family shows in a column and neither the player's
       result nor the truth's other draws do (only in results not cut at the row cap, of at most
@@ -556,8 +558,12 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
     # text only the truth shows is something else that happened: no cause forbids an unrelated restart,
     # error line or deploy, so it rules nothing out. In a result cut at the row cap a missing text may be
     # in the rows not shown, so absence there reads as nothing.
+    # Not in `labels` (thresholds.threshold_labels): a label of the player's per-row threshold is there when
+    # some row crossed it, a maximum compared with the player's number, not a text the telemetry holds.
     if not seen.truncated and seen.rows <= ABSENCE_ROWS:
         for column, text in set.intersection(*(set(r.cells) for r in rivals)) - seen.cells:
+            if column in labels:
+                continue
             cell = (column, text)
             if all(cell not in t.cells for t in truths) and not any(r.truncated for r in rivals):
                 out.append(Reading(Feature(PRESENT, (text,), column), 0.0, tuple(1.0 for _ in rivals),

@@ -47,7 +47,10 @@ stand on their digests and only the first WORLD_PROOF_SEEDS seeds are proven aga
 4. another direction rules a rival out only when every draw of the truth, not only the one seen, lies more
    than FLAT from every member of the rival's family (evidence._magnitude);
 5. a query whose figure a constant of its own makes (a threshold, an offset, a remainder after aggregating;
-   telemetry_gen.proving.thresholds) rules nothing out."""
+   telemetry_gen.proving.thresholds) rules nothing out. Widened on 2026-12-07 without a bump: a sample
+   of the rows reads as nothing too, and no presence is read from labels of a per-row threshold
+   (threshold_labels); no reference, page or snippet query of the library is either (0 of 295), so
+   every record's verdicts stand as proven, and a new or edited incident is proven under the wider rule."""
 RECORD_FOLDER = "proofs"
 PROVE_HINT = ("run `make prove` (servedrill validate --deep --claims-only --record, then the worlds of the first "
               f"{WORLD_PROOF_SEEDS} seeds: --seeds {WORLD_PROOF_SEEDS} --record) and commit the records")

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -118,6 +118,66 @@ def _reason(tree: dict[str, Any]) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+def threshold_labels(sql: str, columns: Sequence[str]) -> frozenset[str]:
+    """The result `columns` (as the result names them) whose values label a per-row comparison with a
+    number the player typed: ``CASE WHEN request_id > 421 THEN 'many' ELSE 'few' END AS k``,
+    ``ttft_s > 5 AS slow``. Which of such labels a result shows says whether any row crossed the player's
+    number, i.e. a maximum or minimum compared with it: a threshold on a size (request_id counts
+    requests). Their presence or absence is no reading (`evidence.ruling`, `labels`); shares and groups
+    of them are read as any others. Zero, texts and time stamps are not such numbers (``num_preemptions
+    > 0 AS preempted``, ``ts >= TIMESTAMP '...' AS after``). Empty when DuckDB cannot parse `sql`."""
+    try:
+        with _PARSER_LOCK:
+            row = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+        tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
+        if tree.get("error") or not tree.get("statements"):
+            return frozenset()
+        nodes = list(_find(tree, lambda d: d.get("type") in ("SELECT_NODE", "SET_OPERATION_NODE")))
+        _, constant = _aliases(nodes)
+        named: set[str] = set()
+        for node in nodes:
+            for item in node.get("select_list") or []:
+                if isinstance(item, dict) and item.get("alias") and _labels(item, constant):
+                    named.add(str(item["alias"]).lower())
+        out = {c for c in columns if str(c).lower() in named}
+        for branch in _branches(tree["statements"][0].get("node") or {}):
+            items = [i for i in branch.get("select_list") or [] if isinstance(i, dict)]
+            if any(i.get("class") == "STAR" for i in items):
+                continue  # its columns are named above, by the aliases they were given
+            for name, item in zip(columns, items, strict=False):
+                ref = ".".join(map(str, item.get("column_names") or [])).split(".")[-1].lower()
+                if _labels(item, constant) or (item.get("class") == "COLUMN_REF" and ref in named):
+                    out.add(name)
+        return frozenset(out)
+    except (duckdb.Error, RecursionError):
+        return frozenset()
+
+
+def _branches(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The query nodes whose select lists make the result's columns, position by position: the node
+    itself, or every branch of a set operation."""
+    if node.get("type") == "SET_OPERATION_NODE":
+        for child in node.get("children") or [node.get("left"), node.get("right")]:
+            if isinstance(child, dict):
+                yield from _branches(child)
+    else:
+        yield node
+
+
+def _labels(expr: Any, constant: set[str]) -> bool:
+    """Whether `expr`, outside aggregates and subqueries, compares a row's value with a typed number."""
+    if not isinstance(expr, dict):
+        return False
+    cls = expr.get("class")
+    if _is_aggregate_call(expr) or cls == "SUBQUERY":
+        return False
+    if cls in ("COMPARISON", "BETWEEN") or (cls == "OPERATOR" and "IN" in str(expr.get("type", ""))):
+        sides = [v for v in _children(expr) if isinstance(v, dict)]
+        if any(_typed(s, constant) for s in sides) and not all(_is_constant(s, constant) for s in sides):
+            return True
+    return any(_labels(child, constant) for child in _children(expr))
 
 
 def _examined(node: dict[str, Any]) -> Iterator[dict[str, Any]]:

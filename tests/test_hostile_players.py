@@ -1,5 +1,5 @@
 """Hostile players, written as action lists, on every library incident (seed 0) and a second variant of
-several: queries that show no reading a reader could use must not earn a confident score.
+two (the cases of tests/test_players.py): queries that show no reading a reader could use must not earn a confident score.
 
 Each player runs one kind of query that carries no evidence about the cause, pins every hypothesis
 (supporting the truth, refuting every rival) and submits either 90% on the truth or an even board. The
@@ -33,20 +33,19 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from test_players import CASES as PLAYER_CASES
 
 from game.query.gateway import QueryResult
 from game.rules.assess import Assessor, queries_of
 from game.rules.scoring import ScoreReport, score
 from game.session import Session
 from incidents.claims import symptom_series_sql, symptom_sql
-from incidents.loader import iter_library, load_incident
+from incidents.loader import load_incident
 from incidents.snippets import snippets
 from incidents.spec import Incident
 from telemetry_gen.proving.worlds import TRUTH, ensure_worlds
 
-LIBRARY = iter_library()
-CASES = [(p, 0) for p in LIBRARY] + [(p, 4) for p in LIBRARY if p.stem in (
-    "one-slow-replica", "oom-at-peak", "minutes-to-first-token", "math-answers-got-worse")]
+CASES = PLAYER_CASES  # the incidents and seeds the honest players play: their worlds are built once
 
 pytestmark = [pytest.mark.usefixtures("in_library_cache"), pytest.mark.slow]
 

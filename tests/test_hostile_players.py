@@ -1,5 +1,6 @@
 """Hostile players, written as action lists, on every library incident (seed 0) and a second variant of
-two (the cases of tests/test_players.py): queries that show no reading a reader could use must not earn a confident score.
+two (the cases of tests/test_players.py): queries that show no reading a reader could use must not earn a
+confident score.
 
 Each player runs one kind of query that carries no evidence about the cause, pins every hypothesis
 (supporting the truth, refuting every rival) and submits either 90% on the truth or an even board. The

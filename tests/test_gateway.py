@@ -463,6 +463,7 @@ def _hostile(files: dict[str, Path], db: Path) -> list[tuple[str, str, str]]:
         ("SELECT 1 WHERE current_query_id() // 2 % 2 = 0", "refused", NOT_ALLOWED),
         ("SELECT txid_current() AS t", "refused", NOT_ALLOWED),
         ("SELECT sum(memory_usage_bytes) % 3 AS m FROM duckdb_memory()", "refused", NOT_ALLOWED),
+        ("SELECT column_name, compression FROM pragma_storage_info('events')", "refused", NOT_ALLOWED),
     ]
     return out
 

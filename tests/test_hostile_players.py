@@ -15,6 +15,9 @@ score of such a game may not pass 35 (90%) or 20 (even). The kinds:
   numbers (a threshold of the player's own turns a size into a word or a sign);
 - labels of a threshold on a count or a latency (``CASE WHEN row_number() OVER () > 1.2 * n THEN 'many'``):
   whether a label shows is a maximum compared with the player's number, so its presence reads as nothing;
+- SUMMARIZE (one row per column: its rows compare unlike columns) and EXPLAIN (a plan, not the data);
+- texts the query makes: the first and last text in sort order (one extra ERROR line makes 'INFO' go
+  missing from min(level)), a time stamp cast to text (its minute read as a level), numbers as letters;
 - coin flips: sixty parities and sines of a sum, each a pseudo-random sign per world, one of which
   would part the truth from a rival by luck;
 - whole-table dumps of the big tables (requests, metrics, logs), cut at the row cap (what is missing
@@ -120,6 +123,13 @@ def hostile_queries(path: Path, seed: int) -> dict[str, list[str]]:
             "FROM requests",
             f"SELECT DISTINCT request_id > {int(count * 1.5)} AS many FROM requests",
             f"SELECT DISTINCT ttft_s > {3 * mean!r} AS slow, app FROM requests"],
+        "summaries and plans": ["SUMMARIZE requests", "SUMMARIZE logs", "SUMMARIZE events",
+                                "EXPLAIN SELECT * FROM requests WHERE ttft_s > 1"],
+        "texts made from numbers and sort order": [
+            "SELECT min(level) AS lo, max(level) AS hi FROM logs",
+            "SELECT min(kind) AS lo, max(kind) AS hi FROM events",
+            "SELECT CAST(quantile_disc(ts, 0.75) AS VARCHAR) AS q75 FROM requests",
+            "SELECT DISTINCT chr(65 + CAST(least(floor(ttft_s * 10), 25) AS INT)) AS bucket FROM requests"],
         "coin flips": [
             "SELECT " + ", ".join(f"CAST(floor(sum(e2e_s) * {1000003 + 7919 * k}) AS BIGINT) % 2 * 2 - 1 AS c{k}"
                                   for k in range(60)) + " FROM requests",
@@ -133,7 +143,8 @@ def hostile_queries(path: Path, seed: int) -> dict[str, list[str]]:
 
 
 KINDS = ["cast to text", "page symptoms", "page symptoms per 5 minutes", "divided by what was seen",
-         "compared with what was seen", "labels of a threshold", "coin flips", "big-table dumps",
+         "compared with what was seen", "labels of a threshold", "summaries and plans",
+         "texts made from numbers and sort order", "coin flips", "big-table dumps",
          "distinct log messages", "starter snippets", "nothing shown"]
 
 

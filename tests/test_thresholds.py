@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from telemetry_gen.proving.thresholds import threshold_labels, threshold_reason
+from telemetry_gen.proving.thresholds import made_columns, threshold_reason
 
 SEEN = 0.1276  # the fleet's mean TTFT a player saw, then wrote back into the query
 
@@ -47,6 +47,10 @@ MADE = {
     "a seeded sample, which another seed redraws": (
         "SELECT replica, avg(ttft_s) FROM requests TABLESAMPLE 10% (bernoulli, 42) GROUP BY replica"),
     "a sample inside a CTE": "WITH s AS (SELECT * FROM requests USING SAMPLE 50 ROWS) SELECT avg(ttft_s) FROM s",
+    "a summary of every column": "SUMMARIZE requests",
+    "a summary read through a query": "SELECT column_name, avg FROM (SUMMARIZE logs)",
+    "a query plan": "EXPLAIN SELECT * FROM requests WHERE gateway_s > 0.02",
+    "a query plan with timings": "EXPLAIN ANALYZE SELECT count(*) FROM requests",
 }
 
 READINGS = {
@@ -79,6 +83,7 @@ READINGS = {
     "a text compared with a text": "SELECT CASE WHEN max(app) = 'chat' THEN 'chat only' END AS apps FROM requests",
     "a whole table": "SELECT * FROM events",
     "a figure named sample": "SELECT replica, avg(ttft_s) AS sample FROM requests GROUP BY replica",
+    "the columns described": "DESCRIBE requests",
 }
 
 
@@ -124,7 +129,8 @@ def test_a_forked_process_parses_with_a_connection_of_its_own() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-LABELS = {
+
+MADE_COLUMNS = {
     "labels of a threshold on a counter": (
         "SELECT DISTINCT CASE WHEN request_id > 421 THEN 'many' ELSE 'few' END AS k FROM requests", ["k"], {"k"}),
     "the same, unnamed": (
@@ -132,32 +138,31 @@ LABELS = {
     "a boolean of a threshold": ("SELECT DISTINCT ttft_s > 5 AS slow FROM requests", ["slow"], {"slow"}),
     "a row number against a number": (
         "SELECT DISTINCT row_number() OVER () > 400 AS late FROM requests", ["late"], {"late"}),
-    "labels made in a CTE and read outside": (
+    "made in a CTE and read outside": (
         "WITH c AS (SELECT CASE WHEN ttft_s > 5 THEN 'slow' ELSE 'ok' END AS k FROM requests) "
         "SELECT DISTINCT k FROM c", ["k"], {"k"}),
+    "made in a CTE and read with a star": (
+        "WITH c AS (SELECT replica, lower(app) AS a FROM requests) SELECT * FROM c", ["replica", "a"], {"a"}),
     "beside a data column": (
         "SELECT DISTINCT replica, e2e_s BETWEEN 1 AND 2 AS mid FROM requests", ["replica", "mid"], {"mid"}),
+    "the first and last text in sort order": (
+        "SELECT min(level) AS lo, max(level) AS hi FROM logs", ["lo", "hi"], {"lo", "hi"}),
+    "a number spelled as a letter": (
+        "SELECT DISTINCT chr(65 + CAST(floor(gateway_s * 100) AS INT)) AS g FROM requests", ["g"], {"g"}),
+    "data columns are read: a table's own texts": (
+        "SELECT DISTINCT replica, status FROM requests WHERE ttft_s > 5", ["replica", "status"], set()),
+    "data columns are read: a whole table": ("SELECT * FROM events", ["ts", "kind", "detail"], set()),
+    "data columns are read: renamed through a CTE": (
+        "WITH c AS (SELECT replica AS r FROM requests) SELECT DISTINCT r FROM c", ["r"], set()),
+    "data columns are read: a group and its count": (
+        "SELECT level, count(*) AS n FROM logs GROUP BY level", ["level", "n"], {"n"}),
 }
 
-NOT_LABELS = {
-    "zero: whether anything happened": "SELECT replica, num_preemptions > 0 AS preempted FROM requests",
-    "a period split at a time": (
-        "SELECT ts >= TIMESTAMP '2026-11-19 09:11:00' + INTERVAL 8 MINUTE AS after, avg(ttft_s) FROM requests "
-        "GROUP BY 1"),
-    "a category of the data": (
-        "SELECT CASE WHEN status = 'error' THEN 'bad' ELSE 'good' END AS k, count(*) FROM requests GROUP BY 1"),
-    "a threshold inside an aggregate": (
-        "SELECT replica, count(*) FILTER (WHERE ttft_s > 5) AS slow FROM requests GROUP BY 1"),
-    "a WHERE": "SELECT DISTINCT replica FROM requests WHERE ttft_s > 5",
-}
+
+@pytest.mark.parametrize(("sql", "columns", "made"), list(MADE_COLUMNS.values()), ids=list(MADE_COLUMNS))
+def test_columns_the_query_computed_are_named(sql: str, columns: list[str], made: set[str]) -> None:
+    assert made_columns(sql, columns) == made
 
 
-@pytest.mark.parametrize(("sql", "columns", "labels"), list(LABELS.values()), ids=list(LABELS))
-def test_labels_of_a_per_row_threshold_are_named(sql: str, columns: list[str], labels: set[str]) -> None:
-    assert threshold_labels(sql, columns) == labels
-
-
-@pytest.mark.parametrize("sql", list(NOT_LABELS.values()), ids=list(NOT_LABELS))
-def test_readings_of_the_data_are_not_labels(sql: str) -> None:
-    assert threshold_labels(sql, ["a", "b", "c"]) == frozenset()
-    assert threshold_labels("SELEC nonsense", ["a"]) == frozenset()
+def test_sql_that_does_not_parse_has_no_made_columns() -> None:
+    assert made_columns("SELEC nonsense", ["a"]) == frozenset()

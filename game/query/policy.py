@@ -22,7 +22,9 @@ READ_KINDS = "SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN"
 # Table functions that only read the attached database, DuckDB's own metadata, or generate values.
 # Anything else (file readers, query(), query_table(), checkpoint(), scans over Python objects, ...)
 # is refused: an allow-list keeps new DuckDB functions out until someone looks at them. Not duckdb_memory()
-# either: the buffer memory it reports depends on which queries ran before on that world's connection.
+# either (the buffer memory it reports depends on which queries ran before on that world's connection),
+# nor pragma_storage_info() (how each world's file happens to be compressed: 'Empty Validity' on one world
+# and not another is storage, not telemetry).
 ALLOWED_TABLE_FUNCTIONS: frozenset[str] = frozenset(
     {
         "range",
@@ -53,7 +55,6 @@ ALLOWED_TABLE_FUNCTIONS: frozenset[str] = frozenset(
         "pragma_show",
         "pragma_version",
         "pragma_platform",
-        "pragma_storage_info",
         "pragma_collations",
     }
 )

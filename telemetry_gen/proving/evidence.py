@@ -107,6 +107,9 @@ CATEGORY_MARGIN = 10.0
 """The margin a category reading is reported with (it has no scale: the groups differ, or they do not)."""
 _EPOCH = datetime(1970, 1, 1)
 _NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
+_TIME_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?([+-]\d{2}(:?\d{2})?|Z)?$")
+"""A date or time stamp written as text (a CAST of ts to VARCHAR): read as the time it is, not as a text
+whose digits are levels (its minute read as zero or not)."""
 _ADDRESS = re.compile(r"\b[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]\b")
 """A PCI address (``0000:2a:00.0``) names a device, as a replica's name does: the replica column says which."""
 _UNITS = r"(?:x|ms|us|s|GiB|MiB|KiB|GB|MB|KB)?"
@@ -181,6 +184,11 @@ def _finite(x: float) -> float | None:
 
 
 def _time(value: Any, origin: datetime) -> float | None:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
     if isinstance(value, datetime):
         naive = value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
         return (naive - origin).total_seconds()
@@ -229,7 +237,8 @@ def _kinds(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
         cells = [r[j] for r in rows if j < len(r) and r[j] is not None]
         if not cells:
             kinds.append("skip")
-        elif all(isinstance(c, datetime | date | time) for c in cells):
+        elif all(isinstance(c, datetime | date | time) or (isinstance(c, str) and _TIME_TEXT.match(c.strip()))
+                 for c in cells):
             kinds.append("time")
         elif all(_number(c) is not None for c in cells):
             kinds.append("skip" if _is_identifier(name) else "value")
@@ -521,15 +530,15 @@ def _category(feature: Feature, value: Value, truths: Sequence[Shown], members: 
 
 def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Shown], *,
            span_s: float = 3600.0, sized: bool | None = None, draws: int = 2,
-           labels: Collection[str] = ()) -> list[Reading]:
+           made: Collection[str] = ()) -> list[Reading]:
     """Readings on which `seen` (the player's result on the true world) rules the rival out, largest
     margin first; empty when it does not. `truth_others` are the same query on the truth's other traffic
     draws, `rival_family` on every member of the rival's family: first its written world on `draws`
     traffic draws (their spread is chance), then its declared members (other severities and onsets: they
     widen what the family produces, they are not chance). `sized` defaults to whether there are declared
     members. A member on which the query failed (`rows` -1) is left out; without a truth draw or a rival
-    member left, nothing is ruled out. `labels`: result columns whose texts label the player's own
-    per-row threshold (thresholds.threshold_labels); no presence is read from them.
+    member left, nothing is ruled out. `made`: result columns whose values the query computed
+    (thresholds.made_columns); no presence is read from them.
 
     - presence: a text every member of the rival's family shows in a column and neither the player's
       result nor the truth's other draws do (only in results not cut at the row cap, of at most
@@ -558,11 +567,11 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
     # text only the truth shows is something else that happened: no cause forbids an unrelated restart,
     # error line or deploy, so it rules nothing out. In a result cut at the row cap a missing text may be
     # in the rows not shown, so absence there reads as nothing.
-    # Not in `labels` (thresholds.threshold_labels): a label of the player's per-row threshold is there when
-    # some row crossed it, a maximum compared with the player's number, not a text the telemetry holds.
+    # Only in columns read from a table (thresholds.made_columns): which texts a computed column shows is the
+    # player's making (a threshold's label, the first text in sort order, a number spelled as letters).
     if not seen.truncated and seen.rows <= ABSENCE_ROWS:
         for column, text in set.intersection(*(set(r.cells) for r in rivals)) - seen.cells:
-            if column in labels:
+            if column in made:
                 continue
             cell = (column, text)
             if all(cell not in t.cells for t in truths) and not any(r.truncated for r in rivals):

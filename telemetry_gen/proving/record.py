@@ -48,9 +48,10 @@ stand on their digests and only the first WORLD_PROOF_SEEDS seeds are proven aga
    than FLAT from every member of the rival's family (evidence._magnitude);
 5. a query whose figure a constant of its own makes (a threshold, an offset, a remainder after aggregating;
    telemetry_gen.proving.thresholds) rules nothing out. Widened on 2026-12-07 without a bump: a sample
-   of the rows reads as nothing too, and no presence is read from labels of a per-row threshold
-   (threshold_labels); no reference, page or snippet query of the library is either (0 of 295), so
-   every record's verdicts stand as proven, and a new or edited incident is proven under the wider rule."""
+   of the rows reads as nothing too, and so do SUMMARIZE, DESCRIBE and EXPLAIN; no presence is read
+   from a column the query computed (made_columns), and a time stamp cast to text is a time. No library
+   reference query samples, summarizes or explains (0 of 295), and CI proves seed 0's worlds again under
+   the wider rule (tests/test_library_proof.py); a new or edited incident is proven under it."""
 RECORD_FOLDER = "proofs"
 PROVE_HINT = ("run `make prove` (servedrill validate --deep --claims-only --record, then the worlds of the first "
               f"{WORLD_PROOF_SEEDS} seeds: --seeds {WORLD_PROOF_SEEDS} --record) and commit the records")

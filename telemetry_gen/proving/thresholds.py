@@ -13,6 +13,7 @@ nobody knows for an alternative cause) into something that looks like one of tho
   truth from a rival by luck;
 - rows of literals set beside the data (``SELECT 'seen', 0.1276 UNION ALL SELECT 'now', avg(ttft_s) ...``):
   the data's row is then compared with the player's number;
+- SUMMARIZE (one row per column, so its "groups" are unlike columns) and EXPLAIN (a plan, not the data);
 - a sample of the rows (``USING SAMPLE``, ``TABLESAMPLE``), even with a seed: which rows it draws is luck,
   different on every world, and a player re-running it with other seeds fishes for a draw that parts the
   truth from a rival (an unseeded one may also draw the same rows twice on a small table, so running it
@@ -82,6 +83,9 @@ def threshold_reason(sql: str) -> str | None:
     A query nested too deeply to walk is not read either (NESTED_TOO_DEEP): what it hides is unknown."""
     try:
         with _PARSER_LOCK:
+            statements = _parser().extract_statements(sql)
+            if len(statements) == 1 and statements[0].type == duckdb.StatementType.EXPLAIN:
+                return EXPLAINED
             row = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
         tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
         if tree.get("error"):
@@ -97,9 +101,17 @@ SAMPLED = ("it reads a random sample of the rows, and which rows a sample draws 
            "it draws others")
 
 
+EXPLAINED = ("it shows how DuckDB would run the query, not the telemetry: a plan's words and estimates "
+             "follow the sizes of the tables")
+SUMMARIZED = ("it describes the columns, one row each, so its rows compare unlike columns with each other; "
+              "ask for the figure you want with SELECT")
+
+
 def _reason(tree: dict[str, Any]) -> str | None:
     if next(_find(tree, lambda d: d.get("sample") is not None), None) is not None:
         return SAMPLED
+    if next(_find(tree, lambda d: d.get("type") == "SHOW_REF" and d.get("show_type") == "SUMMARY"), None):
+        return SUMMARIZED
     # every query node anywhere in the tree: CTEs, subqueries, set-operation branches
     nodes = list(_find(tree, lambda d: d.get("type") in ("SELECT_NODE", "SET_OPERATION_NODE")))
     aggregated, constant = _aliases(nodes)
@@ -120,39 +132,50 @@ def _reason(tree: dict[str, Any]) -> str | None:
     return None
 
 
-def threshold_labels(sql: str, columns: Sequence[str]) -> frozenset[str]:
-    """The result `columns` (as the result names them) whose values label a per-row comparison with a
-    number the player typed: ``CASE WHEN request_id > 421 THEN 'many' ELSE 'few' END AS k``,
-    ``ttft_s > 5 AS slow``. Which of such labels a result shows says whether any row crossed the player's
-    number, i.e. a maximum or minimum compared with it: a threshold on a size (request_id counts
-    requests). Their presence or absence is no reading (`evidence.ruling`, `labels`); shares and groups
-    of them are read as any others. Zero, texts and time stamps are not such numbers (``num_preemptions
-    > 0 AS preempted``, ``ts >= TIMESTAMP '...' AS after``). Empty when DuckDB cannot parse `sql`."""
+def made_columns(sql: str, columns: Sequence[str]) -> frozenset[str]:
+    """The result `columns` (as the result names them) whose values the query computed rather than read
+    from a table: anything but a plain column reference (through the names CTEs and subqueries give plain
+    references). No presence or absence is read from them (`evidence.ruling`, `made`): which texts such a
+    column shows is the player's making, e.g. the label of a per-row threshold (``CASE WHEN request_id >
+    421 THEN 'many' ELSE 'few' END``: 'many' shows when any row crossed the number, a size), the first
+    text in sort order (``min(level)``: 'ERROR' sorts before 'INFO', so one extra error line makes 'INFO'
+    go missing), or a number spelled as letters (``chr(65 + floor(x * 100))``, ``monthname(...)``). Groups
+    and shares of such columns are read as any others. Empty when DuckDB cannot parse `sql`."""
     try:
         with _PARSER_LOCK:
             row = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
         tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
         if tree.get("error") or not tree.get("statements"):
             return frozenset()
-        nodes = list(_find(tree, lambda d: d.get("type") in ("SELECT_NODE", "SET_OPERATION_NODE")))
-        _, constant = _aliases(nodes)
-        named: set[str] = set()
-        for node in nodes:
-            for item in node.get("select_list") or []:
-                if isinstance(item, dict) and item.get("alias") and _labels(item, constant):
-                    named.add(str(item["alias"]).lower())
-        out = {c for c in columns if str(c).lower() in named}
+        nodes = list(_find(tree, lambda d: d.get("type") == "SELECT_NODE"))
+        computed: set[str] = set()
+        for _ in range(len(nodes) + 1):  # names given to computed names are computed: to a fixed point
+            before = len(computed)
+            for node in nodes:
+                for item in node.get("select_list") or []:
+                    if isinstance(item, dict) and item.get("alias") and _computed(item, computed):
+                        computed.add(str(item["alias"]).lower())
+            if len(computed) == before:
+                break
+        out = {c for c in columns if str(c).lower() in computed}
         for branch in _branches(tree["statements"][0].get("node") or {}):
             items = [i for i in branch.get("select_list") or [] if isinstance(i, dict)]
             if any(i.get("class") == "STAR" for i in items):
                 continue  # its columns are named above, by the aliases they were given
-            for name, item in zip(columns, items, strict=False):
-                ref = ".".join(map(str, item.get("column_names") or [])).split(".")[-1].lower()
-                if _labels(item, constant) or (item.get("class") == "COLUMN_REF" and ref in named):
-                    out.add(name)
+            out |= {name for name, item in zip(columns, items, strict=False) if _computed(item, computed)}
         return frozenset(out)
     except (duckdb.Error, RecursionError):
         return frozenset()
+
+
+def _computed(item: dict[str, Any], computed: set[str]) -> bool:
+    if item.get("class") != "COLUMN_REF":
+        return item.get("class") != "STAR"
+    return _ref_name(item) in computed
+
+
+def _ref_name(ref: dict[str, Any]) -> str:
+    return ".".join(map(str, ref.get("column_names") or [])).split(".")[-1].lower()
 
 
 def _branches(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -164,20 +187,6 @@ def _branches(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 yield from _branches(child)
     else:
         yield node
-
-
-def _labels(expr: Any, constant: set[str]) -> bool:
-    """Whether `expr`, outside aggregates and subqueries, compares a row's value with a typed number."""
-    if not isinstance(expr, dict):
-        return False
-    cls = expr.get("class")
-    if _is_aggregate_call(expr) or cls == "SUBQUERY":
-        return False
-    if cls in ("COMPARISON", "BETWEEN") or (cls == "OPERATOR" and "IN" in str(expr.get("type", ""))):
-        sides = [v for v in _children(expr) if isinstance(v, dict)]
-        if any(_typed(s, constant) for s in sides) and not all(_is_constant(s, constant) for s in sides):
-            return True
-    return any(_labels(child, constant) for child in _children(expr))
 
 
 def _examined(node: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -74,6 +74,15 @@ def _aggregate_names() -> frozenset[str]:
     return frozenset(str(r[0]).lower() for r in rows)
 
 
+def _parse_tree(sql: str) -> dict[str, Any] | None:
+    """DuckDB's parse tree of `sql` (json_serialize_sql); None when it has none (not a SELECT, or it does
+    not parse). Raises duckdb.Error, and RecursionError for a tree nested too deeply to load."""
+    with _PARSER_LOCK:
+        row = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+    tree: dict[str, Any] | None = json.loads(row[0]) if row else None
+    return None if tree is None or tree.get("error") else tree
+
+
 NESTED_TOO_DEEP = "it is nested too deeply to read what it computes"
 
 
@@ -86,11 +95,8 @@ def threshold_reason(sql: str) -> str | None:
             statements = _parser().extract_statements(sql)
             if len(statements) == 1 and statements[0].type == duckdb.StatementType.EXPLAIN:
                 return EXPLAINED
-            row = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
-        tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
-        if tree.get("error"):
-            return None
-        return _reason(tree)
+        tree = _parse_tree(sql)
+        return None if tree is None else _reason(tree)
     except duckdb.Error:
         return None
     except RecursionError:
@@ -142,10 +148,8 @@ def made_columns(sql: str, columns: Sequence[str]) -> frozenset[str]:
     go missing), or a number spelled as letters (``chr(65 + floor(x * 100))``, ``monthname(...)``). Groups
     and shares of such columns are read as any others. Empty when DuckDB cannot parse `sql`."""
     try:
-        with _PARSER_LOCK:
-            row = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
-        tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
-        if tree.get("error") or not tree.get("statements"):
+        tree = _parse_tree(sql)
+        if tree is None or not tree.get("statements"):
             return frozenset()
         nodes = list(_find(tree, lambda d: d.get("type") == "SELECT_NODE"))
         computed: set[str] = set()

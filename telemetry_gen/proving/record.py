@@ -50,8 +50,9 @@ stand on their digests and only the first WORLD_PROOF_SEEDS seeds are proven aga
    telemetry_gen.proving.thresholds) rules nothing out. Widened on 2026-12-07 without a bump: a sample
    of the rows reads as nothing too, and so do SUMMARIZE, DESCRIBE and EXPLAIN; no presence is read
    from a column the query computed (made_columns), and a time stamp cast to text is a time. No library
-   reference query samples, summarizes or explains (0 of 295), and CI proves seed 0's worlds again under
-   the wider rule (tests/test_library_proof.py); a new or edited incident is proven under it."""
+   reference query samples, summarizes or explains (0 of 295), and every library incident's worlds were
+   proven again on seeds 0-4 under the wider rule (`validate --deep --seeds 5 --record`): every verdict
+   as before; a new or edited incident is proven under it."""
 RECORD_FOLDER = "proofs"
 PROVE_HINT = ("run `make prove` (servedrill validate --deep --claims-only --record, then the worlds of the first "
               f"{WORLD_PROOF_SEEDS} seeds: --seeds {WORLD_PROOF_SEEDS} --record) and commit the records")

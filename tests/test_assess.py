@@ -144,7 +144,8 @@ def test_labels_of_a_threshold_on_a_count_rule_out_nothing(assessor: Assessor) -
         n = int(seen * factor)
         for i, sql in enumerate((
                 f"SELECT DISTINCT CASE WHEN request_id > {n} THEN 'many' ELSE 'few' END AS k FROM requests",
-                f"SELECT DISTINCT row_number() OVER () > {n} AS many FROM requests")):
+                f"SELECT DISTINCT row_number() OVER () > {n} AS many FROM requests",
+                f"SELECT DISTINCT CASE WHEN request_id > {n} THEN 0 / 0 ELSE 1 END AS k FROM requests")):
             evidence = assessor.assess(i, sql)
             assert evidence.ok and evidence.ruled_out == (), (sql, evidence.why)
 

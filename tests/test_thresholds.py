@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from telemetry_gen.proving.thresholds import made_columns, threshold_reason
+from telemetry_gen.proving.thresholds import label_columns, made_columns, threshold_reason
 
 SEEN = 0.1276  # the fleet's mean TTFT a player saw, then wrote back into the query
 
@@ -166,3 +166,17 @@ def test_columns_the_query_computed_are_named(sql: str, columns: list[str], made
 
 def test_sql_that_does_not_parse_has_no_made_columns() -> None:
     assert made_columns("SELEC nonsense", ["a"]) == frozenset()
+
+
+@pytest.mark.parametrize(("sql", "columns", "labels"), [
+    ("SELECT DISTINCT CASE WHEN request_id > 421 THEN 'many' ELSE 'few' END AS k FROM requests", ["k"], {"k"}),
+    ("SELECT DISTINCT CASE WHEN request_id > 421 THEN 0 / 0 ELSE 1 END AS k FROM requests", ["k"], {"k"}),
+    ("WITH c AS (SELECT ttft_s > 5 AS slow FROM requests) SELECT DISTINCT slow FROM c", ["slow"], {"slow"}),
+    ("SELECT replica, num_preemptions > 0 AS k FROM requests", ["replica", "k"], set()),
+    ("SELECT replica, sum(hits) / sum(queries) AS k FROM metrics GROUP BY 1", ["replica", "k"], set()),
+])
+def test_labels_of_a_threshold_are_told_from_other_computed_columns(sql: str, columns: list[str],
+                                                                    labels: set[str]) -> None:
+    """A computed number may show a NaN of its own (0/0 where a rival has nothing to divide), which is read;
+    a label of the player's threshold may not show anything that is read, a NaN label included."""
+    assert label_columns(sql, columns) == labels

@@ -34,7 +34,7 @@ from game.rules.scoring import QueryEvidence, ScoreReport, score
 from incidents.spec import Incident
 from telemetry_gen.cache import cache_dir
 from telemetry_gen.proving.evidence import FAILED, Shown, cite, describe_reading, ruling, shown_of
-from telemetry_gen.proving.thresholds import made_columns, threshold_reason
+from telemetry_gen.proving.thresholds import label_columns, made_columns, threshold_reason
 from telemetry_gen.proving.worlds import (
     RIVAL_MEMBERS,
     TRUTH,
@@ -127,7 +127,7 @@ class Assessor:
             # nothing shown on the truth: a rival can differ only by showing rows the truth lacks, and
             # the player saw none of them
             return QueryEvidence(0, sql, True, 0)
-        computed = made_columns(sql, seen.columns)
+        computed, labels = made_columns(sql, seen.columns), label_columns(sql, seen.columns)
         others = [self._shown(name, sql) for name in family_names(self.incident, TRUTH)[1:]]
         ruled: list[str] = []
         why: dict[str, str] = {}
@@ -135,7 +135,7 @@ class Assessor:
         for rival in self.rivals:
             family = [self._shown(name, sql) for name in family_names(self.incident, rival)]
             readings = ruling(seen, others, family, span_s=self._span_s,
-                              draws=RIVAL_MEMBERS, made=computed)
+                              draws=RIVAL_MEMBERS, made=computed, labels=labels)
             if readings:
                 ruled.append(rival)
                 why[rival] = describe_reading(cite(readings, seen), self._origin)

@@ -107,6 +107,9 @@ CATEGORY_MARGIN = 10.0
 """The margin a category reading is reported with (it has no scale: the groups differ, or they do not)."""
 _EPOCH = datetime(1970, 1, 1)
 _NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
+_NUMBER_SHAPES = frozenset({"#", "nan", "-nan", "inf", "-inf"})
+"""Texts a computed number column shows of itself: a NaN where a division had nothing to divide (a rival
+that disables prefix caching has no cache queries to divide hits by), '#' for the numbers beside it."""
 _TIME_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?([+-]\d{2}(:?\d{2})?|Z)?$")
 """A date or time stamp written as text (a CAST of ts to VARCHAR): read as the time it is, not as a text
 whose digits are levels (its minute read as zero or not)."""
@@ -530,7 +533,7 @@ def _category(feature: Feature, value: Value, truths: Sequence[Shown], members: 
 
 def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Shown], *,
            span_s: float = 3600.0, sized: bool | None = None, draws: int = 2,
-           made: Collection[str] = ()) -> list[Reading]:
+           made: Collection[str] = (), labels: Collection[str] = ()) -> list[Reading]:
     """Readings on which `seen` (the player's result on the true world) rules the rival out, largest
     margin first; empty when it does not. `truth_others` are the same query on the truth's other traffic
     draws, `rival_family` on every member of the rival's family: first its written world on `draws`
@@ -538,7 +541,8 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
     widen what the family produces, they are not chance). `sized` defaults to whether there are declared
     members. A member on which the query failed (`rows` -1) is left out; without a truth draw or a rival
     member left, nothing is ruled out. `made`: result columns whose values the query computed
-    (thresholds.made_columns); no presence is read from them.
+    (thresholds.made_columns); no presence is read from them but a number's shape ('nan', '#').
+    `labels`: columns labelling a per-row threshold (thresholds.label_columns); no presence at all.
 
     - presence: a text every member of the rival's family shows in a column and neither the player's
       result nor the truth's other draws do (only in results not cut at the row cap, of at most
@@ -571,7 +575,7 @@ def ruling(seen: Shown, truth_others: Sequence[Shown], rival_family: Sequence[Sh
     # player's making (a threshold's label, the first text in sort order, a number spelled as letters).
     if not seen.truncated and seen.rows <= ABSENCE_ROWS:
         for column, text in set.intersection(*(set(r.cells) for r in rivals)) - seen.cells:
-            if column in made:
+            if column in labels or (column in made and text not in _NUMBER_SHAPES):
                 continue
             cell = (column, text)
             if all(cell not in t.cells for t in truths) and not any(r.truncated for r in rivals):

@@ -63,7 +63,7 @@ from telemetry_gen.proving.report import (
     claim_margin,
 )
 from telemetry_gen.proving.result_diff import MATERIAL_CHANGE, likelihood_separation, result_difference
-from telemetry_gen.proving.thresholds import made_columns, threshold_reason
+from telemetry_gen.proving.thresholds import label_columns, made_columns, threshold_reason
 from telemetry_gen.proving.worlds import RIVAL_MEMBERS, TRUTH, build_world, family_names, rivals
 from telemetry_gen.runner import Progress
 
@@ -236,6 +236,7 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
     with contextlib.closing(_open(truth_db)) as truth_con:
         truth_seen = [_shown_result(truth_con, sql, incident) for _, sql in queries]
     computed = [made_columns(sql, seen.columns) for (_, sql), seen in zip(queries, truth_seen, strict=True)]
+    labels = [label_columns(sql, seen.columns) for (_, sql), seen in zip(queries, truth_seen, strict=True)]
     draw_checks: list[WorldCheck] = []
     draw_seen: list[list[Shown]] = []
     for name in draws:
@@ -279,7 +280,7 @@ def check_worlds(incident: Incident, seed: int, truth_db: Path,
             if kinds[i] in first or made[i]:
                 continue
             readings = ruling(truth_seen[i], [d[i] for d in draw_seen], [m[i] for m in family], span_s=span,
-                              draws=RIVAL_MEMBERS, made=computed[i])
+                              draws=RIVAL_MEMBERS, made=computed[i], labels=labels[i])
             if readings:
                 first[kinds[i]] = (label, describe_reading(cite(readings, truth_seen[i]), t0))
         separated_by, difference = first.get("reference", (None, None))

@@ -49,10 +49,13 @@ stand on their digests and only the first WORLD_PROOF_SEEDS seeds are proven aga
 5. a query whose figure a constant of its own makes (a threshold, an offset, a remainder after aggregating;
    telemetry_gen.proving.thresholds) rules nothing out. Widened on 2026-12-07 without a bump: a sample
    of the rows reads as nothing too, and so do SUMMARIZE, DESCRIBE and EXPLAIN; no presence is read
-   from a column the query computed (made_columns), and a time stamp cast to text is a time. No library
-   reference query samples, summarizes or explains (0 of 295), and every library incident's worlds were
-   proven again on seeds 0-4 under the wider rule (`validate --deep --seeds 5 --record`): every verdict
-   as before; a new or edited incident is proven under it."""
+   from a column the query computed (made_columns) but a number's NaN, nor from a threshold's labels
+   (label_columns), and a time stamp cast to text is a time. No library reference query samples,
+   summarizes or explains (0 of 295); every library incident's worlds were proven again on seeds 0-4
+   (`validate --deep --seeds 5 --record`: every verdict as before) under the stricter form that read no
+   presence from any computed column; the rule in force reads a subset of what the records before it
+   read and a superset of what that run read, so a rival ruled out then is ruled out now and a page or
+   snippet that ruled nothing out before still does not. A new or edited incident is proven under it."""
 RECORD_FOLDER = "proofs"
 PROVE_HINT = ("run `make prove` (servedrill validate --deep --claims-only --record, then the worlds of the first "
               f"{WORLD_PROOF_SEEDS} seeds: --seeds {WORLD_PROOF_SEEDS} --record) and commit the records")

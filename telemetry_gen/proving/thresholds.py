@@ -141,32 +141,50 @@ def _reason(tree: dict[str, Any]) -> str | None:
 def made_columns(sql: str, columns: Sequence[str]) -> frozenset[str]:
     """The result `columns` (as the result names them) whose values the query computed rather than read
     from a table: anything but a plain column reference (through the names CTEs and subqueries give plain
-    references). No presence or absence is read from them (`evidence.ruling`, `made`): which texts such a
-    column shows is the player's making, e.g. the label of a per-row threshold (``CASE WHEN request_id >
-    421 THEN 'many' ELSE 'few' END``: 'many' shows when any row crossed the number, a size), the first
-    text in sort order (``min(level)``: 'ERROR' sorts before 'INFO', so one extra error line makes 'INFO'
-    go missing), or a number spelled as letters (``chr(65 + floor(x * 100))``, ``monthname(...)``). Groups
-    and shares of such columns are read as any others. Empty when DuckDB cannot parse `sql`."""
+    references). No text's presence or absence is read from them (`evidence.ruling`, `made`), except a
+    number's own shape (a NaN where a division had nothing to divide): which texts such a column shows is
+    the player's making, e.g. the first text in sort order (``min(level)``: 'ERROR' sorts before 'INFO', so
+    one extra error line makes 'INFO' go missing), or a number spelled as letters (``chr(65 + floor(x *
+    100))``, ``monthname(...)``). Groups and shares of such columns are read as any others. Empty when
+    DuckDB cannot parse `sql`."""
+    return _columns_where(sql, columns, lambda item, names, constant: _computed(item, names))
+
+
+def label_columns(sql: str, columns: Sequence[str]) -> frozenset[str]:
+    """The result `columns` whose values label a per-row comparison with a number the player typed
+    (``CASE WHEN request_id > 421 THEN 'many' ELSE 'few' END``, ``ttft_s > 5 AS slow``): which labels
+    show says whether any row crossed the player's number, a size, so no presence at all is read from
+    them, not even of a NaN (``THEN 0/0``). Zero, texts and time stamps are not such numbers
+    (``num_preemptions > 0``, ``ts >= TIMESTAMP '...'``)."""
+    return _columns_where(sql, columns, lambda item, names, constant: _labels(item, constant) or (
+        item.get("class") == "COLUMN_REF" and _ref_name(item) in names))
+
+
+def _columns_where(sql: str, columns: Sequence[str], test: Any) -> frozenset[str]:
+    """The result `columns` whose select-list item passes `test(item, names, constant)`; `names` are the
+    aliases of items that passed it anywhere in the query (CTEs, subqueries), to a fixed point, so that a
+    column read through a CTE inherits what the CTE made of it."""
     try:
         tree = _parse_tree(sql)
         if tree is None or not tree.get("statements"):
             return frozenset()
-        nodes = list(_find(tree, lambda d: d.get("type") == "SELECT_NODE"))
-        computed: set[str] = set()
-        for _ in range(len(nodes) + 1):  # names given to computed names are computed: to a fixed point
-            before = len(computed)
+        nodes = list(_find(tree, lambda d: d.get("type") in ("SELECT_NODE", "SET_OPERATION_NODE")))
+        _, constant = _aliases(nodes)
+        names: set[str] = set()
+        for _ in range(len(nodes) + 1):
+            before = len(names)
             for node in nodes:
                 for item in node.get("select_list") or []:
-                    if isinstance(item, dict) and item.get("alias") and _computed(item, computed):
-                        computed.add(str(item["alias"]).lower())
-            if len(computed) == before:
+                    if isinstance(item, dict) and item.get("alias") and test(item, names, constant):
+                        names.add(str(item["alias"]).lower())
+            if len(names) == before:
                 break
-        out = {c for c in columns if str(c).lower() in computed}
+        out = {c for c in columns if str(c).lower() in names}
         for branch in _branches(tree["statements"][0].get("node") or {}):
             items = [i for i in branch.get("select_list") or [] if isinstance(i, dict)]
             if any(i.get("class") == "STAR" for i in items):
                 continue  # its columns are named above, by the aliases they were given
-            out |= {name for name, item in zip(columns, items, strict=False) if _computed(item, computed)}
+            out |= {name for name, item in zip(columns, items, strict=False) if test(item, names, constant)}
         return frozenset(out)
     except (duckdb.Error, RecursionError):
         return frozenset()
@@ -176,6 +194,20 @@ def _computed(item: dict[str, Any], computed: set[str]) -> bool:
     if item.get("class") != "COLUMN_REF":
         return item.get("class") != "STAR"
     return _ref_name(item) in computed
+
+
+def _labels(expr: Any, constant: set[str]) -> bool:
+    """Whether `expr`, outside aggregates and subqueries, compares a row's value with a typed number."""
+    if not isinstance(expr, dict):
+        return False
+    cls = expr.get("class")
+    if _is_aggregate_call(expr) or cls == "SUBQUERY":
+        return False
+    if cls in ("COMPARISON", "BETWEEN") or (cls == "OPERATOR" and "IN" in str(expr.get("type", ""))):
+        sides = [v for v in _children(expr) if isinstance(v, dict)]
+        if any(_typed(s, constant) for s in sides) and not all(_is_constant(s, constant) for s in sides):
+            return True
+    return any(_labels(child, constant) for child in _children(expr))
 
 
 def _ref_name(ref: dict[str, Any]) -> str:
